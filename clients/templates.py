@@ -1,0 +1,193 @@
+"""Fill-in-the-middle prompt templates and their stop lists, per model family.
+
+A FIM model is trained on one exact layout of sentinel tokens; any other layout
+makes it write nonsense. `detect(model_name)` picks the family from the model's
+name (Ollama tag or Hugging Face id); settings may name a family explicitly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class FimTemplate:
+    name: str
+    prefix_token: str
+    suffix_token: str
+    middle_token: str
+    stop: tuple[str, ...]
+    suffix_first: bool = False  # Codestral puts the suffix before the prefix
+    # CodeLlama separates its sentinels from the code with single spaces.
+    pad_prefix: str = ""
+    pad_middle: str = ""
+    repo_name_token: str | None = None  # repo-level prompts (Qwen2.5-Coder)
+    file_sep_token: str | None = None
+
+    @property
+    def sentinels(self) -> tuple[str, ...]:
+        """The special tokens the model's vocabulary must have for this template."""
+        return tuple(t for t in (self.prefix_token, self.suffix_token, self.middle_token) if t)
+
+    def render(
+        self,
+        prefix: str,
+        suffix: str,
+        *,
+        repo: str | None = None,
+        path: str | None = None,
+        files: Sequence[tuple[str, str]] = (),
+    ) -> str:
+        """The prompt text for one hole between `prefix` and `suffix`.
+
+        With `repo` (and optionally other `files` as (path, text) pairs and the
+        current `path`), families that support it get a repo-level prompt.
+        """
+        if self.suffix_first:
+            body = f"{self.suffix_token}{suffix}{self.prefix_token}{prefix}"
+        else:
+            body = (
+                f"{self.prefix_token}{self.pad_prefix}{prefix}"
+                f"{self.pad_prefix}{self.suffix_token}{suffix}"
+                f"{self.pad_middle}{self.middle_token}"
+            )
+        if repo is None or self.repo_name_token is None or self.file_sep_token is None:
+            return body
+        parts = [f"{self.repo_name_token}{repo}\n"]
+        parts += [f"{self.file_sep_token}{p}\n{text}" for p, text in files]
+        parts.append(f"{self.file_sep_token}{path or 'file'}\n{body}")
+        return "".join(parts)
+
+
+QWEN_CODER = FimTemplate(
+    name="qwen2.5-coder",
+    prefix_token="<|fim_prefix|>",
+    suffix_token="<|fim_suffix|>",
+    middle_token="<|fim_middle|>",
+    repo_name_token="<|repo_name|>",
+    file_sep_token="<|file_sep|>",
+    stop=(
+        "<|endoftext|>",
+        "<|fim_prefix|>",
+        "<|fim_suffix|>",
+        "<|fim_middle|>",
+        "<|fim_pad|>",
+        "<|repo_name|>",
+        "<|file_sep|>",
+        "<|im_start|>",
+        "<|im_end|>",
+    ),
+)
+
+STARCODER = FimTemplate(
+    name="starcoder",
+    prefix_token="<fim_prefix>",
+    suffix_token="<fim_suffix>",
+    middle_token="<fim_middle>",
+    stop=(
+        "<fim_prefix>",
+        "<fim_suffix>",
+        "<fim_middle>",
+        "<fim_pad>",
+        "<file_sep>",
+        "<|endoftext|>",
+    ),
+)
+
+DEEPSEEK_CODER = FimTemplate(
+    name="deepseek-coder",
+    prefix_token="<｜fim▁begin｜>",
+    suffix_token="<｜fim▁hole｜>",
+    middle_token="<｜fim▁end｜>",
+    stop=("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", "<｜end▁of▁sentence｜>"),
+)
+
+CODELLAMA = FimTemplate(
+    name="codellama",
+    prefix_token="<PRE>",
+    suffix_token="<SUF>",
+    middle_token="<MID>",
+    pad_prefix=" ",
+    pad_middle=" ",
+    stop=("<EOT>", "<PRE>", "<SUF>", "<MID>"),
+)
+
+CODESTRAL = FimTemplate(
+    name="codestral",
+    prefix_token="[PREFIX]",
+    suffix_token="[SUFFIX]",
+    middle_token="",
+    suffix_first=True,
+    stop=("[PREFIX]", "[SUFFIX]", "</s>"),
+)
+
+CODEGEMMA = FimTemplate(
+    name="codegemma",
+    prefix_token="<|fim_prefix|>",
+    suffix_token="<|fim_suffix|>",
+    middle_token="<|fim_middle|>",
+    stop=("<|file_separator|>", "<end_of_turn>", "<eos>"),
+)
+
+TEMPLATES: dict[str, FimTemplate] = {
+    t.name: t for t in (QWEN_CODER, STARCODER, DEEPSEEK_CODER, CODELLAMA, CODESTRAL, CODEGEMMA)
+}
+# Names users may write in settings besides the canonical ones.
+ALIASES: dict[str, str] = {
+    "qwen": "qwen2.5-coder",
+    "qwen-coder": "qwen2.5-coder",
+    "starcoder2": "starcoder",
+    "stable-code": "starcoder",
+    "deepseek": "deepseek-coder",
+    "code-llama": "codellama",
+}
+
+
+def get(name: str) -> FimTemplate:
+    """The template called `name` (or an alias); KeyError lists the known names."""
+    key = name.strip().lower()
+    key = ALIASES.get(key, key)
+    try:
+        return TEMPLATES[key]
+    except KeyError:
+        known = ", ".join(sorted(TEMPLATES))
+        raise KeyError(f"unknown FIM template {name!r}; known: {known}") from None
+
+
+def detect(model_name: str) -> FimTemplate | None:
+    """Guess the FIM family from a model name; None when no rule matches.
+
+    Order matters: a plain "qwen2.5" chat model is NOT a FIM model (a known trap
+    in other tools matched it to StarCoder), and "codegemma" must win over a
+    generic "gemma".
+    """
+    n = model_name.lower().replace("_", "-")
+    if "codestral" in n:
+        return CODESTRAL
+    if "codegemma" in n:
+        return CODEGEMMA
+    if "deepseek" in n and "coder" in n:
+        return DEEPSEEK_CODER
+    if "codellama" in n or "code-llama" in n:
+        return CODELLAMA
+    if "starcoder" in n or "stable-code" in n:
+        return STARCODER
+    if "qwen" in n and "coder" in n:
+        return QWEN_CODER
+    return None
+
+
+__all__ = [
+    "CODEGEMMA",
+    "CODELLAMA",
+    "CODESTRAL",
+    "DEEPSEEK_CODER",
+    "QWEN_CODER",
+    "STARCODER",
+    "TEMPLATES",
+    "FimTemplate",
+    "detect",
+    "get",
+]

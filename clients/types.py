@@ -1,0 +1,128 @@
+"""Plain records that cross the backend boundary, and the `Backend` protocol."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Literal, Protocol, runtime_checkable
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class CompletionRequest:
+    """One fill-in-the-middle request, independent of any wire format.
+
+    `deadline` is a `time.monotonic()` instant after which the backend gives up
+    with `BackendTimeout`; None means only the backend's own timeouts apply.
+    """
+
+    prefix: str
+    suffix: str = ""
+    language: str = ""
+    path: str = ""  # the file's path, for repo-level FIM templates
+    max_tokens: int = 64
+    stop: tuple[str, ...] = ()
+    temperature: float = 0.0
+    deadline: float | None = None
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (never negative), or None."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
+
+@attrs.frozen
+class TokenLogprob:
+    """One generated token and its log-probability (natural log, <= 0)."""
+
+    text: str
+    logprob: float
+
+
+@attrs.frozen(kw_only=True)
+class Chunk:
+    """A piece of a streamed generation.
+
+    `tokens` carries the log-probs of the tokens in `text`; it is empty when the
+    server does not report log-probs (then `logprobs` is False).
+    """
+
+    text: str
+    tokens: tuple[TokenLogprob, ...] = ()
+    logprobs: bool = True
+    finish_reason: str | None = None  # set on the last chunk: "stop" | "length" | ...
+
+
+PromptMode = Literal["fim-native", "fim-template", "prefix-only"]
+
+
+@attrs.frozen(kw_only=True)
+class Completion:
+    """A whole generation, as `Backend.complete` returns it."""
+
+    text: str
+    tokens: tuple[TokenLogprob, ...]
+    logprobs: bool  # False when the server gave no log-probs for some text
+    finish_reason: str | None
+    backend: str
+    model: str
+    first_token_s: float | None  # seconds from the call to the first text
+    total_s: float
+    bytes_sent: int = 0  # request body bytes that left this process
+
+
+@attrs.frozen
+class Problem:
+    """Something `doctor` found, with the fix we suggest."""
+
+    severity: Literal["error", "warning"]
+    message: str
+    fix: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ProbeReport:
+    """What a backend found out about itself (for `synconfroute doctor`)."""
+
+    backend: str
+    target: str  # URL or model path
+    model: str
+    reachable: bool
+    version: str | None = None
+    model_present: bool | None = None
+    prompt_mode: PromptMode | None = None
+    template: str | None = None
+    logprobs: bool | None = None
+    first_token_s: float | None = None
+    total_s: float | None = None
+    sample: str | None = None
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        return self.reachable and not any(p.severity == "error" for p in self.problems)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model that fills in the middle and reports per-token log-probs.
+
+    `stream` is an async generator: closing it early (`aclose()`, or cancelling
+    the task that iterates it) aborts the generation on the server.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    def stream(self, request: CompletionRequest) -> AsyncIterator[Chunk]: ...
+
+    async def complete(self, request: CompletionRequest) -> Completion: ...
+
+    async def probe(self) -> ProbeReport: ...
+
+    async def aclose(self) -> None: ...

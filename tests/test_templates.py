@@ -1,0 +1,151 @@
+"""The FIM template registry: exact prompts, stop lists and detection traps."""
+
+from __future__ import annotations
+
+import pytest
+
+from clients import templates
+from clients.templates import detect, get
+
+PRE, SUF = "def f(x):\n    return ", "\n\nprint(f(2))\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("qwen2.5-coder", f"<|fim_prefix|>{PRE}<|fim_suffix|>{SUF}<|fim_middle|>"),
+        ("starcoder", f"<fim_prefix>{PRE}<fim_suffix>{SUF}<fim_middle>"),
+        ("deepseek-coder", f"<｜fim▁begin｜>{PRE}<｜fim▁hole｜>{SUF}<｜fim▁end｜>"),
+        ("codellama", f"<PRE> {PRE} <SUF>{SUF} <MID>"),
+        ("codestral", f"[SUFFIX]{SUF}[PREFIX]{PRE}"),
+        ("codegemma", f"<|fim_prefix|>{PRE}<|fim_suffix|>{SUF}<|fim_middle|>"),
+    ],
+)
+def test_render_is_pinned(name: str, expected: str) -> None:
+    assert get(name).render(PRE, SUF) == expected
+
+
+def test_deepseek_uses_full_width_bar_and_lower_block() -> None:
+    t = get("deepseek-coder")
+    assert "\uff5c" in t.prefix_token and "\u2581" in t.prefix_token
+    assert "|" not in t.prefix_token  # an ASCII bar would be plain text to the model
+
+
+def test_qwen_repo_level_prompt() -> None:
+    prompt = templates.QWEN_CODER.render(
+        "a = ", "\n", repo="acme/app", path="src/main.py", files=[("src/util.py", "X = 1\n")]
+    )
+    assert prompt == (
+        "<|repo_name|>acme/app\n"
+        "<|file_sep|>src/util.py\nX = 1\n"
+        "<|file_sep|>src/main.py\n<|fim_prefix|>a = <|fim_suffix|>\n<|fim_middle|>"
+    )
+
+
+def test_repo_level_ignored_by_families_without_it() -> None:
+    assert (
+        templates.STARCODER.render("a", "b", repo="r") == "<fim_prefix>a<fim_suffix>b<fim_middle>"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "stops"),
+    [
+        (
+            "qwen2.5-coder",
+            {
+                "<|endoftext|>",
+                "<|fim_prefix|>",
+                "<|fim_suffix|>",
+                "<|fim_middle|>",
+                "<|fim_pad|>",
+                "<|repo_name|>",
+                "<|file_sep|>",
+                "<|im_start|>",
+                "<|im_end|>",
+            },
+        ),
+        (
+            "starcoder",
+            {
+                "<fim_prefix>",
+                "<fim_suffix>",
+                "<fim_middle>",
+                "<fim_pad>",
+                "<file_sep>",
+                "<|endoftext|>",
+            },
+        ),
+        (
+            "deepseek-coder",
+            {"<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", "<｜end▁of▁sentence｜>"},
+        ),
+        ("codellama", {"<EOT>", "<PRE>", "<SUF>", "<MID>"}),
+        ("codestral", {"[PREFIX]", "[SUFFIX]", "</s>"}),
+        ("codegemma", {"<|file_separator|>", "<end_of_turn>", "<eos>"}),
+    ],
+)
+def test_stop_lists_are_pinned(name: str, stops: set[str]) -> None:
+    assert set(get(name).stop) == stops
+
+
+@pytest.mark.parametrize("template", list(templates.TEMPLATES.values()), ids=lambda t: t.name)
+def test_no_stop_string_glues_two_tokens(template: templates.FimTemplate) -> None:
+    # Trap seen in other tools: "<|fim_prefix|><|fim_suffix|>" as ONE stop string never fires.
+    for stop in template.stop:
+        for other in template.stop:
+            if other != stop:
+                assert other not in stop, (stop, other)
+        assert stop.strip() == stop and stop
+
+
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        ("qwen2.5-coder:3b", "qwen2.5-coder"),
+        ("Qwen/Qwen2.5-Coder-32B-Instruct", "qwen2.5-coder"),
+        ("qwen2.5-coder:7b-base-q4_K_M", "qwen2.5-coder"),
+        ("qwen3-coder:30b", "qwen2.5-coder"),
+        ("bigcode/starcoder2-15b", "starcoder"),
+        ("starcoder2:3b", "starcoder"),
+        ("stable-code:3b-code", "starcoder"),
+        ("deepseek-coder:6.7b-base", "deepseek-coder"),
+        ("deepseek-ai/deepseek-coder-1.3b-base", "deepseek-coder"),
+        ("codellama:7b-code", "codellama"),
+        ("codellama/CodeLlama-13b-hf", "codellama"),
+        ("codestral:22b", "codestral"),
+        ("mistralai/Codestral-22B-v0.1", "codestral"),
+        ("codegemma:2b", "codegemma"),
+        ("google/codegemma-7b", "codegemma"),
+    ],
+)
+def test_detect(model: str, family: str) -> None:
+    found = detect(model)
+    assert found is not None and found.name == family
+
+
+@pytest.mark.parametrize(
+    "model",
+    # Trap: a "qwen" chat model without "coder" must NOT be matched (to StarCoder or anything).
+    [
+        "qwen2.5:7b",
+        "Qwen/Qwen2.5-7B-Instruct",
+        "llama3.1:8b",
+        "gemma2:9b",
+        "deepseek-r1:7b",
+        "SmolLM2",
+    ],
+)
+def test_detect_refuses_non_fim_models(model: str) -> None:
+    assert detect(model) is None
+
+
+def test_get_aliases_and_unknown() -> None:
+    assert get("StarCoder2").name == "starcoder"
+    assert get(" qwen ").name == "qwen2.5-coder"
+    with pytest.raises(KeyError, match="known: codegemma"):
+        get("gpt-9")
+
+
+def test_sentinels_skip_empty_markers() -> None:
+    assert templates.CODESTRAL.sentinels == ("[PREFIX]", "[SUFFIX]")

@@ -13,19 +13,21 @@ from .types import Chunk, Completion, TokenLogprob
 T = TypeVar("T")
 
 
-async def next_before(it: AsyncIterator[T], deadline: float | None, backend: str) -> T:
-    """`anext(it)`, but raise BackendTimeout once `deadline` (monotonic) passes."""
+async def next_before(
+    it: AsyncIterator[T], deadline: float | None, backend: str, *, hint: str = ""
+) -> T:
+    """`anext(it)`, but raise BackendTimeout (with `hint`) once `deadline` (monotonic) passes."""
     if deadline is None:
         return await anext(it)
     left = deadline - time.monotonic()
     if left <= 0:
-        raise BackendTimeout("deadline passed before the next token", backend=backend)
+        raise BackendTimeout("deadline passed before the next token", backend=backend, hint=hint)
     try:
         async with asyncio.timeout(left):
             return await anext(it)
     except TimeoutError as exc:
         raise BackendTimeout(
-            f"no token within the deadline ({left:.2f}s left)", backend=backend
+            f"no token within the deadline ({left:.2f}s left)", backend=backend, hint=hint
         ) from exc
 
 

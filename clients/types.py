@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Literal, Protocol, runtime_checkable
 
 import attrs
@@ -119,7 +119,7 @@ class Backend(Protocol):
     @property
     def model(self) -> str: ...
 
-    def stream(self, request: CompletionRequest) -> AsyncIterator[Chunk]: ...
+    def stream(self, request: CompletionRequest) -> AsyncGenerator[Chunk, None]: ...
 
     async def complete(self, request: CompletionRequest) -> Completion: ...
 

@@ -7,6 +7,16 @@ and the LSP end-to-end tests (which start the server in another process) all
 reuse them.
 """
 
-from .http import FakeHTTPServer, Request, Responder, TokenScript
+from .http import FakeHTTPServer, Request, Responder, TokenScript, closed_port
+from .ollama import FakeOllama
+from .openai import FakeOpenAI
 
-__all__ = ["FakeHTTPServer", "Request", "Responder", "TokenScript"]
+__all__ = [
+    "FakeHTTPServer",
+    "FakeOllama",
+    "FakeOpenAI",
+    "Request",
+    "Responder",
+    "TokenScript",
+    "closed_port",
+]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -250,3 +251,10 @@ class FakeHTTPServer:
                 await writer.wait_closed()
             except (ConnectionError, RuntimeError):
                 pass
+
+
+def closed_port() -> int:
+    """A loopback port with nothing listening (connection refused), for 'server down'."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

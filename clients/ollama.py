@@ -1,0 +1,655 @@
+"""The Ollama backend: fill-in-the-middle over the native `/api/generate`, streamed as NDJSON.
+
+Ollama's FIM has traps (../shared/PROTOCOLS.md): `suffix` works only for models
+with the `insert` capability; an EMPTY suffix makes Ollama use the chat
+template, and an EMPTY prompt only loads the model. So we ask `/api/show` once
+and choose per request between native FIM (`prompt` + `suffix`) and `raw: true`
+with our own FIM template, never combining `raw` with `suffix`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import re
+import time
+from collections import deque
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import attrs
+import httpx
+
+from . import templates
+from ._stream import StopCutter, collect, next_before
+from .errors import (
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    BadCredentials,
+    FimUnsupported,
+    ModelNotFound,
+    ProtocolError,
+    RequestCancelled,
+    RequestRejected,
+)
+from .templates import FimTemplate
+from .types import (
+    Chunk,
+    Completion,
+    CompletionRequest,
+    ProbeReport,
+    Problem,
+    PromptMode,
+    TokenLogprob,
+)
+
+BACKEND = "ollama"
+DEFAULT_URL = "http://127.0.0.1:11434"
+DEFAULT_MODEL = "qwen2.5-coder:3b"
+LOGPROBS_SINCE = (0, 12, 11)  # first Ollama release that returns log-probs
+NO_LOGPROBS = "this Ollama returns no log-probs"
+NO_LOGPROBS_FIX = "upgrade to 0.12.11 or newer"
+PROBE_PREFIX = "def add(a, b):\n    return "
+PROBE_SUFFIX = "\n"
+NOT_OLLAMA_HINT = "check that local.url points at Ollama itself (default http://127.0.0.1:11434)"
+DEADLINE_HINT = (
+    "the local model is slow or still loading; raise the latency budget or use a smaller model"
+)
+SERVER_LOG_HINT = "see the Ollama server log (`journalctl -u ollama`, or ~/.ollama/logs/server.log)"
+
+T = TypeVar("T")
+
+
+@attrs.frozen(kw_only=True)
+class _Plan:
+    """How one request goes on the wire."""
+
+    mode: PromptMode
+    prompt: str
+    raw: bool
+    suffix: str | None = None  # None: the key is not sent at all
+    stop: tuple[str, ...] = ()
+
+
+@attrs.define
+class _Sent:
+    bytes: int = 0
+
+
+def _version_tuple(version: str) -> tuple[int, int, int] | None:
+    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version.strip())
+    return (int(m[1]), int(m[2]), int(m[3])) if m else None
+
+
+def _is_timing(key: str, value: object) -> bool:
+    """The figures of Ollama's final line: *_duration (ns) and *_count."""
+    return key.endswith(("_duration", "_count")) and isinstance(value, int)
+
+
+def _error_text(resp: httpx.Response) -> str:
+    """Ollama's `{"error": "..."}` message, or the start of whatever else came back."""
+    try:
+        data = resp.json()
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("error"), str):
+        return str(data["error"])
+    return resp.text.strip()[:200] or resp.reason_phrase or f"HTTP {resp.status_code}"
+
+
+def _template_from_show(text: str) -> FimTemplate | None:
+    """The FIM family whose sentinels appear in the model's Ollama template.
+
+    Qwen2.5-Coder and CodeGemma share sentinels; their stop tokens tell them apart.
+    """
+    found = [t for t in templates.TEMPLATES.values() if all(s in text for s in t.sentinels)]
+    for t in found:
+        if any(s in text for s in t.stop if s not in t.sentinels):
+            return t
+    return found[0] if found else None
+
+
+class OllamaBackend:
+    """A local model served by Ollama (https://ollama.com), with per-token log-probs."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        model: str = DEFAULT_MODEL,
+        *,
+        template: str | None = None,
+        num_ctx: int = 4096,
+        keep_alive: str | int = "30m",
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._url = url.rstrip("/")
+        self._model = model
+        self._fixed_template: FimTemplate | None
+        if template:
+            try:
+                self._fixed_template = templates.get(template)
+            except KeyError as exc:
+                raise ValueError(str(exc.args[0])) from exc
+        else:
+            self._fixed_template = templates.detect(model)
+        self._num_ctx = num_ctx
+        self._keep_alive = keep_alive
+        self._timeout = timeout
+        self._client = httpx.AsyncClient(
+            base_url=self._url,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+            transport=transport,
+        )
+        self._info: dict[str, Any] | None = None  # /api/show, asked once
+        self._insert_rejected = False  # the server refused `suffix` despite /api/show
+        self._logprobs: bool | None = None
+        self.last_timings: dict[str, int] = {}  # the last generation's server figures (ns)
+
+    # -- identity ----------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return BACKEND
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def logprobs_supported(self) -> bool | None:
+        """Whether the last generation came with log-probs (None: nothing generated yet).
+
+        False means an Ollama older than 0.12.11: confidence cannot be measured.
+        """
+        return self._logprobs
+
+    @property
+    def template(self) -> FimTemplate | None:
+        """Our FIM template: the setting, else the model's name, else its Ollama template."""
+        if self._fixed_template is not None:
+            return self._fixed_template
+        if self._info is not None:
+            return _template_from_show(str(self._info.get("template", "")))
+        return None
+
+    def _native_insert(self, info: dict[str, Any]) -> bool:
+        if self._insert_rejected:
+            return False
+        caps = info.get("capabilities")
+        if isinstance(caps, list):
+            return "insert" in caps
+        # Servers before `capabilities` existed: FIM iff the template uses .Suffix.
+        return ".Suffix" in str(info.get("template", ""))
+
+    def _mode(self, info: dict[str, Any]) -> PromptMode:
+        if self._native_insert(info):
+            return "fim-native"
+        return "fim-template" if self.template is not None else "prefix-only"
+
+    # -- HTTP helpers --------------------------------------------------------
+    def _transport_error(self, exc: httpx.TransportError) -> BackendError:
+        if isinstance(exc, httpx.TimeoutException):
+            return BackendTimeout(
+                f"Ollama at {self._url} did not answer within {self._timeout:g}s",
+                backend=BACKEND,
+                hint="the model may still be loading; retry, or raise local.timeout",
+            )
+        if isinstance(exc, httpx.ConnectError):
+            return BackendUnavailable(
+                f"cannot reach Ollama at {self._url}",
+                backend=BACKEND,
+                hint="start it with `ollama serve`, or set local.url",
+            )
+        return BackendUnavailable(
+            f"the connection to Ollama at {self._url} broke: {exc or type(exc).__name__}",
+            backend=BACKEND,
+            hint="check that Ollama is still running (`ollama ps`)",
+        )
+
+    def _status_error(self, status: int, msg: str, path: str) -> BackendError:
+        if status == 404:
+            if "model" in msg and "not found" in msg:
+                return ModelNotFound(
+                    f"Ollama has no model {self._model!r}",
+                    backend=BACKEND,
+                    hint=f"run `ollama pull {self._model}`, or set local.model",
+                )
+            return ProtocolError(
+                f"{self._url}{path} answered 404 ({msg}): this is not an Ollama server",
+                backend=BACKEND,
+                hint=NOT_OLLAMA_HINT,
+            )
+        if status == 400 and "does not support insert" in msg:
+            return FimUnsupported(
+                f"Ollama cannot fill in the middle with {self._model}: {msg}",
+                backend=BACKEND,
+                hint="set local.template to the model's FIM family, or use a FIM model"
+                " whose `ollama show` lists the insert capability",
+            )
+        if status in (401, 403):
+            return BadCredentials(
+                f"Ollama at {self._url} refused the request ({status}): {msg}",
+                backend=BACKEND,
+                hint="a proxy in front of Ollama wants credentials; point local.url at Ollama",
+            )
+        if status == 499:
+            return RequestCancelled(
+                f"Ollama cancelled the request: {msg}",
+                backend=BACKEND,
+                hint="it was aborted on the server (shutdown or model unload); retry",
+            )
+        if status == 503:
+            return BackendUnavailable(
+                f"Ollama is busy: {msg}",
+                backend=BACKEND,
+                hint="its request queue is full; retry, or raise OLLAMA_MAX_QUEUE"
+                " / OLLAMA_NUM_PARALLEL",
+            )
+        if status >= 500:
+            return BackendUnavailable(
+                f"Ollama failed ({status}): {msg}", backend=BACKEND, hint=SERVER_LOG_HINT
+            )
+        if 400 <= status < 500:
+            return RequestRejected(
+                f"Ollama rejected the request ({status}): {msg}",
+                backend=BACKEND,
+                hint="check the local.* settings (model, num_ctx); if they look right,"
+                " report a synconfroute bug",
+            )
+        return ProtocolError(
+            f"unexpected HTTP {status} from {self._url}{path}: {msg}",
+            backend=BACKEND,
+            hint=NOT_OLLAMA_HINT,
+        )
+
+    async def _check(self, resp: httpx.Response, path: str) -> None:
+        """Raise the mapped error unless the answer is 200."""
+        if resp.status_code == 200:
+            return
+        await resp.aread()
+        err = self._status_error(resp.status_code, _error_text(resp), path)
+        cause = httpx.HTTPStatusError(
+            f"HTTP {resp.status_code} from {path}", request=resp.request, response=resp
+        )
+        raise err from cause
+
+    async def _call(self, method: str, path: str, payload: Any = None) -> Any:
+        """One small JSON request/answer (version, show, tags)."""
+        try:
+            resp = await self._client.request(method, path, json=payload)
+        except httpx.TransportError as exc:
+            raise self._transport_error(exc) from exc
+        await self._check(resp, path)
+        try:
+            return resp.json()
+        except ValueError as exc:
+            raise ProtocolError(
+                f"{self._url}{path} answered something that is not JSON",
+                backend=BACKEND,
+                hint=NOT_OLLAMA_HINT,
+            ) from exc
+
+    async def _bounded(
+        self, deadline: float | None, what: str, fn: Callable[[], Awaitable[T]]
+    ) -> T:
+        """`await fn()`, giving up with BackendTimeout at `deadline` (monotonic)."""
+        if deadline is None:
+            return await fn()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise BackendTimeout(
+                f"the deadline passed before {what}", backend=BACKEND, hint=DEADLINE_HINT
+            )
+        try:
+            async with asyncio.timeout(left):
+                return await fn()
+        except TimeoutError as exc:
+            raise BackendTimeout(
+                f"Ollama did not answer {what} within the deadline ({left:.2f}s)",
+                backend=BACKEND,
+                hint=DEADLINE_HINT,
+            ) from exc
+
+    async def _show(self, deadline: float | None = None) -> dict[str, Any]:
+        if self._info is None:
+            data = await self._bounded(
+                deadline,
+                "/api/show",
+                lambda: self._call("POST", "/api/show", {"model": self._model}),
+            )
+            if not isinstance(data, dict):
+                raise ProtocolError(
+                    "/api/show answered something that is not a JSON object",
+                    backend=BACKEND,
+                    hint=NOT_OLLAMA_HINT,
+                )
+            self._info = data
+        return self._info
+
+    # -- generation ------------------------------------------------------------
+    async def _plan(self, request: CompletionRequest) -> _Plan | None:
+        """The prompt layout for `request`; None when there is nothing to ask."""
+        prefix, suffix = request.prefix, request.suffix
+        if not prefix and not suffix:
+            return None
+        info = await self._show(request.deadline)
+        tpl = self.template
+        stop = tuple(dict.fromkeys(s for s in (*(tpl.stop if tpl else ()), *request.stop) if s))
+        if self._native_insert(info):
+            if prefix and suffix:
+                return _Plan(mode="fim-native", prompt=prefix, suffix=suffix, raw=False, stop=stop)
+            if tpl is None and prefix:
+                # Empty suffix would select the chat template; a newline keeps Ollama on FIM.
+                return _Plan(mode="fim-native", prompt=prefix, suffix="\n", raw=False, stop=stop)
+        if tpl is not None:
+            return _Plan(
+                mode="fim-template", prompt=tpl.render(prefix, suffix), raw=True, stop=stop
+            )
+        # No FIM at all: continue the prefix. An empty prompt would only load the model.
+        return _Plan(mode="prefix-only", prompt=prefix, raw=True, stop=stop) if prefix else None
+
+    def _body(self, plan: _Plan, request: CompletionRequest) -> bytes:
+        payload: dict[str, Any] = {"model": self._model, "prompt": plan.prompt}
+        if plan.suffix is not None:
+            payload["suffix"] = plan.suffix
+        if plan.raw:
+            payload["raw"] = True
+        payload.update(
+            stream=True,
+            logprobs=True,
+            keep_alive=self._keep_alive,
+            # The same option keys on every request: a changed num_ctx reloads the model.
+            options={
+                "temperature": request.temperature,
+                "num_predict": request.max_tokens,
+                "stop": list(plan.stop),
+                "num_ctx": self._num_ctx,
+            },
+        )
+        return json.dumps(payload, ensure_ascii=False).encode()
+
+    def stream(self, request: CompletionRequest) -> AsyncGenerator[Chunk, None]:
+        """Stream the completion; `aclose()` or cancelling the task aborts it on the server."""
+        return self._stream(request, _Sent())
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        started = time.monotonic()
+        sent = _Sent()
+        async with contextlib.aclosing(self._stream(request, sent)) as chunks:
+            done = await collect(chunks, backend=BACKEND, model=self._model, started=started)
+        return attrs.evolve(done, bytes_sent=sent.bytes)
+
+    async def _stream(self, request: CompletionRequest, sent: _Sent) -> AsyncGenerator[Chunk, None]:
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                opened = await self._open(stack, request, sent)
+                if opened is None:
+                    yield Chunk(text="", finish_reason="stop")
+                    return
+                resp, plan = opened
+                async for chunk in self._chunks(resp, plan, request.deadline):
+                    yield chunk
+        except httpx.TransportError as exc:
+            raise self._transport_error(exc) from exc
+
+    async def _open(
+        self, stack: contextlib.AsyncExitStack, request: CompletionRequest, sent: _Sent
+    ) -> tuple[httpx.Response, _Plan] | None:
+        """Start the generation; retry once on the template path if `suffix` is refused."""
+        plan = await self._plan(request)
+        retried = False
+        while plan is not None:
+            body = self._body(plan, request)
+            sent.bytes += len(body)
+            stream = self._client.stream(
+                "POST",
+                "/api/generate",
+                content=body,
+                headers={"Content-Type": "application/json"},
+            )
+            enter = functools.partial(stack.enter_async_context, stream)
+            resp = await self._bounded(request.deadline, "/api/generate", enter)
+            try:
+                await self._check(resp, "/api/generate")
+            except FimUnsupported:
+                if retried or plan.suffix is None:
+                    raise
+                # /api/show promised `insert`, the server disagrees: use our template.
+                await resp.aclose()
+                self._insert_rejected = True
+                retried = True
+                plan = await self._plan(request)
+                continue
+            return resp, plan
+        return None
+
+    async def _chunks(
+        self, resp: httpx.Response, plan: _Plan, deadline: float | None
+    ) -> AsyncGenerator[Chunk, None]:
+        """One Chunk per NDJSON line, cut client-side at the stop strings too."""
+        lines = resp.aiter_lines()
+        cutter = StopCutter(plan.stop)
+        queued: deque[tuple[int, TokenLogprob]] = deque()  # (start offset, token)
+        received = emitted = 0
+
+        def release(everything: bool = False) -> tuple[TokenLogprob, ...]:
+            # A token goes out with the first emitted character of its text.
+            out: list[TokenLogprob] = []
+            while queued and (everything or queued[0][0] < emitted):
+                out.append(queued.popleft()[1])
+            return tuple(out)
+
+        while True:
+            try:
+                line = await next_before(lines, deadline, BACKEND, hint=DEADLINE_HINT)
+            except StopAsyncIteration as exc:
+                raise ProtocolError(
+                    "Ollama ended the stream without its final `done` line",
+                    backend=BACKEND,
+                    hint=SERVER_LOG_HINT,
+                ) from exc
+            if not line.strip():
+                continue
+            obj = self._parse_line(line)
+            text: str = obj.get("response", "")
+            toks = self._parse_logprobs(obj)
+            pos = received
+            for tok in toks:
+                queued.append((min(pos, received + len(text)), tok))
+                pos += len(tok.text)
+            received += len(text)
+            has_lp = not text or bool(toks)
+            if text:
+                self._logprobs = has_lp
+            out = cutter.feed(text)
+            emitted += len(out)
+            done = obj.get("done") is True
+            if cutter.stopped:
+                # Leaving the `async with` closes the response: the server stops generating.
+                yield Chunk(text=out, tokens=release(), logprobs=has_lp, finish_reason="stop")
+                return
+            if done:
+                rest = cutter.flush()
+                emitted += len(rest)
+                self.last_timings = {k: v for k, v in obj.items() if _is_timing(k, v)}
+                reason = obj.get("done_reason")
+                yield Chunk(
+                    text=out + rest,
+                    tokens=release(everything=True),
+                    logprobs=has_lp,
+                    finish_reason=reason if isinstance(reason, str) and reason else "stop",
+                )
+                return
+            tokens = release()
+            if out or tokens or not has_lp:
+                yield Chunk(text=out, tokens=tokens, logprobs=has_lp)
+
+    @staticmethod
+    def _parse_line(line: str) -> dict[str, Any]:
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise ProtocolError(
+                f"Ollama sent a line that is not JSON: {line[:80]!r}",
+                backend=BACKEND,
+                hint=NOT_OLLAMA_HINT,
+            ) from exc
+        if not isinstance(obj, dict):
+            raise ProtocolError(
+                f"Ollama sent a JSON {type(obj).__name__} where an object was expected",
+                backend=BACKEND,
+                hint=NOT_OLLAMA_HINT,
+            )
+        if "error" in obj:
+            raise BackendUnavailable(
+                f"Ollama failed during the generation: {obj['error']}",
+                backend=BACKEND,
+                hint=f"the model runner may have crashed or run out of memory; {SERVER_LOG_HINT}",
+            )
+        if not isinstance(obj.get("response", ""), str) or not isinstance(
+            obj.get("done", False), bool
+        ):
+            raise ProtocolError(
+                f"Ollama sent a line of an unexpected shape: {line[:80]!r}",
+                backend=BACKEND,
+                hint=NOT_OLLAMA_HINT,
+            )
+        return obj
+
+    @staticmethod
+    def _parse_logprobs(obj: dict[str, Any]) -> tuple[TokenLogprob, ...]:
+        items = obj.get("logprobs")
+        if items is None:  # servers before 0.12.11 leave the key out
+            return ()
+        out: list[TokenLogprob] = []
+        if isinstance(items, list):
+            for item in items:
+                if not isinstance(item, dict):
+                    break
+                tok, lp = item.get("token"), item.get("logprob")
+                if not isinstance(tok, str) or isinstance(lp, bool):
+                    break
+                if not isinstance(lp, int | float):
+                    break
+                out.append(TokenLogprob(tok, float(lp)))
+            else:
+                return tuple(out)
+        raise ProtocolError(
+            f"Ollama sent log-probs of an unexpected shape: {str(items)[:80]}",
+            backend=BACKEND,
+            hint=NOT_OLLAMA_HINT,
+        )
+
+    # -- doctor ------------------------------------------------------------------
+    async def _installed(self) -> list[str]:
+        try:
+            data = await self._call("GET", "/api/tags")
+        except BackendError:
+            return []
+        models = data.get("models") if isinstance(data, dict) else None
+        if not isinstance(models, list):
+            return []
+        return [str(m["name"]) for m in models if isinstance(m, dict) and "name" in m]
+
+    async def probe(self) -> ProbeReport:
+        """Check server, model, FIM mode and log-probs with a tiny real generation."""
+
+        def report(**kw: Any) -> ProbeReport:
+            return ProbeReport(backend=BACKEND, target=self._url, model=self._model, **kw)
+
+        try:
+            data = await self._call("GET", "/api/version")
+        except (BackendUnavailable, BackendTimeout) as exc:
+            return report(reachable=False, problems=(Problem("error", exc.message, exc.hint),))
+        except BackendError as exc:
+            problem = Problem("error", f"{self._url} does not answer like Ollama", exc.hint)
+            return report(reachable=True, problems=(problem,))
+        version = data.get("version") if isinstance(data, dict) else None
+        if not isinstance(version, str):
+            problem = Problem("error", "/api/version has no version: not Ollama?", NOT_OLLAMA_HINT)
+            return report(reachable=True, problems=(problem,))
+        vt = _version_tuple(version)
+        old = vt is not None and vt != (0, 0, 0) and vt < LOGPROBS_SINCE  # 0.0.0: a dev build
+
+        try:
+            info = await self._show()
+        except ModelNotFound:
+            names = await self._installed()
+            have = f"installed: {', '.join(names)}" if names else "no models installed"
+            problem = Problem(
+                "error",
+                f"Ollama has no model {self._model!r} ({have})",
+                f"run `ollama pull {self._model}`, or set local.model to an installed model",
+            )
+            return report(reachable=True, version=version, model_present=False, problems=(problem,))
+        except BackendError as exc:
+            problem = Problem("error", exc.message, exc.hint)
+            return report(reachable=True, version=version, problems=(problem,))
+
+        problems: list[Problem] = []
+        if self._mode(info) == "prefix-only":
+            known = ", ".join(sorted(templates.TEMPLATES))
+            problems.append(
+                Problem(
+                    "warning",
+                    f"{self._model} has no insert capability and no known FIM template:"
+                    " completions will ignore the code after the cursor",
+                    f"set local.template to the model's family ({known}), or use a FIM model"
+                    f" such as {DEFAULT_MODEL}",
+                )
+            )
+        done: Completion | None = None
+        try:
+            done = await self.complete(
+                CompletionRequest(
+                    prefix=PROBE_PREFIX,
+                    suffix=PROBE_SUFFIX,
+                    max_tokens=8,
+                    deadline=time.monotonic() + self._timeout,
+                )
+            )
+        except BackendError as exc:
+            problems.append(Problem("error", f"a test generation failed: {exc.message}", exc.hint))
+        logprobs: bool | None = None
+        if done is not None:
+            if done.text:
+                logprobs = done.logprobs
+            else:
+                problems.append(
+                    Problem(
+                        "warning",
+                        "the test generation returned no text",
+                        f"try `ollama run {self._model}` to see whether the model works",
+                    )
+                )
+        if logprobs is False or (logprobs is None and old):
+            problems.append(
+                Problem("warning", f"{NO_LOGPROBS} (version {version})", NO_LOGPROBS_FIX)
+            )
+        mode = self._mode(info)
+        tpl = self.template
+        return report(
+            reachable=True,
+            version=version,
+            model_present=True,
+            prompt_mode=mode,
+            template=tpl.name if tpl is not None else None,
+            logprobs=logprobs,
+            first_token_s=done.first_token_s if done else None,
+            total_s=done.total_s if done else None,
+            sample=done.text if done else None,
+            problems=tuple(problems),
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+__all__ = ["DEFAULT_MODEL", "DEFAULT_URL", "OllamaBackend"]

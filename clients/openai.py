@@ -1,0 +1,779 @@
+"""The escalation tier: an OpenAI-compatible `/v1/completions` server (vLLM; llama.cpp too).
+
+Wire facts that shape this module (../shared/PROTOCOLS.md): vLLM rejects the
+`suffix` key, so the FIM prompt is built here from the model family's template;
+`max_tokens` defaults to 16 and sampling defaults come from the model, so both
+are always sent; stop strings are matched on text decoded without special
+tokens, so we ask for `skip_special_tokens: false` when a template's sentinels
+are stops, and cut on stop strings again on our side. Several base URLs give
+failover; the one that answered last is tried first next time.
+
+The API key is read from an environment variable named in the settings and is
+only ever put in the Authorization header: never in logs, reprs or messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
+from typing import Any
+
+import attrs
+import httpx
+
+from . import templates
+from ._stream import StopCutter, collect, next_before, trim_tokens
+from .errors import (
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    BadCredentials,
+    ModelNotFound,
+    ProtocolError,
+    RequestRejected,
+)
+from .types import (
+    Chunk,
+    Completion,
+    CompletionRequest,
+    ProbeReport,
+    Problem,
+    PromptMode,
+    TokenLogprob,
+)
+
+log = logging.getLogger(__name__)
+
+BACKEND = "openai"
+DEFAULT_KEY_ENV = "SYNCONFROUTE_REMOTE_API_KEY"
+# vLLM clamps -inf to this; we clamp anything lower (or -inf from other servers) too.
+MIN_LOGPROB = -9999.0
+# After the final chunk only `data: [DONE]` should follow; reading it keeps the
+# connection reusable (no new TLS handshake next time), but never wait long for it.
+DRAIN_S = 0.5
+PROBE_PREFIX = "def add(a, b):\n    return"
+PROBE_SUFFIX = "\n"
+
+
+@attrs.define
+class _Sent:
+    """Request body bytes that left the process, summed over attempts."""
+
+    n: int = 0
+
+
+@attrs.frozen
+class _Piece:
+    """One parsed answer fragment: a streamed chunk or a whole JSON answer."""
+
+    text: str
+    tokens: tuple[TokenLogprob, ...] | None  # None: the server gave no log-probs
+    finish_reason: str | None
+
+
+class _Retry(Exception):
+    """This server failed before we yielded anything: try the next URL."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Assembler:
+    """Turns server pieces into our Chunks: stop strings cut, tokens kept aligned."""
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self.cutter = StopCutter(stops)
+        self.text = ""  # text handed out so far
+        self.tokens: list[TokenLogprob] = []  # every token the server reported
+        self.given = 0  # how many of them went out with the text
+        self.logprobs = True
+
+    @property
+    def stopped(self) -> bool:
+        return self.cutter.stopped
+
+    def feed(self, piece: _Piece) -> Chunk | None:
+        if piece.tokens is None:
+            if piece.text:
+                self.logprobs = False
+        else:
+            self.tokens.extend(piece.tokens)
+        out = self.cutter.feed(piece.text)
+        if self.cutter.stopped:
+            return self._chunk(out, "stop")
+        return self._chunk(out, None) if out else None
+
+    def finish(self, reason: str | None) -> Chunk:
+        return self._chunk(self.cutter.flush(), reason)
+
+    def _chunk(self, out: str, finish: str | None) -> Chunk:
+        self.text += out
+        # Servers may send a token before its text (llama.cpp holds back possible
+        # stop strings); only tokens that make up the text handed out count.
+        keep = trim_tokens(tuple(self.tokens), self.text)
+        fresh = keep[self.given :]
+        self.given = len(keep)
+        return Chunk(text=out, tokens=fresh, logprobs=self.logprobs, finish_reason=finish)
+
+
+class OpenAIBackend:
+    """Completions from an OpenAI-compatible server, with log-probs, streamed.
+
+    `urls` are base URLs ending in /v1 (several = failover). `api_key_env` is the
+    NAME of the environment variable holding the key (None: send no key).
+    `template` names the FIM family (see clients.templates); by default it is
+    detected from `model`, and without one the model sees only the prefix.
+    """
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        model: str,
+        *,
+        api_key_env: str | None = DEFAULT_KEY_ENV,
+        template: str | None = None,
+        stream: bool = True,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        raw = [urls] if isinstance(urls, str) else list(urls)
+        self._urls = tuple(u.strip().rstrip("/") for u in raw if u.strip())
+        if not self._urls:
+            raise ValueError("OpenAIBackend needs at least one base URL (e.g. http://host:8000/v1)")
+        self._model = model
+        self._key_env = api_key_env
+        key = os.environ.get(api_key_env, "").strip() if api_key_env else ""
+        self._key = key or None
+        if template:
+            try:
+                self._template: templates.FimTemplate | None = templates.get(template)
+            except KeyError as exc:
+                raise ValueError(str(exc.args[0])) from None
+        else:
+            self._template = templates.detect(model)
+        self._stream = stream
+        self._timeout = timeout
+        self._client = httpx.AsyncClient(
+            transport=transport,
+            # Connecting is quick or not at all: fail over early instead of waiting.
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+        )
+        self._preferred = self._urls[0]
+        self._ctx: int | None = None
+        self._ctx_known = False
+
+    # -- identity ----------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return BACKEND
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        return self._urls
+
+    @property
+    def template(self) -> templates.FimTemplate | None:
+        return self._template
+
+    @property
+    def has_key(self) -> bool:
+        return self._key is not None
+
+    def __repr__(self) -> str:
+        key = "set" if self._key else "not set"
+        return (
+            f"OpenAIBackend(urls={list(self._urls)!r}, model={self._model!r}, "
+            f"api_key_env={self._key_env!r} ({key}), "
+            f"template={self._template.name if self._template else None!r})"
+        )
+
+    __str__ = __repr__
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    # -- requests ----------------------------------------------------------
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._key}"} if self._key else {}
+
+    def _scrub(self, text: str) -> str:
+        """Server messages are echoed to the user: make sure they never carry the key."""
+        return text.replace(self._key, "***") if self._key else text
+
+    def _order(self) -> list[str]:
+        i = self._urls.index(self._preferred)
+        return [*self._urls[i:], *self._urls[:i]]
+
+    def payload(self, request: CompletionRequest) -> dict[str, Any]:
+        """The JSON body for `request` (public so tests and `doctor` can show it)."""
+        stops: list[str] = []
+        if self._template is not None:
+            prompt = self._template.render(request.prefix, request.suffix)
+            stops.extend(self._template.stop)
+        else:
+            prompt = request.prefix
+        stops.extend(s for s in request.stop if s and s not in stops)
+        body: dict[str, Any] = {
+            "model": self._model,
+            "prompt": prompt,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "logprobs": 1,
+            "stop": stops,
+            "stream": self._stream,
+        }
+        if self._template is not None:
+            # The template's stops are special tokens: vLLM only sees them (and
+            # stops on them) when it does not decode them away.
+            body["skip_special_tokens"] = False
+        return body
+
+    def stream(self, request: CompletionRequest) -> AsyncGenerator[Chunk, None]:
+        return self._generate(request, _Sent())
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        started = time.monotonic()
+        sent = _Sent()
+        async with aclosing(self._generate(request, sent)) as chunks:
+            done = await collect(chunks, backend=BACKEND, model=self._model, started=started)
+        return attrs.evolve(done, bytes_sent=sent.n)
+
+    async def _generate(
+        self, request: CompletionRequest, sent: _Sent
+    ) -> AsyncGenerator[Chunk, None]:
+        body = self.payload(request)
+        data = json.dumps(body).encode()
+        failures: list[str] = []
+        cause: BaseException | None = None
+        for url in self._order():
+            try:
+                resp = await self._open(url, data, request, sent)
+            except _Retry as exc:
+                log.warning("openai: %s failed (%s); trying the next URL", url, exc.reason)
+                failures.append(f"{url}: {exc.reason}")
+                cause = exc.__cause__ or exc
+                continue
+            yielded = False
+            try:
+                async with aclosing(self._pieces(resp, url)) as pieces:
+                    asm = _Assembler(body["stop"])
+                    finish: str | None = None
+                    while True:
+                        try:
+                            piece = await next_before(pieces, request.deadline, BACKEND)
+                        except StopAsyncIteration:
+                            break
+                        chunk = asm.feed(piece)
+                        if asm.stopped:
+                            # Cut on our side: hang up so the server stops generating.
+                            self._preferred = url
+                            if chunk is not None:
+                                yield chunk
+                            return
+                        if chunk is not None:
+                            yielded = True
+                            yield chunk
+                        if piece.finish_reason is not None:
+                            finish = piece.finish_reason
+                            await self._drain(pieces, request)
+                            break
+                    self._preferred = url
+                    yield asm.finish(finish)
+                    return
+            except _Retry as exc:
+                if yielded:
+                    raise BackendUnavailable(
+                        f"{url} failed in the middle of a completion: {exc.reason}",
+                        backend=BACKEND,
+                        hint="retry; if it keeps happening, check the server's log",
+                    ) from exc
+                log.warning("openai: %s failed (%s); trying the next URL", url, exc.reason)
+                failures.append(f"{url}: {exc.reason}")
+                cause = exc.__cause__ or exc
+            finally:
+                await resp.aclose()
+        raise BackendUnavailable(
+            "no OpenAI-compatible server answered: " + "; ".join(failures),
+            backend=BACKEND,
+            hint="check that the vLLM server(s) are up and the remote URL(s) are right",
+        ) from cause
+
+    async def _drain(self, pieces: AsyncIterator[_Piece], request: CompletionRequest) -> None:
+        left = request.remaining()
+        wait = DRAIN_S if left is None else min(DRAIN_S, left)
+        # The answer is complete: whatever goes wrong while reading the trailer is moot.
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(wait):
+                async for _ in pieces:
+                    pass
+
+    async def _open(
+        self, url: str, data: bytes, request: CompletionRequest, sent: _Sent
+    ) -> httpx.Response:
+        """POST the request; a 2xx response (unread), or _Retry / a BackendError."""
+        if request.remaining() == 0:  # not None and already past
+            raise BackendTimeout("the deadline passed before the request was sent", backend=BACKEND)
+        headers = {**self._headers(), "Content-Type": "application/json"}
+        req = self._client.build_request(
+            "POST", f"{url}/completions", content=data, headers=headers
+        )
+        resp: httpx.Response | None = None
+        try:
+            async with asyncio.timeout(request.remaining()):
+                try:
+                    resp = await self._client.send(req, stream=True)
+                except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                    raise _Retry(f"cannot connect ({_describe(exc)})") from exc
+                sent.n += len(data)
+                if resp.is_success:
+                    return resp
+                raw = await resp.aread()
+        except TimeoutError as exc:  # the request's deadline, from asyncio.timeout
+            if resp is None:
+                sent.n += len(data)  # most likely on the wire already
+            raise BackendTimeout(
+                f"{url} did not answer before the deadline", backend=BACKEND
+            ) from exc
+        except httpx.TimeoutException as exc:
+            if resp is None:
+                sent.n += len(data)
+            raise BackendTimeout(
+                f"{url} did not answer within {self._timeout:g}s",
+                backend=BACKEND,
+                hint="the server is overloaded or the timeout is too short",
+            ) from exc
+        except httpx.TransportError as exc:
+            if resp is None:
+                sent.n += len(data)
+            raise _Retry(f"connection failed ({_describe(exc)})") from exc
+        finally:
+            if resp is not None and not resp.is_success:
+                await resp.aclose()
+        assert resp is not None  # only a non-2xx answer gets here
+        status = resp.status_code
+        message = self._scrub(_error_message(raw))
+        if status >= 500 or status in (408, 429):
+            raise _Retry(f"HTTP {status}: {message}")
+        raise await self._http_error(url, status, message)
+
+    async def _http_error(self, url: str, status: int, message: str) -> BackendError:
+        if status in (401, 403):
+            if self._key_env is None:
+                hint = "the server wants an API key: configure the environment variable holding it"
+            elif self._key is None:
+                hint = f"set {self._key_env} to the server's API key"
+            else:
+                hint = f"check the key in {self._key_env}: the server refused it"
+            return BadCredentials(
+                f"{url} refused the request: bad or missing API key (HTTP {status})",
+                backend=BACKEND,
+                hint=hint,
+            )
+        if status == 404 and "model" in message.lower():
+            served = await self._list_models(url)
+            if served:
+                hint = (
+                    f"the server serves: {', '.join(served)}; set the remote model to one of them"
+                )
+            else:
+                hint = f"check the remote model name (GET {url}/models lists what the server has)"
+            return ModelNotFound(
+                f"{url} has no model {self._model!r}: {message}", backend=BACKEND, hint=hint
+            )
+        if status == 404:
+            return RequestRejected(
+                f"{url}/completions does not exist (HTTP 404: {message})",
+                backend=BACKEND,
+                hint="the remote URL must be the server's base URL ending in /v1",
+            )
+        return RequestRejected(
+            f"{url} rejected the request (HTTP {status}): {message}",
+            backend=BACKEND,
+            hint="a bad setting (e.g. max_tokens beyond the model's context) or a bug: "
+            "see the server's message",
+        )
+
+    # -- answers -----------------------------------------------------------
+    async def _pieces(self, resp: httpx.Response, url: str) -> AsyncGenerator[_Piece, None]:
+        """Parse an SSE stream (or a whole JSON answer) into pieces; raise on errors."""
+        try:
+            if "text/event-stream" in resp.headers.get("content-type", ""):
+                done = False
+                async for event in _sse_events(resp.aiter_lines()):
+                    # Read on to the end of the body after [DONE]: a fully read
+                    # response leaves its (keep-alive) connection reusable.
+                    done = done or event == "[DONE]"
+                    if not done:
+                        yield self._piece(_loads(event, url), url)
+                if done:
+                    return
+                raise ProtocolError(
+                    f"{url} ended the stream without `data: [DONE]`",
+                    backend=BACKEND,
+                    hint="a proxy may be cutting the connection; retry",
+                )
+            # A whole answer (stream=False, or a server that ignores `stream`).
+            raw = await resp.aread()
+            yield self._piece(_loads(raw.decode("utf-8", "replace"), url), url)
+        except httpx.TimeoutException as exc:
+            raise BackendTimeout(
+                f"{url} sent nothing for {self._timeout:g}s",
+                backend=BACKEND,
+                hint="the server is overloaded or the timeout is too short",
+            ) from exc
+        except httpx.TransportError as exc:
+            raise _Retry(f"the connection broke ({_describe(exc)})") from exc
+
+    def _piece(self, obj: Any, url: str) -> _Piece:
+        if not isinstance(obj, dict):
+            raise _shape(url, "an answer that is not a JSON object")
+        err = _error_in(obj)
+        if err is not None:
+            raise _Retry(f"server error: {self._scrub(err)}")
+        choices = obj.get("choices")
+        if not isinstance(choices, list):
+            raise _shape(url, "an answer without `choices`")
+        if not choices:  # e.g. a usage-only chunk
+            return _Piece("", (), None)
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            raise _shape(url, "a choice that is not an object")
+        text = choice.get("text", "")
+        finish = choice.get("finish_reason")
+        if not isinstance(text, str) or not (finish is None or isinstance(finish, str)):
+            raise _shape(url, "a choice whose `text` or `finish_reason` is not a string")
+        return _Piece(text, _tokens(choice.get("logprobs")), finish)
+
+    # -- models ------------------------------------------------------------
+    async def _get(self, url: str, *, limit_s: float | None = None) -> httpx.Response:
+        t = httpx.Timeout(limit_s) if limit_s is not None else httpx.USE_CLIENT_DEFAULT
+        return await self._client.get(url, headers=self._headers(), timeout=t)
+
+    def _remember_models(self, data: Any) -> list[str]:
+        """Model ids from a /v1/models answer; also caches our model's context length."""
+        entries = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            return []
+        ids: list[str] = []
+        for entry in entries:
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+                ids.append(entry["id"])
+                if entry["id"] == self._model:
+                    n = entry.get("max_model_len")
+                    self._ctx = n if isinstance(n, int) and not isinstance(n, bool) else None
+                    self._ctx_known = True
+        return ids
+
+    async def _list_models(self, url: str) -> list[str]:
+        """The ids `url` serves; [] if that cannot be found out quickly."""
+        try:
+            resp = await self._get(f"{url}/models", limit_s=min(self._timeout, 3.0))
+            return self._remember_models(resp.json()) if resp.is_success else []
+        except (httpx.HTTPError, ValueError):
+            return []
+
+    async def context_length(self) -> int | None:
+        """Our model's `max_model_len` from /v1/models (cached); None if unknown."""
+        if self._ctx_known:
+            return self._ctx
+        for url in self._order():
+            try:
+                resp = await self._get(f"{url}/models")
+                if not resp.is_success:
+                    continue
+                self._remember_models(resp.json())
+            except (httpx.HTTPError, ValueError):
+                continue
+            self._ctx_known = True  # the server answered: absent means it does not say
+            return self._ctx
+        return None
+
+    # -- doctor ------------------------------------------------------------
+    async def probe(self) -> ProbeReport:
+        problems: list[Problem] = []
+        mode: PromptMode = "fim-template" if self._template is not None else "prefix-only"
+        if self._template is None:
+            names = ", ".join(sorted(templates.TEMPLATES))
+            problems.append(
+                Problem(
+                    "warning",
+                    f"no FIM template is known for model {self._model!r}: the remote model "
+                    "will only see the text before the cursor",
+                    fix=f"set the remote template explicitly (one of: {names})",
+                )
+            )
+        base = ProbeReport(
+            backend=BACKEND,
+            target=", ".join(self._urls),
+            model=self._model,
+            reachable=False,
+            prompt_mode=mode,
+            template=self._template.name if self._template else None,
+        )
+
+        # 1. Which servers answer at all (/version needs no key; a 404 still answers).
+        target: str | None = None
+        version: str | None = None
+        down: list[str] = []
+        for url in self._order():
+            try:
+                resp = await self._client.get(f"{_root(url)}/version")
+            except httpx.HTTPError as exc:
+                down.append(f"{url} ({_describe(exc)})")
+                continue
+            if target is None:
+                target = url
+                with contextlib.suppress(ValueError, AttributeError):
+                    v = resp.json().get("version") if resp.is_success else None
+                    version = v if isinstance(v, str) else None
+        if target is None:
+            problems.insert(
+                0,
+                Problem(
+                    "error",
+                    "cannot reach the OpenAI-compatible server: " + "; ".join(down),
+                    fix="start the vLLM server, or fix the remote URL(s) (base URL ending in /v1)",
+                ),
+            )
+            return attrs.evolve(base, problems=tuple(problems))
+        if down:
+            problems.append(
+                Problem(
+                    "warning",
+                    "failover server(s) unreachable: " + "; ".join(down),
+                    fix="start them or remove them from the remote URLs",
+                )
+            )
+        base = attrs.evolve(base, target=target, reachable=True, version=version)
+
+        # 2. Does it serve our model (and accept our key)?
+        try:
+            resp = await self._get(f"{target}/models")
+        except httpx.HTTPError as exc:
+            problems.append(
+                Problem("error", f"{target}/models failed: {_describe(exc)}", "check the server")
+            )
+            return attrs.evolve(base, problems=tuple(problems))
+        if resp.status_code in (401, 403):
+            problems.append(self._key_problem(target))
+            return attrs.evolve(base, problems=tuple(problems))
+        if not resp.is_success:
+            problems.append(
+                Problem(
+                    "warning",
+                    f"{target}/models answered HTTP {resp.status_code}: the model list is unknown",
+                    fix="make sure the URL is the server's base URL ending in /v1",
+                )
+            )
+            served: list[str] | None = None
+        else:
+            try:
+                served = self._remember_models(resp.json())
+            except ValueError:
+                served = []
+        present = None if served is None else self._model in served
+        base = attrs.evolve(base, model_present=present)
+        if present is False:
+            problems.append(
+                Problem(
+                    "error",
+                    f"{target} does not serve model {self._model!r}"
+                    + (f"; it serves: {', '.join(served or [])}" if served else ""),
+                    fix="set the remote model to one the server lists",
+                )
+            )
+            return attrs.evolve(base, problems=tuple(problems))
+
+        # 3. A tiny real generation: timings, and are log-probs there?
+        request = CompletionRequest(
+            prefix=PROBE_PREFIX,
+            suffix=PROBE_SUFFIX,
+            max_tokens=8,
+            deadline=time.monotonic() + self._timeout,
+        )
+        try:
+            done = await self.complete(request)
+        except BadCredentials:
+            problems.append(self._key_problem(target))
+            return attrs.evolve(base, problems=tuple(problems))
+        except BackendError as exc:
+            problems.append(
+                Problem(
+                    "error",
+                    f"a test completion failed: {exc.message}",
+                    fix=exc.hint or "see the server's log",
+                )
+            )
+            return attrs.evolve(base, problems=tuple(problems))
+        has_lp = done.logprobs and (bool(done.tokens) or not done.text)
+        if not has_lp:
+            problems.append(
+                Problem(
+                    "warning",
+                    "the server returned no log-probs: remote confidence cannot be measured",
+                    fix="use a server that supports `logprobs` on /v1/completions (vLLM does)",
+                )
+            )
+        if not done.text:
+            problems.append(
+                Problem(
+                    "warning",
+                    "the test completion came back empty",
+                    fix="check that the model is a code model and the template fits it",
+                )
+            )
+        return attrs.evolve(
+            base,
+            logprobs=has_lp,
+            first_token_s=done.first_token_s,
+            total_s=done.total_s,
+            sample=done.text,
+            problems=tuple(problems),
+        )
+
+    def _key_problem(self, url: str) -> Problem:
+        if self._key_env is None:
+            return Problem(
+                "error",
+                f"{url} wants an API key, but none is configured",
+                fix="configure the environment variable that holds the remote API key",
+            )
+        if self._key is None:
+            return Problem(
+                "error",
+                f"{url} wants an API key, but {self._key_env} is not set",
+                fix=f"export {self._key_env}=<the server's API key>",
+            )
+        return Problem(
+            "error",
+            f"{url} refused the API key in {self._key_env}",
+            fix=f"put the key the server was started with (--api-key) in {self._key_env}",
+        )
+
+
+# -- parsing helpers --------------------------------------------------------
+async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The data of each server-sent event (data lines joined, per the SSE spec)."""
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+            continue
+        field, _, value = line.partition(":")
+        if field == "data":
+            data.append(value[1:] if value.startswith(" ") else value)
+        elif field not in ("", "event", "id", "retry"):
+            raise ProtocolError(
+                f"not a server-sent event stream (line {line[:80]!r})",
+                backend=BACKEND,
+                hint="the URL may point at something other than an OpenAI-compatible server",
+            )
+    if data:
+        yield "\n".join(data)
+
+
+def _loads(text: str, url: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ProtocolError(
+            f"{url} sent something that is not JSON: {text[:80]!r}",
+            backend=BACKEND,
+            hint="the URL may point at something other than an OpenAI-compatible server",
+        ) from exc
+
+
+def _shape(url: str, what: str) -> ProtocolError:
+    return ProtocolError(
+        f"{url} sent {what}",
+        backend=BACKEND,
+        hint="the server does not speak the OpenAI completions protocol as expected",
+    )
+
+
+def _tokens(lp: Any) -> tuple[TokenLogprob, ...] | None:
+    """Per-token log-probs from vLLM/llama.cpp `{tokens, token_logprobs}` or the
+    chat-style `{content: [{token, logprob}]}` (Ollama's /v1); None if absent."""
+    pairs: list[tuple[Any, Any]]
+    if not isinstance(lp, dict):
+        return None
+    if isinstance(lp.get("tokens"), list) and isinstance(lp.get("token_logprobs"), list):
+        if len(lp["tokens"]) != len(lp["token_logprobs"]):
+            return None
+        pairs = list(zip(lp["tokens"], lp["token_logprobs"], strict=True))
+    elif isinstance(lp.get("content"), list):
+        pairs = [(c.get("token"), c.get("logprob")) for c in lp["content"] if isinstance(c, dict)]
+    else:
+        return None
+    out: list[TokenLogprob] = []
+    for tok, value in pairs:
+        if not isinstance(tok, str) or isinstance(value, bool):
+            return None
+        if not isinstance(value, int | float) or math.isnan(value):
+            return None
+        out.append(TokenLogprob(tok, max(MIN_LOGPROB, min(0.0, float(value)))))
+    return tuple(out)
+
+
+def _error_in(obj: dict[str, Any]) -> str | None:
+    """The message of an error object in either vLLM shape, or None."""
+    err = obj.get("error")
+    if isinstance(err, dict):
+        return str(err.get("message") or err)
+    if isinstance(err, str):
+        return err
+    if obj.get("object") == "error":
+        return str(obj.get("message") or "unknown error")
+    return None
+
+
+def _error_message(raw: bytes) -> str:
+    """A short human message from an error body, whatever its shape."""
+    text = raw.decode("utf-8", "replace").strip()
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return text[:200] or "(empty body)"
+    if isinstance(obj, dict):
+        msg = _error_in(obj)
+        if msg is None and "detail" in obj:  # FastAPI's default error shape
+            msg = str(obj["detail"])
+        if msg is None and "message" in obj:
+            msg = str(obj["message"])
+        if msg is not None:
+            return msg[:500]
+    return text[:200]
+
+
+def _describe(exc: BaseException) -> str:
+    """A short reason; httpx hides "connection refused" behind its own wording."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain is short; the bound guards against cycles
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return "connection refused"
+        seen = seen.__cause__ or seen.__context__
+    return str(exc) or type(exc).__name__
+
+
+def _root(url: str) -> str:
+    """The server root (where /version and /health live) of a .../v1 base URL."""
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+__all__ = ["DEFAULT_KEY_ENV", "OpenAIBackend"]

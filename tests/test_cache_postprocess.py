@@ -1,0 +1,72 @@
+"""The completion cache (with typing-through) and the post-processing of raw completions."""
+
+from __future__ import annotations
+
+from server.cache import CompletionCache
+from server.config import Settings
+from server.pipeline import post_process, remote_access
+
+PRE, SUF = "def f(x):\n    return ", "\n"
+
+
+def test_exact_hit_and_miss() -> None:
+    c = CompletionCache()
+    c.put("m", PRE, SUF, "x * 2", "local", ("confident-and-valid",))
+    hit = c.get("m", PRE, SUF)
+    assert hit is not None and hit.completion == "x * 2" and hit.typed == ""
+    assert c.get("other-model", PRE, SUF) is None
+    assert c.get("m", PRE, SUF + "more") is None
+    assert c.get("m", PRE + "y", SUF) is None  # typed text that is not the completion
+
+
+def test_typing_through_serves_the_rest() -> None:
+    c = CompletionCache()
+    c.put("m", PRE, SUF, "x * 2", "remote", ("low-confidence", "remote-ok"))
+    hit = c.get("m", PRE + "x *", SUF)
+    assert hit is not None and hit.completion == " 2" and hit.typed == "x *"
+    assert hit.entry.route == "remote"
+    assert c.get("m", PRE + "x * 2", SUF) is None  # fully typed: nothing left to offer
+
+
+def test_typing_through_checks_the_whole_prefix() -> None:
+    c = CompletionCache()
+    c.put("m", PRE, SUF, "x * 2", "local", ())
+    changed = "def g(x):\n    return " + "x"  # same length start, different text
+    assert c.get("m", changed, SUF) is None
+
+
+def test_empty_completions_are_not_cached() -> None:
+    c = CompletionCache()
+    c.put("m", PRE, SUF, "", "none", ())
+    assert c.get("m", PRE, SUF) is None
+
+
+def test_post_process_single_line() -> None:
+    assert post_process("x * 2\n    y = 3", SUF, multiline=False) == "x * 2"
+    assert post_process("\n    return 1\nfoo", "", multiline=False) == "\n    return 1"
+    assert post_process("a\nb", "", multiline=True) == "a\nb"
+
+
+def test_post_process_cuts_repeated_suffix() -> None:
+    suffix = "\n    return total\n"
+    raw = "total += x\n    return total\n"
+    assert post_process(raw, suffix, multiline=True) == "total += x"
+    # a short anchor (like ")") is never used to cut
+    assert post_process("f(x)\n)", ")\n", multiline=True) == "f(x)\n)"
+
+
+def test_post_process_whitespace_only_becomes_empty() -> None:
+    assert post_process("  \n ", "", multiline=True) == ""
+
+
+def test_remote_access() -> None:
+    s = Settings()
+    assert remote_access(s, None, "a.py") == "not-configured"
+    fake_remote = object()
+    assert remote_access(s, fake_remote, "a.py") == "ok"  # type: ignore[arg-type]
+    s.privacy.never_send = ["**/secrets/**", "*.env"]
+    assert remote_access(s, fake_remote, "/repo/secrets/keys.py") == "privacy-blocked"  # type: ignore[arg-type]
+    assert remote_access(s, fake_remote, "/repo/prod.env") == "privacy-blocked"  # type: ignore[arg-type]
+    assert remote_access(s, fake_remote, "/repo/app.py") == "ok"  # type: ignore[arg-type]
+    s.privacy.local_only = True
+    assert remote_access(s, fake_remote, "/repo/app.py") == "local-only"  # type: ignore[arg-type]

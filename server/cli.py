@@ -39,6 +39,102 @@ def cmd_settings(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_target(spec: str) -> tuple[Path, int, int]:
+    """PATH:LINE:COL (1-based, as editors show them) -> (path, line0, col0)."""
+    parts = spec.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        raise ValueError(f"expected PATH:LINE:COL with 1-based numbers, got {spec!r}")
+    line, col = int(parts[1]), int(parts[2])
+    if line < 1 or col < 1:
+        raise ValueError(f"line and column start at 1, got {line}:{col}")
+    return Path(parts[0]), line - 1, col - 1
+
+
+def cmd_complete(args: argparse.Namespace) -> int:
+    from . import complete
+
+    try:
+        path, line, col = _parse_target(args.target)
+    except ValueError as exc:
+        print(f"synconfroute complete: {exc}", file=sys.stderr)
+        return 2
+    loaded = _load(args)
+    for issue in loaded.issues:
+        print(f"warning: {issue}", file=sys.stderr)
+    try:
+        ctx = complete.prepare(loaded.settings, path, line, col)
+    except complete.CompleteError as exc:
+        print(f"synconfroute complete: {exc}", file=sys.stderr)
+        return 2
+    rec = asyncio.run(complete.run(loaded.settings, ctx))
+    if args.json:
+        print(json.dumps(rec.to_json(), indent=2))
+    else:
+        print(complete.format_text(rec))
+    return 0 if rec.route != "none" else 1
+
+
+def _log_to_file(level: int) -> Path | None:
+    """Add a rotating log file under the platform log dir; None if it cannot be written."""
+    import logging.handlers
+
+    import platformdirs
+
+    folder = Path(platformdirs.user_log_dir(config.APP))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handler = logging.handlers.RotatingFileHandler(
+            folder / "server.log", maxBytes=2_000_000, backupCount=2, encoding="utf-8"
+        )
+    except OSError as exc:
+        logging.getLogger(__name__).warning("no log file: %s", exc)
+        return None
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    return folder / "server.log"
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .lsp import create_server
+
+    loaded = _load(args)
+    level = (
+        logging.DEBUG
+        if args.verbose
+        else getattr(logging, loaded.settings.editor.log_level.upper(), logging.INFO)
+    )
+    logging.getLogger().setLevel(level)
+    for h in logging.getLogger().handlers:
+        h.setLevel(level)
+    # pygls logs whole messages (source code included) at INFO: only in debug mode.
+    logging.getLogger("pygls").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    path = _log_to_file(level)
+    logging.getLogger(__name__).info("synconfroute %s serving; log file %s", __version__, path)
+    server = create_server(loaded)
+    if args.tcp:
+        host, _, port = args.tcp.rpartition(":")
+        if not port.isdigit():
+            print(f"synconfroute serve: --tcp wants HOST:PORT, got {args.tcp!r}", file=sys.stderr)
+            return 2
+        server.start_tcp(host or "127.0.0.1", int(port))
+    else:
+        server.start_io()
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from .evaluation.cli import run_eval_command
+
+    return run_eval_command(args, _load(args))
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from .evaluation.cli import run_calibrate_command
+
+    return run_calibrate_command(args, _load(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="synconfroute",
@@ -55,6 +151,54 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("doctor", help="check each configured tier and say how to fix problems")
     d.add_argument("--json", action="store_true", help="machine-readable report")
     d.set_defaults(func=cmd_doctor)
+
+    c = sub.add_parser(
+        "complete",
+        help="complete a file at a position once, and show the route taken",
+        description=(
+            "Runs one completion through the pipeline (local model, syntax gate, "
+            "escalation) at PATH:LINE:COL (1-based) and prints it with the decision. "
+            "Exit code 1 when no completion was produced."
+        ),
+    )
+    c.add_argument("target", metavar="PATH:LINE:COL")
+    c.add_argument("--json", action="store_true", help="print the decision record as JSON")
+    c.set_defaults(func=cmd_complete)
+
+    sv = sub.add_parser(
+        "serve",
+        help="run the language server (stdio; editors start this)",
+        description="Language server over stdio (the default) or TCP for debugging.",
+    )
+    sv.add_argument("--stdio", action="store_true", help="use stdio (the default)")
+    sv.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    sv.set_defaults(func=cmd_serve)
+
+    from .evaluation.cli import add_calibrate_arguments, add_eval_arguments
+
+    ev = sub.add_parser(
+        "eval",
+        help="measure routing on benchmarks or your own tasks (pass@1, escalation, gate)",
+        description=(
+            "Generates each task's local and remote completion once (resumable), runs the "
+            "tests in a sandbox, and replays every routing policy and threshold over the "
+            "records. See docs/evaluation.md."
+        ),
+    )
+    add_eval_arguments(ev)
+    ev.set_defaults(func=cmd_eval)
+
+    ca = sub.add_parser(
+        "calibrate",
+        help="choose routing.threshold from an eval run and write it to the settings file",
+        description=(
+            "Picks the threshold for an escalation budget (--budget) or the best pass@1 "
+            "(--best) from the records of `synconfroute eval`, and writes it into the "
+            "settings file (--config, else the default), keeping the rest of the file."
+        ),
+    )
+    add_calibrate_arguments(ca)
+    ca.set_defaults(func=cmd_calibrate)
 
     s = sub.add_parser("settings", help="print the effective settings (or their reference)")
     s.add_argument("--markdown", action="store_true", help="print the settings reference")

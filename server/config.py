@@ -173,12 +173,39 @@ class CompletionSettings:
 
 
 @attrs.define
+class EditorSettings:
+    """How the language server talks to the editor."""
+
+    diagnostics: bool = _doc(
+        False,
+        "Also show the route of the last completion as an Information diagnostic "
+        "(for editors without hover); cleared on the next edit.",
+    )
+    debounce_ms: float = _doc(
+        75.0,
+        "Wait this long after typing stops before asking a model (automatic triggers "
+        "only; an explicit request is never delayed).",
+        lo=0,
+        hi=2000,
+    )
+    adaptive_debounce: bool = _doc(
+        True,
+        "Adapt the wait to the typing rhythm (about 1.5x the recent pause between "
+        "keystrokes, between 30 ms and `debounce_ms` x 3).",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = _doc(
+        "info", "Log level of the server's log (stderr, log file, window/logMessage)."
+    )
+
+
+@attrs.define
 class Settings:
     local: LocalSettings = attrs.field(factory=LocalSettings)
     remote: RemoteSettings = attrs.field(factory=RemoteSettings)
     routing: RoutingSettings = attrs.field(factory=RoutingSettings)
     privacy: PrivacySettings = attrs.field(factory=PrivacySettings)
     completion: CompletionSettings = attrs.field(factory=CompletionSettings)
+    editor: EditorSettings = attrs.field(factory=EditorSettings)
 
 
 SECTIONS: dict[str, type[Any]] = {
@@ -187,6 +214,7 @@ SECTIONS: dict[str, type[Any]] = {
     "routing": RoutingSettings,
     "privacy": PrivacySettings,
     "completion": CompletionSettings,
+    "editor": EditorSettings,
 }
 
 

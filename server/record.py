@@ -37,6 +37,7 @@ class RouteDecision:
     bytes_sent: int = 0  # request bytes that left this machine
     cache_hit: bool = False
     errors: list[str] = attrs.field(factory=list)  # backend problems, user-readable
+    error_kinds: list[str] = attrs.field(factory=list)  # "tier:ExceptionClass", per error
     language: str = ""
     path: str = ""
 

@@ -1,0 +1,84 @@
+"""`synconfroute complete`: one completion on a file, outside any editor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .backends import choose_local, make_local, make_remote
+from .config import Settings
+from .context import PositionError, make_context, offset_of
+from .gate import Anchor, language_of, make_gate
+from .pipeline import CompletionContext, Pipeline
+from .record import RouteDecision
+from .syntax import SyntaxDocument
+
+
+class CompleteError(Exception):
+    """A problem with the command's input (file, position), worded for the user."""
+
+
+def prepare(settings: Settings, path: Path, line: int, col: int) -> CompletionContext:
+    """Read `path` and cut the context at 0-based (line, col); CompleteError if impossible."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CompleteError(f"no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CompleteError(f"cannot read {path}: {exc}") from exc
+    try:
+        offset = offset_of(text, line, col)
+    except PositionError as exc:
+        raise CompleteError(f"{path}: {exc}") from None
+    language = language_of(str(path))
+    doc = SyntaxDocument(text, language or None)  # the gate judges the whole file
+    return make_context(
+        text,
+        offset,
+        context_lines=settings.completion.context_lines,
+        language=language,
+        path=str(path.resolve()),
+        document=Anchor(doc, (line, col)),
+    )
+
+
+async def run(settings: Settings, ctx: CompletionContext) -> RouteDecision:
+    """Build both tiers from settings, run the pipeline once, close the backends."""
+    choice = await choose_local(settings.local)
+    local = make_local(settings.local, choice.kind)
+    remote = make_remote(settings.remote)
+    try:
+        pipeline = Pipeline(settings, local, remote, make_gate(settings.routing))
+        return await pipeline.complete(ctx)
+    finally:
+        await local.aclose()
+        if remote is not None:
+            await remote.aclose()
+
+
+def describe(rec: RouteDecision) -> list[str]:
+    """The decision in a few human lines (CLI output; the hover card says the same)."""
+    lines = [f"route:      {rec.route} ({', '.join(rec.reasons) or 'no reason recorded'})"]
+    if rec.confidence is not None:
+        cmp = ">=" if rec.confidence >= rec.threshold else "<"
+        lines.append(f"confidence: {rec.confidence:.3f} {cmp} threshold {rec.threshold:.3f}")
+    else:
+        lines.append(f"confidence: - (threshold {rec.threshold:.3f})")
+    if rec.syntax is not None:
+        where = ""
+        if rec.syntax.line is not None:
+            where = f" at {rec.syntax.line + 1}:{(rec.syntax.column or 0) + 1}"
+        msg = f": {rec.syntax.message}" if rec.syntax.message else ""
+        lines.append(f"syntax:     {rec.syntax.status} ({rec.syntax.mode}){where}{msg}")
+    lines.append(f"models:     local {rec.local_model or '-'}, remote {rec.remote_model or '-'}")
+    stages = ", ".join(f"{k} {v:.0f} ms" for k, v in rec.latency_ms.items())
+    lines.append(f"latency:    {stages}")
+    lines.append(
+        f"sent off machine: {rec.bytes_sent} bytes{' (cache hit)' if rec.cache_hit else ''}"
+    )
+    lines.extend(f"error:      {e}" for e in rec.errors)
+    return lines
+
+
+def format_text(rec: RouteDecision) -> str:
+    body = rec.completion if rec.completion else "(no completion)"
+    return "\n".join([body, "-" * 40, *describe(rec)])

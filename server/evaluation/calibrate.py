@@ -1,0 +1,252 @@
+"""`synconfroute calibrate`: pick the threshold from recorded generations, write it to settings.
+
+The candidates lie between consecutive distinct local confidences (rounded to 4
+decimals, then re-scored with the rounded value, so what is reported is what the
+written threshold does). `--budget B` takes the candidate that escalates the most
+without exceeding B (ties: the better pass@1); `--best` the best pass@1 (ties: the
+lower escalation), which needs real remote results.
+
+Writing edits only the `threshold` line of the `[routing]` table (or adds it), keeping
+everything else in the file byte for byte; it then re-reads the file with
+`server.config.load` and restores the old content if the value did not come back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+
+from ..config import ENV_PREFIX, Settings, load
+from ..router import Rules
+from . import scoring
+from .records import RunFolder
+from .scoring import Point, TaskOutcome
+
+MAX_CANDIDATES = 400
+
+
+class CalibrationError(Exception):
+    """Calibration cannot answer; worded for the user."""
+
+
+@attrs.frozen(kw_only=True)
+class Choice:
+    threshold: float
+    point: Point
+    policy: str
+    goal: str
+    tasks: int
+    model: str
+
+
+def candidates(tasks: Sequence[TaskOutcome]) -> list[float]:
+    confs = sorted({o.confidence for o in tasks if o.confidence is not None})
+    if not confs:
+        raise CalibrationError("no local completion with log-probs in the records")
+    cuts = [(a + b) / 2 for a, b in itertools.pairwise(confs)]
+    if len(cuts) > MAX_CANDIDATES:
+        step = (len(cuts) - 1) / (MAX_CANDIDATES - 1)
+        cuts = [cuts[round(i * step)] for i in range(MAX_CANDIDATES)]
+    # Below everything (escalate on confidence never) and above (always, as far as <= 0 allows).
+    ends = [confs[0] - 0.01, min(0.0, confs[-1] + 0.01)]
+    return sorted({round(c, 4) for c in [*cuts, *ends] if c <= 0.0})
+
+
+def choose(
+    folder: RunFolder,
+    settings: Settings,
+    *,
+    budget: float | None = None,
+    best: bool = False,
+) -> Choice:
+    r = settings.routing
+    if r.policy not in ("synconf", "confidence"):
+        raise CalibrationError(
+            f"routing.policy is {r.policy!r}, which uses no threshold: set it to 'synconf' "
+            "or 'confidence' first"
+        )
+    if (budget is None) == (not best):
+        raise CalibrationError("give either --budget RATE or --best")
+    if budget is not None and not 0.0 <= budget <= 1.0:
+        raise CalibrationError(f"--budget is a share of requests between 0 and 1, got {budget}")
+    info = folder.info()
+    remote = info.get("remote")
+    if best and remote in ("oracle", "none"):
+        raise CalibrationError(
+            f"--best needs a real remote model's results; this run's remote is {remote!r} "
+            "(with the oracle, escalating everything always wins): use --budget"
+        )
+    recorded = {m for rec in folder.records.values() for m in rec.gate}
+    # The server's own gate mode when the records have it (they hold the mode of the run).
+    mode = r.syntax if r.syntax in recorded or not recorded else sorted(recorded)[0]
+
+    def replay(require_exec: bool) -> tuple[list[TaskOutcome], int]:
+        return scoring.outcomes(
+            folder,
+            k=r.confidence_tokens,
+            missing_logprobs=r.missing_logprobs,
+            gate_mode=mode,
+            require_exec=require_exec,
+        )
+
+    tasks, incomplete = replay(True)
+    if incomplete and best:
+        raise CalibrationError(
+            f"{incomplete} records lack execution results: run the same `synconfroute eval` "
+            "command again to finish them"
+        )
+    if incomplete:  # the budget needs no execution results; pass@1 is then unknown
+        tasks, _ = replay(False)
+    if not tasks:
+        raise CalibrationError(f"no usable records in {folder.folder}")
+    policy = "synconf" if r.policy == "synconf" else "confidence-only"
+    rules = Rules(
+        policy=r.policy,
+        k=r.confidence_tokens,
+        missing_logprobs=r.missing_logprobs,
+    )
+    points = [
+        scoring.evaluate(tasks, attrs.evolve(rules, threshold=t), policy) for t in candidates(tasks)
+    ]
+    if incomplete:
+        points = [attrs.evolve(p, passed=None) for p in points]
+    if best:
+        pick = max(points, key=lambda p: (p.pass_at_1 or 0.0, -p.escalation_rate))
+        goal = "best pass@1"
+    else:
+        assert budget is not None
+        found = scoring.within_budget(points, budget)
+        if found is None:
+            low = min(p.escalation_rate for p in points)
+            raise CalibrationError(
+                f"no threshold escalates {budget:.0%} or less: even the lowest escalates "
+                f"{low:.1%} (completions that are empty or fail the syntax gate always go "
+                "to the remote tier)"
+            )
+        pick = found
+        goal = f"escalation budget {budget:.0%}"
+    assert pick.threshold is not None
+    return Choice(
+        threshold=pick.threshold,
+        point=pick,
+        policy=policy,
+        goal=goal,
+        tasks=len(tasks),
+        model=str(info.get("local_model", "")),
+    )
+
+
+_HEADER = re.compile(r"^\s*\[\s*([A-Za-z0-9_.\"' -]+?)\s*\]\s*(#.*)?$")
+_ARRAY = re.compile(r"^\s*\[\[")
+_KEY = re.compile(r"^(\s*threshold\s*=\s*)([^#\r\n]*?)(\s*(#.*)?)$")
+_DOTTED = re.compile(r"^(\s*routing\s*\.\s*threshold\s*=\s*)([^#\r\n]*?)(\s*(#.*)?)$")
+
+
+def set_threshold(text: str, value: float) -> str:
+    """`text` (a TOML settings file) with routing.threshold = value, all else untouched."""
+    shown = f"{value:.4f}"
+    lines = text.splitlines(keepends=True)
+    section: str | None = None  # None: the top level, before any table header
+    routing_at: int | None = None
+    for i, line in enumerate(lines):
+        body = line.rstrip("\r\n")
+        end = line[len(body) :]
+        if _ARRAY.match(body):
+            section = "[[array]]"
+            continue
+        m = _HEADER.match(body)
+        if m:
+            section = m.group(1).replace(" ", "")
+            if section == "routing":
+                routing_at = i
+            continue
+        pattern = _DOTTED if section is None else _KEY if section == "routing" else None
+        if pattern is not None and (k := pattern.match(body)):
+            lines[i] = f"{k.group(1)}{shown}{k.group(3)}{end}"
+            return "".join(lines)
+    nl = "\r\n" if "\r\n" in text else "\n"
+    if routing_at is not None:
+        lines.insert(routing_at + 1, f"threshold = {shown}{nl}")
+        return "".join(lines)
+    sep = "" if not text or text.endswith(("\n", "\r")) else nl
+    gap = nl if text.strip() else ""
+    return f"{text}{sep}{gap}[routing]{nl}threshold = {shown}{nl}"
+
+
+@attrs.frozen
+class Written:
+    path: Path
+    value: float
+    created: bool
+    warnings: tuple[str, ...]
+
+
+def write_threshold(path: Path, value: float, model: str = "") -> Written:
+    """Write routing.threshold into the settings file at `path` and verify it reads back."""
+    if value > 0 or not math.isfinite(value):
+        raise CalibrationError(f"a threshold is a log-probability <= 0, got {value}")
+    created = not path.exists()
+    old = "" if created else path.read_text(encoding="utf-8")
+    before = load(path, environ={})
+    if any(i.key == "(file)" for i in before.issues):
+        raise CalibrationError(
+            f"{path} is not valid TOML ({before.issues[0].message}): fix it first, "
+            "calibrate will not rewrite a file it cannot read"
+        )
+    new = set_threshold(old, value)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, new)
+    after = load(path, environ={})
+    if not math.isclose(after.settings.routing.threshold, round(value, 4), abs_tol=1e-9):
+        if created:
+            path.unlink()
+        else:
+            _atomic_write(path, old)
+        raise CalibrationError(
+            f"wrote routing.threshold to {path} but it reads back as "
+            f"{after.settings.routing.threshold}: the file was restored; set it by hand"
+        )
+    warnings = []
+    env_name = f"{ENV_PREFIX}ROUTING_THRESHOLD"
+    if env_name in os.environ:
+        warnings.append(f"{env_name} is set and overrides the file: unset it")
+    if model and model in after.settings.routing.thresholds:
+        warnings.append(
+            f"routing.thresholds has an entry for {model!r} that overrides this value: "
+            "remove it or set it to the same value"
+        )
+    return Written(path=path, value=round(value, 4), created=created, warnings=tuple(warnings))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=".calibrate-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def describe(choice: Choice) -> str:
+    p = choice.point
+    parts = [
+        f"policy {choice.policy}, {choice.goal}, {choice.tasks} recorded tasks"
+        + (f" of {choice.model}" if choice.model else ""),
+        f"threshold {choice.threshold:.4f}: escalates {p.escalation_rate:.1%} "
+        f"({p.escalated}/{p.n}), kept-local precision "
+        + ("–" if p.kept_local_precision is None else f"{p.kept_local_precision:.1%}"),
+    ]
+    if p.pass_at_1 is not None:
+        parts.append(f"pass@1 {p.pass_at_1:.1%}")
+    return "; ".join(parts)

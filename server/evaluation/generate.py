@@ -1,0 +1,192 @@
+"""Generate each task's local and remote completion once, through the server's own parts.
+
+The request is what the server would send: the context cut by `make_context` to
+`completion.context_lines`, `completion.max_tokens` (unless overridden), temperature 0;
+the answer is post-processed by `server.pipeline.post_process` (single-line for
+HumanEval single-line tasks) and the local one is checked by the server's syntax gate.
+Unlike the server, both tiers always run to the end (no early escalation), so every
+policy and threshold can be replayed from the record later.
+
+A configuration problem (no server, unknown model, bad key) stops the run with the
+backend's message; re-running the same command resumes after the last recorded task.
+A per-task failure (timeout, rejected request) is recorded as that generation's error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+import attrs
+
+from clients.errors import (
+    BackendError,
+    BackendUnavailable,
+    BadCredentials,
+    FimUnsupported,
+    ModelNotFound,
+)
+from clients.types import Backend, CompletionRequest
+
+from ..config import Settings
+from ..context import make_context
+from ..gate import SyntaxGate
+from ..pipeline import CompletionContext, post_process
+from .datasets import Task
+from .progress import Progress
+from .records import GateResult, Generation, Record, RunFolder
+
+RemoteKind = Literal["config", "oracle", "none"]
+ORACLE_BACKEND = "oracle"
+ORACLE_MODEL = "ground-truth (upper bound)"
+_FATAL = (BadCredentials, ModelNotFound, FimUnsupported)
+_RETRIES = (2.0, 5.0, 15.0)  # seconds to wait before retrying an unavailable server
+
+
+class GenerationStopped(Exception):
+    """Generation cannot go on (a backend is misconfigured or down); worded for the user."""
+
+
+def context_for(task: Task, settings: Settings) -> CompletionContext:
+    return make_context(
+        task.prefix + task.suffix,
+        len(task.prefix),
+        context_lines=settings.completion.context_lines,
+        language=task.language,
+    )
+
+
+async def _complete(
+    backend: Backend, request: CompletionRequest, tier: str, timeout_s: float
+) -> Generation | BackendError:
+    for attempt, wait in enumerate((*_RETRIES, None)):
+        req = CompletionRequest(
+            prefix=request.prefix,
+            suffix=request.suffix,
+            language=request.language,
+            max_tokens=request.max_tokens,
+            temperature=0.0,
+            deadline=time.monotonic() + timeout_s,
+        )
+        try:
+            done = await backend.complete(req)
+        except _FATAL as exc:
+            raise GenerationStopped(f"{tier} tier ({backend.name}): {exc}") from exc
+        except BackendUnavailable as exc:
+            if wait is None:
+                raise GenerationStopped(
+                    f"{tier} tier ({backend.name}) unavailable after {attempt + 1} tries: {exc}"
+                ) from exc
+            await asyncio.sleep(wait)
+            continue
+        except BackendError as exc:
+            return exc
+        return Generation(
+            backend=done.backend,
+            model=done.model,
+            raw=done.text,
+            text=done.text,
+            tokens=tuple((t.text, t.logprob) for t in done.tokens),
+            logprobs=done.logprobs,
+            finish_reason=done.finish_reason,
+            first_token_s=done.first_token_s,
+            total_s=done.total_s,
+            bytes_sent=done.bytes_sent,
+        )
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def generate_record(
+    task: Task,
+    settings: Settings,
+    local: Backend,
+    remote: Backend | None,
+    remote_kind: RemoteKind,
+    gate: SyntaxGate,
+    *,
+    max_tokens: int,
+    timeout_s: float = 120.0,
+) -> Record:
+    ctx = context_for(task, settings)
+    request = CompletionRequest(
+        prefix=ctx.prefix, suffix=ctx.suffix, language=task.language, max_tokens=max_tokens
+    )
+
+    def finish(gen: Generation | BackendError, backend: Backend) -> Generation:
+        if isinstance(gen, BackendError):
+            return Generation(
+                backend=backend.name, model=backend.model, raw="", text="", error=str(gen)
+            )
+        return attrs.evolve(gen, text=post_process(gen.raw, ctx.suffix, multiline=task.multiline))
+
+    loc = finish(await _complete(local, request, "local", timeout_s), local)
+    rem: Generation | None = None
+    if remote_kind == "config":
+        assert remote is not None
+        rem = finish(await _complete(remote, request, "remote", timeout_s), remote)
+    elif remote_kind == "oracle":
+        if task.truth is None:
+            rem = Generation(
+                backend=ORACLE_BACKEND,
+                model=ORACLE_MODEL,
+                raw="",
+                text="",
+                error="the task has no ground truth",
+                oracle=True,
+            )
+        else:
+            text = post_process(task.truth, ctx.suffix, multiline=task.multiline)
+            rem = Generation(
+                backend=ORACLE_BACKEND, model=ORACLE_MODEL, raw=task.truth, text=text, oracle=True
+            )
+    gates: dict[str, GateResult] = {}
+    if loc.ok and loc.text:
+        # The whole file, as the server's gate sees an open document.
+        whole = CompletionContext(prefix=task.prefix, suffix=task.suffix, language=task.language)
+        t0 = time.perf_counter()
+        info = gate.check(whole, loc.text)
+        gates[gate.mode] = GateResult(
+            status=info.status,
+            checker=info.checker,
+            line=info.line,
+            column=info.column,
+            message=info.message,
+            elapsed_s=round(time.perf_counter() - t0, 6),
+        )
+    return Record(task=task, local=loc, remote=rem, gate=gates)
+
+
+async def generate_all(
+    tasks: Sequence[Task],
+    folder: RunFolder,
+    settings: Settings,
+    local: Backend,
+    remote: Backend | None,
+    remote_kind: RemoteKind,
+    gate: SyntaxGate,
+    *,
+    max_tokens: int,
+    timeout_s: float = 120.0,
+    progress: Progress | None = None,
+) -> int:
+    """Generate the tasks not yet in `folder`; returns how many were added."""
+    todo = [t for t in tasks if t.key not in folder.records]
+    added = 0
+    for task in todo:
+        rec = await generate_record(
+            task,
+            settings,
+            local,
+            remote,
+            remote_kind,
+            gate,
+            max_tokens=max_tokens,
+            timeout_s=timeout_s,
+        )
+        folder.add_record(rec)
+        added += 1
+        if progress is not None:
+            progress.advance()
+    return added

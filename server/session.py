@@ -1,0 +1,319 @@
+"""The language server's state, free of pygls: documents, settings, pipeline, decisions.
+
+`lsp.py` unpacks LSP messages and calls these methods; tests can drive a Session
+with plain calls. One Session serves one editor connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import statistics
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from clients.types import Backend
+
+from . import config
+from .backends import choose_local, make_local, make_remote
+from .card import route_card, summary
+from .context import make_context
+from .gate import Anchor, SyntaxGate, make_gate
+from .pipeline import Pipeline
+from .positions import Encoding, advance, to_offset, word_before
+from .record import RouteDecision
+from .syntax import SyntaxDocument, detect_language
+
+log = logging.getLogger(__name__)
+
+# Backend problems worth one message to the user (timeouts are not: they are noise).
+_TROUBLE = {"BackendUnavailable", "ModelNotFound", "BadCredentials", "FimUnsupported"}
+_DECISIONS_KEPT = 256
+
+
+@attrs.define
+class Edit:
+    """One LSP content change: a range (start, end as (line, character)) or the whole text."""
+
+    text: str
+    start: tuple[int, int] | None = None
+    end: tuple[int, int] | None = None
+
+
+@attrs.define
+class DocState:
+    uri: str
+    language: str
+    syntax: SyntaxDocument
+    keystrokes: deque[float] = attrs.field(factory=lambda: deque(maxlen=12))
+    generation: int = 0  # bumps with every completion request: newer supersedes older
+    inner: asyncio.Task[RouteDecision] | None = None
+    last: tuple[str, int, int] | None = None  # (decision id, first line, last line)
+    diagnostics_shown: bool = False
+
+
+@attrs.frozen
+class Completed:
+    """A completion ready to be turned into an LSP item."""
+
+    id: str
+    decision: RouteDecision
+    insert_text: str
+    start: tuple[int, int]  # the range the item replaces (start == cursor for inline)
+    end: tuple[int, int]
+    word: str  # identifier fragment before the cursor (completion filterText)
+
+
+class Session:
+    def __init__(
+        self,
+        loaded: config.Loaded,
+        *,
+        show_message: Callable[[str, str], None] = lambda level, text: None,
+        make_pipeline: Callable[[config.Settings], Pipeline] | None = None,
+    ) -> None:
+        self.base = loaded.settings
+        self.load_issues = list(loaded.issues)  # reported to the editor at initialize
+        self.settings = loaded.settings
+        self.overrides: dict[str, Any] = {}
+        self.local_only_override: bool | None = None
+        self.encoding: Encoding = "utf-16"
+        self.documents: dict[str, DocState] = {}
+        self.decisions: OrderedDict[str, RouteDecision] = OrderedDict()
+        self.accepted: set[str] = set()
+        self._ids = itertools.count(1)
+        self._show = show_message
+        self._make_pipeline = make_pipeline
+        self._pipeline: Pipeline | None = None
+        self._pipeline_lock = asyncio.Lock()
+        self._troubles: set[str] = set()
+        self._closing: set[asyncio.Future[None]] = set()
+        self.local_choice = ""
+
+    # -- settings -------------------------------------------------------------
+    def apply_overrides(self, *sources: Mapping[str, Any] | None) -> list[config.SettingsIssue]:
+        """Merge editor settings (init options, workspace config) over file + env."""
+        merged: dict[str, Any] = {}
+        for src in sources:
+            for section, values in (src or {}).items():
+                if isinstance(values, Mapping):
+                    merged.setdefault(section, {}).update(values)
+                else:
+                    merged[section] = values
+        settings, issues = config.merge(self.base, merged)
+        if self.local_only_override is not None:
+            settings.privacy.local_only = self.local_only_override
+        changed = settings != self.settings
+        self.settings = settings
+        self.overrides = merged
+        if changed:
+            self._drop_pipeline()
+        return issues
+
+    def toggle_local_only(self) -> bool:
+        self.local_only_override = not self.settings.privacy.local_only
+        self.settings.privacy.local_only = self.local_only_override
+        return self.local_only_override
+
+    # -- pipeline -------------------------------------------------------------
+    async def pipeline(self) -> Pipeline:
+        async with self._pipeline_lock:
+            if self._pipeline is None:
+                if self._make_pipeline is not None:
+                    self._pipeline = self._make_pipeline(self.settings)
+                else:
+                    self._pipeline = await self._build(self.settings)
+            self._pipeline.settings = self.settings  # privacy toggles apply at once
+            return self._pipeline
+
+    async def _build(self, settings: config.Settings) -> Pipeline:
+        choice = await choose_local(settings.local)
+        self.local_choice = choice.reason
+        log.info("local tier: %s", choice.reason)
+        local: Backend = make_local(settings.local, choice.kind)
+        remote = make_remote(settings.remote)
+        return Pipeline(settings, local, remote, make_gate(settings.routing))
+
+    def _drop_pipeline(self) -> None:
+        old, self._pipeline = self._pipeline, None
+        if old is not None:
+            task = asyncio.ensure_future(self._close(old))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    @staticmethod
+    async def _close(p: Pipeline) -> None:
+        for b in (p.local, p.remote):
+            if b is not None:
+                await b.aclose()
+
+    async def shutdown(self) -> None:
+        for st in self.documents.values():
+            if st.inner is not None:
+                st.inner.cancel()
+        if self._pipeline is not None:
+            await self._close(self._pipeline)
+            self._pipeline = None
+
+    # -- documents ------------------------------------------------------------
+    def open(self, uri: str, text: str, language_id: str | None, path: str | None) -> None:
+        language = detect_language(language_id, path) or ""
+        doc = SyntaxDocument(text, language or None, encoding=self.encoding)
+        self.documents[uri] = DocState(uri, language, doc)
+
+    def change(self, uri: str, edits: Sequence[Edit]) -> bool:
+        """Apply edits to the document's tree; True if diagnostics should be cleared."""
+        st = self.documents.get(uri)
+        if st is None:
+            return False
+        for e in edits:
+            if e.start is None or e.end is None:
+                st.syntax.replace_all(e.text)
+            else:
+                st.syntax.edit(e.start, e.end, e.text)
+        st.keystrokes.append(time.monotonic())
+        st.last = None  # the completion's lines have moved: no stale hover
+        cleared, st.diagnostics_shown = st.diagnostics_shown, False
+        return cleared
+
+    def close(self, uri: str) -> None:
+        st = self.documents.pop(uri, None)
+        if st is not None and st.inner is not None:
+            st.inner.cancel()
+
+    def debounce_s(self, st: DocState) -> float:
+        e = self.settings.editor
+        base = e.debounce_ms / 1000
+        if not e.adaptive_debounce or len(st.keystrokes) < 4:
+            return base
+        gaps = [b - a for a, b in itertools.pairwise(st.keystrokes) if b - a < 2.0]
+        if len(gaps) < 3:
+            return base
+        # Wait a little longer than the user's usual pause between keystrokes.
+        return min(max(1.5 * statistics.median(gaps), 0.03), base * 3)
+
+    # -- completion -----------------------------------------------------------
+    async def complete(
+        self, uri: str, text: str, line: int, character: int, *, invoked: bool
+    ) -> Completed | None:
+        """One completion at an LSP position; None when superseded or nothing to offer.
+
+        Raises PositionOutOfRange for a position outside the document, and
+        CancelledError when the request itself was cancelled.
+        """
+        st = self.documents.get(uri)
+        if st is None:  # a client that completes before didOpen: judge the text alone
+            self.open(uri, text, None, uri)
+            st = self.documents[uri]
+        offset = to_offset(text, line, character, self.encoding)
+        st.generation += 1
+        mine = st.generation
+        if st.inner is not None and not st.inner.done():
+            st.inner.cancel()  # a newer request supersedes the older one
+        if not invoked:
+            await asyncio.sleep(self.debounce_s(st))
+            if st.generation != mine:
+                return None
+        pipeline = await self.pipeline()
+        if st.generation != mine:
+            return None
+        anchor_doc = st.syntax
+        if isinstance(pipeline.gate, SyntaxGate) and pipeline.gate.blocking:
+            # The check runs in a thread while edits may arrive: give it its own copy.
+            anchor_doc = SyntaxDocument(text, st.language or None, encoding=self.encoding)
+        ctx = make_context(
+            text,
+            offset,
+            context_lines=self.settings.completion.context_lines,
+            language=st.language,
+            path=_path_of(uri),
+            document=Anchor(anchor_doc, (line, character)),
+        )
+        inner = asyncio.ensure_future(pipeline.complete(ctx))
+        st.inner = inner
+        try:
+            rec = await inner
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # $/cancelRequest: pygls answers -32800
+            return None  # superseded by a newer request
+        finally:
+            if st.inner is inner:
+                st.inner = None
+        self._notice_trouble(rec)
+        did = f"c{next(self._ids)}"
+        self.decisions[did] = rec
+        while len(self.decisions) > _DECISIONS_KEPT:
+            self.decisions.popitem(last=False)
+        if st.generation != mine:
+            return None
+        end_line, _ = advance(line, character, rec.completion, self.encoding)
+        st.last = (did, line, end_line)
+        word = word_before(text, offset)
+        return Completed(did, rec, rec.completion, (line, character), (line, character), word)
+
+    def _notice_trouble(self, rec: RouteDecision) -> None:
+        """One message per kind of backend trouble, until that tier works again."""
+        for kind, err in zip(rec.error_kinds, rec.errors, strict=False):
+            if kind.split(":", 1)[1] in _TROUBLE and kind not in self._troubles:
+                self._troubles.add(kind)
+                self._show("error" if kind.startswith("local") else "warning", err)
+        if "local:" not in " ".join(rec.error_kinds) and rec.local_tokens:
+            self._troubles = {k for k in self._troubles if not k.startswith("local:")}
+        if rec.route == "remote":
+            self._troubles = {k for k in self._troubles if not k.startswith("remote:")}
+
+    # -- hover, commands ------------------------------------------------------
+    def hover(self, uri: str, line: int) -> str | None:
+        st = self.documents.get(uri)
+        if st is None or st.last is None:
+            return None
+        did, first, last = st.last
+        rec = self.decisions.get(did)
+        if rec is None or not first <= line <= last:
+            return None
+        card = route_card(rec)
+        if did in self.accepted:
+            card += "\n- accepted"
+        return card
+
+    def accept(self, did: str) -> bool:
+        if did not in self.decisions:
+            return False
+        self.accepted.add(did)
+        log.info("accepted %s: %s", did, summary(self.decisions[did]))
+        return True
+
+    def status(self) -> dict[str, Any]:
+        recent = list(self.decisions.values())
+        routes = {r: sum(1 for d in recent if d.route == r) for r in ("local", "remote", "none")}
+        last = recent[-1] if recent else None
+        return {
+            "local_only": self.settings.privacy.local_only,
+            "local": self.local_choice or self.settings.local.backend,
+            "remote": (
+                ", ".join(self.settings.remote.all_urls)
+                if self.settings.remote.configured
+                else "not configured"
+            ),
+            "policy": self.settings.routing.policy,
+            "threshold": self.settings.routing.threshold,
+            "completions": len(recent),
+            "routes": routes,
+            "accepted": len(self.accepted),
+            "last": summary(last) if last else None,
+        }
+
+
+def _path_of(uri: str) -> str:
+    if uri.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        return unquote(urlparse(uri).path)
+    return uri

@@ -1,0 +1,58 @@
+"""The syntax gate: does inserting a completion INTRODUCE a syntax error?
+
+Pure library (no LSP imports). `SyntaxDocument` keeps one tree-sitter tree per open
+document, follows edits incrementally and checks completions against a copy of the tree;
+`check_completion` is the one-shot form. Modes: "tree-sitter" (default, sub-millisecond),
+"compiler" (the paper's checks: Python `ast.parse`, Java `javalang`, C/C++ `g++/gcc
+-fsyntax-only`), "confirm" (tree-sitter, and a compiler only when tree-sitter objects).
+
+How "introduced" is decided (measured by scripts/gate_accuracy.py):
+
+- tree-sitter: the ERROR/MISSING nodes of the text with the completion are compared with
+  those of the document's own tree (the text without it). A node touching the inserted
+  text counts unless the old tree had the very same node there, or an error region that
+  began on an earlier line of the user's text and now merely runs on over the completion.
+  A node away from the completion counts only if no old error overlaps its place. In brace
+  languages, a cursor inside an old error region that began two or more lines above its
+  line means the parser was already lost: nothing counts. Python adds what tree-sitter-
+  python does not check: indentation of the statements in and around the completion, and
+  a block header with no body. C/C++ statement-like macros (`FOR(i,0,n) x+=i;`) are
+  rewritten to same-length statements and both texts parsed again before an error counts.
+- compilers: the text with the completion compiles: valid. It fails and the text without
+  it compiles: invalid. Both fail: an error inside the completion is its fault; with
+  `ast`/`javalang` (first error only) an error after it that is the old first error, moved,
+  is not; with g++ every diagnostic is matched against the old ones (message and moved
+  place). When the compiler cannot see the completion (the first error comes before it, or
+  a fatal error such as a missing header), tree-sitter's verdict decides and `detail` says
+  so.
+"""
+
+from ._compilers import CompilerConfig, prepare_pch
+from .document import Encoding, Position, SyntaxDocument, check_completion
+from .languages import (
+    LANGUAGES,
+    LanguageSpec,
+    UnsupportedLanguage,
+    detect_language,
+    supported_languages,
+)
+from .verdict import DEFAULT_BUDGET_S, MODES, Mode, Status, Verdict
+
+__all__ = [
+    "DEFAULT_BUDGET_S",
+    "LANGUAGES",
+    "MODES",
+    "CompilerConfig",
+    "Encoding",
+    "LanguageSpec",
+    "Mode",
+    "Position",
+    "Status",
+    "SyntaxDocument",
+    "UnsupportedLanguage",
+    "Verdict",
+    "check_completion",
+    "detect_language",
+    "prepare_pch",
+    "supported_languages",
+]

@@ -1,0 +1,99 @@
+"""Start `synconfroute serve` in a subprocess with a pytest-lsp client, against fakes.
+
+Shared by the LSP end-to-end tests and the LSP latency benchmark.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as t
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_config(
+    folder: Path,
+    *,
+    local_url: str | None = None,
+    remote_url: str | None = None,
+    local_backend: str = "ollama",
+    extra: str = "",
+) -> Path:
+    """A settings file pointing the tiers at the given (fake) servers."""
+    lines = ["[local]", f'backend = "{local_backend}"']
+    if local_url:
+        lines += [f'url = "{local_url}"', 'model = "qwen2.5-coder:3b"', "timeout = 5"]
+    if remote_url:
+        lines += [
+            "[remote]",
+            f'url = "{remote_url}"',
+            'model = "Qwen/Qwen2.5-Coder-32B-Instruct"',
+            'api_key_env = ""',
+            "timeout = 5",
+        ]
+    lines += ["[editor]", "debounce_ms = 0", "adaptive_debounce = false", extra]
+    path = folder / "config.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def capabilities(profile: str, *, inline: bool, encodings: list[str] | None = None) -> Any:
+    """A recorded client's capabilities, with inline completion added or not."""
+    caps = client_capabilities(profile)
+    if inline:
+        if caps.text_document is None:
+            caps.text_document = t.TextDocumentClientCapabilities()
+        caps.text_document.inline_completion = t.InlineCompletionClientCapabilities(
+            dynamic_registration=False
+        )
+    elif caps.text_document is not None:
+        caps.text_document.inline_completion = None
+    if encodings is not None:
+        if caps.general is None:
+            caps.general = t.GeneralClientCapabilities()
+        caps.general.position_encodings = [t.PositionEncodingKind(e) for e in encodings]
+    return caps
+
+
+async def start(
+    config_path: Path,
+    caps: Any,
+    *,
+    init_options: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[LanguageClient, t.InitializeResult]:
+    server_env = dict(os.environ)
+    server_env.update({"SYNCONFROUTE_CONFIG": str(config_path), "PYTHONPATH": str(ROOT)})
+    server_env.update(env or {})
+    cfg = ClientServerConfig(
+        server_command=[sys.executable, "-m", "server", "serve"], server_env=server_env
+    )
+    client = await cfg.start()
+    assert isinstance(client, LanguageClient)
+    result = await client.initialize_session(
+        t.InitializeParams(
+            capabilities=caps,
+            initialization_options=dict(init_options) if init_options else None,
+            root_uri=ROOT.as_uri(),
+        )
+    )
+    return client, result
+
+
+async def stop(client: LanguageClient) -> None:
+    await client.shutdown_session()
+    await client.stop()
+
+
+def open_doc(client: LanguageClient, uri: str, text: str, language: str = "python") -> None:
+    client.text_document_did_open(
+        t.DidOpenTextDocumentParams(
+            text_document=t.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)
+        )
+    )

@@ -1,0 +1,47 @@
+"""Position math in utf-16, utf-8 and utf-32 with emoji, CJK and CRLF."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.positions import PositionOutOfRange, advance, to_offset, to_position, word_before
+
+TEXT = "a😀b\r\n漢字x\n\fend"  # emoji = 2 utf-16 units, 4 utf-8 bytes; \f is NOT a line break
+
+
+@pytest.mark.parametrize(
+    ("encoding", "line", "char", "offset"),
+    [
+        ("utf-16", 0, 3, 2),  # after the emoji
+        ("utf-8", 0, 5, 2),
+        ("utf-32", 0, 2, 2),
+        ("utf-16", 0, 4, 3),  # end of line, before \r\n
+        ("utf-16", 1, 2, 7),  # after 漢字
+        ("utf-8", 1, 6, 7),
+        ("utf-32", 2, 1, 10),  # after the form feed, same line
+        ("utf-32", 2, 4, 13),
+    ],
+)
+def test_to_offset(encoding: str, line: int, char: int, offset: int) -> None:
+    assert to_offset(TEXT, line, char, encoding) == offset  # type: ignore[arg-type]
+    assert to_position(TEXT, offset, encoding) == (line, char)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("line", "char", "fragment"),
+    [(0, 5, "past the end"), (3, 0, "outside"), (-1, 0, "outside"), (0, 2, "splits")],
+)
+def test_out_of_range_is_an_error(line: int, char: int, fragment: str) -> None:
+    with pytest.raises(PositionOutOfRange, match=fragment):
+        to_offset(TEXT, line, char, "utf-16")
+
+
+def test_lone_cr_is_a_line_break() -> None:
+    assert to_offset("ab\rcd", 1, 1, "utf-16") == 4
+
+
+def test_word_before_and_advance() -> None:
+    assert word_before("x = foo_ba", 10) == "foo_ba"
+    assert word_before("x = (", 5) == ""
+    assert advance(3, 4, "ab😀", "utf-16") == (3, 8)
+    assert advance(3, 4, "ab\ncd", "utf-16") == (4, 2)

@@ -136,6 +136,11 @@ class RoutingSettings:
     )
     syntax_budget_ms: float = _doc(50.0, "Time budget of one tree-sitter check.", lo=1)
     compiler_budget_ms: float = _doc(3000.0, "Time budget of one compiler check.", lo=10)
+    early_escalation: bool = _doc(
+        True,
+        "Cancel the local generation as soon as its first `confidence_tokens` tokens "
+        "are below the threshold, and ask the remote at once.",
+    )
     missing_logprobs: MissingLogprobs = _doc(
         "escalate",
         "When the local server returns no log-probs (Ollama < 0.12.11): `escalate` "

@@ -273,7 +273,11 @@ class Pipeline:
                 run.has_logprobs = run.has_logprobs and chunk.logprobs
                 # Early escalation: no point waiting for the rest of a completion
                 # we are going to throw away; the remote request starts now.
-                if access == "ok" and router.early_escalation(run.logprobs, rules):
+                if (
+                    access == "ok"
+                    and self.settings.routing.early_escalation
+                    and router.early_escalation(run.logprobs, rules)
+                ):
                     run.cancelled_early = True
                     break
         except BackendError as exc:

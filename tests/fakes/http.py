@@ -67,6 +67,7 @@ class Request:
     path: str
     headers: dict[str, str]
     body: bytes
+    arrived_at: float = attrs.field(factory=time.monotonic)  # when the request was read
     # Filled in while the answer streams:
     tokens_sent: int = 0
     disconnected: bool = False  # the client hung up before the answer ended

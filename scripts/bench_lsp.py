@@ -98,7 +98,8 @@ async def main() -> None:
                     via_lsp.append(lsp * 1000)
             md, ml = statistics.median(direct), statistics.median(via_lsp)
             print(
-                f"latency, fake backend at {args.latency_ms:.0f} ms, {args.rounds} rounds interleaved"
+                f"latency, fake backend at {args.latency_ms:.0f} ms, "
+                f"{args.rounds} rounds interleaved"
             )
             print(f"  backend direct   p50 {md:7.2f} ms  p90 {pct(direct, 0.9):7.2f} ms")
             print(f"  through the LSP  p50 {ml:7.2f} ms  p90 {pct(via_lsp, 0.9):7.2f} ms")

@@ -26,6 +26,9 @@ from .router import LocalEvidence, Reason, RemoteAccess, Rules, SyntaxStatus
 
 log = logging.getLogger(__name__)
 
+# Where post_process would cut anyway: let the model stop there (saves tokens).
+_STOPS = ("\n```", "\n\n\n")
+
 _STATUSES: dict[str, SyntaxStatus] = {
     s: s for s in ("valid", "invalid", "timeout", "unsupported-language", "error")
 }
@@ -57,6 +60,7 @@ def post_process(text: str, suffix: str, *, multiline: bool) -> str:
     """Cut a raw completion to what should be inserted.
 
     - single-line mode keeps the first line (after a leading newline, if any);
+    - a Markdown fence or two blank lines end the completion;
     - a completion that starts re-typing the code after the cursor (the first
       non-blank line of the suffix) is cut before that line: small FIM models
       often continue past the hole.
@@ -65,6 +69,12 @@ def post_process(text: str, suffix: str, *, multiline: bool) -> str:
         lead = len(text) - len(text.lstrip("\n"))
         end = text.find("\n", lead)
         text = text if end < 0 else text[:end]
+    # Chat-tuned small models close code with a Markdown fence and then explain it;
+    # two blank lines in a row end a block in every language we serve.
+    for marker in ("\n```", "\n\n\n"):
+        cut = text.find(marker)
+        if cut >= 0:
+            text = text[:cut]
     anchor = next((ln.strip() for ln in suffix.split("\n") if ln.strip()), "")
     if len(anchor) >= 3:
         lines = text.split("\n")
@@ -145,6 +155,7 @@ class Pipeline:
             language=ctx.language,
             path=ctx.path,
             max_tokens=c.max_tokens,
+            stop=_STOPS,
             temperature=0.0,
             deadline=deadline,
         )

@@ -70,3 +70,10 @@ def test_remote_access() -> None:
     assert remote_access(s, fake_remote, "/repo/app.py") == "ok"  # type: ignore[arg-type]
     s.privacy.local_only = True
     assert remote_access(s, fake_remote, "/repo/app.py") == "local-only"  # type: ignore[arg-type]
+
+
+def test_post_process_cuts_fences_and_double_blank_lines() -> None:
+    raw = "0, n - 1\n```\n\nThis implementation uses dynamic programming"
+    assert post_process(raw, "\n", multiline=True) == "0, n - 1"
+    assert post_process("a = 1\n\n\nb = 2", "", multiline=True) == "a = 1"
+    assert post_process("a = 1\n\nb = 2", "", multiline=True) == "a = 1\n\nb = 2"

@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 # Backend problems worth one message to the user (timeouts are not: they are noise).
 _TROUBLE = {"BackendUnavailable", "ModelNotFound", "BadCredentials", "FimUnsupported"}
 _DECISIONS_KEPT = 256
+# Parse trees cost ~30x the text; keep them for the documents being completed in.
+_TREES_KEPT = 16
 
 
 @attrs.define
@@ -92,6 +94,7 @@ class Session:
         self._pipeline: Pipeline | None = None
         self._pipeline_lock = asyncio.Lock()
         self._troubles: set[str] = set()
+        self._hot: OrderedDict[str, None] = OrderedDict()  # docs whose tree is kept
         self._closing: set[asyncio.Future[None]] = set()
         self.local_choice = ""
 
@@ -163,7 +166,8 @@ class Session:
     # -- documents ------------------------------------------------------------
     def open(self, uri: str, text: str, language_id: str | None, path: str | None) -> None:
         language = detect_language(language_id, path) or ""
-        doc = SyntaxDocument(text, language or None, encoding=self.encoding)
+        # Lazy: a document gets its tree at its first completion, not at open.
+        doc = SyntaxDocument(text, language or None, encoding=self.encoding, lazy=True)
         self.documents[uri] = DocState(uri, language, doc)
 
     def change(self, uri: str, edits: Sequence[Edit]) -> bool:
@@ -181,7 +185,17 @@ class Session:
         cleared, st.diagnostics_shown = st.diagnostics_shown, False
         return cleared
 
+    def _touch(self, uri: str) -> None:
+        """Mark a document as in use; drop the trees of the least recently used ones."""
+        self._hot[uri] = None
+        self._hot.move_to_end(uri)
+        while len(self._hot) > _TREES_KEPT:
+            old, _ = self._hot.popitem(last=False)
+            if (st := self.documents.get(old)) is not None:
+                st.syntax.release_tree()
+
     def close(self, uri: str) -> None:
+        self._hot.pop(uri, None)
         st = self.documents.pop(uri, None)
         if st is not None and st.inner is not None:
             st.inner.cancel()
@@ -211,6 +225,10 @@ class Session:
             self.open(uri, text, None, uri)
             st = self.documents[uri]
         offset = to_offset(text, line, character, self.encoding)
+        if st.syntax.text != text:  # never gate against a stale copy (costs a memcmp)
+            log.warning("syntax tree of %s was out of sync with the editor; reparsed", uri)
+            st.syntax.replace_all(text)
+        self._touch(uri)
         st.generation += 1
         mine = st.generation
         if st.inner is not None and not st.inner.done():

@@ -80,6 +80,7 @@ class SyntaxDocument:
         *,
         encoding: Encoding = "utf-32",
         compilers: CompilerConfig = DEFAULT_CONFIG,
+        lazy: bool = False,
     ) -> None:
         self.language = language
         self.encoding: Encoding = encoding
@@ -91,6 +92,8 @@ class SyntaxDocument:
         self._unsupported = ""
         self._tree: tree_sitter.Tree | None = None
         self._stale = False
+        # No tree kept (memory): parse from scratch when one is next needed.
+        self._released = False
         self._before_sites: tuple[int, list[ErrorSite]] | None = None
         self._before_compiled: dict[str, tuple[int, CompilerResult]] = {}
         try:
@@ -104,7 +107,10 @@ class SyntaxDocument:
         except UnsupportedLanguage as exc:
             self._unsupported = str(exc)
         else:
-            self._tree = parse(self._parser(), self._data)
+            if lazy:
+                self._released = True
+            else:
+                self._tree = parse(self._parser(), self._data)
 
     @classmethod
     def open(
@@ -137,8 +143,25 @@ class SyntaxDocument:
         return self._text
 
     @property
+    def has_tree(self) -> bool:
+        """Whether a parse tree is held in memory now."""
+        return self._tree is not None
+
+    def release_tree(self) -> None:
+        """Drop the parse tree to save memory (about 30x the text's size); the next
+        check parses from scratch and keeps following edits from then on."""
+        if self._tree is not None:
+            self._tree = None
+            self._stale = False
+            self._released = True
+
+    @property
     def tree(self) -> tree_sitter.Tree | None:
         """The tree of the current text (reparsed incrementally if edits are pending)."""
+        if self._released:
+            self._tree = parse(self._parser(), self._data)
+            self._released = False
+            self._stale = False
         if self._stale and self._tree is not None:
             self._tree = parse(self._parser(), self._data, self._tree)
             self._stale = False

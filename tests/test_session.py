@@ -1,0 +1,82 @@
+"""Session bookkeeping that the LSP tests do not reach: tree memory, debounce rhythm."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from clients.ollama import OllamaBackend
+from server import config
+from server.gate import make_gate
+from server.pipeline import Pipeline
+from server.session import _TREES_KEPT, Edit, Session
+from server.syntax import SyntaxDocument
+from tests.fakes import FakeOllama, TokenScript
+
+TEXT = "def f(x):\n    return \n"
+
+
+def test_lazy_and_released_trees_give_the_same_verdicts() -> None:
+    eager = SyntaxDocument(TEXT, "python")
+    lazy = SyntaxDocument(TEXT, "python", lazy=True)
+    assert eager.has_tree and not lazy.has_tree
+    for doc in (eager, lazy):
+        doc.edit((1, 11), (1, 11), "x")
+    eager.release_tree()
+    for completion, valid in ((" + 1", True), (" + (1", False)):
+        a = eager.check(completion, (1, 12))
+        b = lazy.check(completion, (1, 12))
+        assert a.valid == b.valid == valid
+    assert eager.has_tree and lazy.has_tree  # parsed again on demand, then kept
+    assert str(eager.tree.root_node) == str(SyntaxDocument(eager.text, "python").tree.root_node)  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOllama]:
+    with FakeOllama(default=TokenScript.of(" x", logprob=-0.01)) as f:
+        yield f
+
+
+async def test_only_recent_documents_keep_trees(fake: FakeOllama) -> None:
+    settings = config.Settings()
+    settings.editor.debounce_ms = 0
+
+    def make(s: config.Settings) -> Pipeline:
+        return Pipeline(s, OllamaBackend(fake.url, "qwen2.5-coder:3b"), None, make_gate(s.routing))
+
+    loaded = config.Loaded(settings, (), config.default_config_path(), False)
+    session = Session(loaded, make_pipeline=make)
+    n = _TREES_KEPT + 4
+    texts = [f"def f{i}(x):\n    return \n" for i in range(n)]  # distinct: no cache hits
+    for i in range(n):
+        session.open(f"file:///d{i}.py", texts[i], "python", None)
+    assert not any(st.syntax.has_tree for st in session.documents.values())  # lazy at open
+    for i in range(n):
+        done = await session.complete(f"file:///d{i}.py", texts[i], 1, 11, invoked=True)
+        assert done is not None and done.insert_text == " x"
+    kept = [uri for uri, st in session.documents.items() if st.syntax.has_tree]
+    assert kept == [f"file:///d{i}.py" for i in range(n - _TREES_KEPT, n)]
+    # An evicted document still follows edits and checks correctly.
+    session.change("file:///d0.py", [Edit("y +", (1, 11), (1, 11))])
+    again = await session.complete(
+        "file:///d0.py", "def f0(x):\n    return y +\n", 1, 14, invoked=True
+    )
+    assert again is not None and again.decision.syntax is not None
+    assert again.decision.syntax.status == "valid", (again.decision.syntax, again.insert_text)
+    await session.shutdown()
+
+
+def test_adaptive_debounce_follows_typing_rhythm() -> None:
+    settings = config.Settings()
+    settings.editor.debounce_ms = 100
+    session = Session(config.Loaded(settings, (), config.default_config_path(), False))
+    session.open("file:///a.py", TEXT, "python", None)
+    st = session.documents["file:///a.py"]
+    assert session.debounce_s(st) == pytest.approx(0.1)  # no rhythm yet: the setting
+    st.keystrokes.extend([0.0, 0.04, 0.08, 0.12, 0.16])  # 40 ms between keys
+    assert session.debounce_s(st) == pytest.approx(0.06)
+    st.keystrokes.extend([1.0, 1.5, 2.0, 2.5])  # slow typist: capped at 3x the setting
+    assert session.debounce_s(st) == pytest.approx(0.3)
+    settings.editor.adaptive_debounce = False
+    assert session.debounce_s(st) == pytest.approx(0.1)

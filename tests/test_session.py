@@ -80,3 +80,18 @@ def test_adaptive_debounce_follows_typing_rhythm() -> None:
     assert session.debounce_s(st) == pytest.approx(0.3)
     settings.editor.adaptive_debounce = False
     assert session.debounce_s(st) == pytest.approx(0.1)
+
+
+def test_change_keeps_the_tree_text_in_sync_utf16() -> None:
+    session = Session(config.Loaded(config.Settings(), (), config.default_config_path(), False))
+    session.encoding = "utf-16"
+    session.open("file:///e.py", "s = '😀'\nx = 1\r\n", "python", None)
+    session.change(
+        "file:///e.py",
+        [
+            Edit("漢", (0, 7), (0, 7)),  # after the emoji: utf-16 column 7
+            Edit("yy", (1, 0), (1, 1)),
+            Edit("\nz = 2", (1, 6), (1, 6)),
+        ],
+    )
+    assert session.documents["file:///e.py"].syntax.text == "s = '😀漢'\nyy = 1\nz = 2\r\n"

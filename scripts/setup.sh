@@ -14,6 +14,9 @@ dev=0
 apt_pkgs=(g++ cmake python3-venv)
 if [ "$dev" = 1 ]; then
   apt_pkgs+=(default-jdk-headless)
+  # The editors tests/test_editors.py drives headless (the VS Code extension needs node and
+  # npm, which this machine image ships; its tests skip, saying so, where they are missing).
+  apt_pkgs+=(neovim emacs-nox elpa-eglot)
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do

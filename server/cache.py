@@ -27,6 +27,7 @@ class Entry:
     completion: str
     route: str
     reasons: tuple[str, ...]
+    origin: object = None  # the decision that produced it (for the hover card)
 
 
 @attrs.frozen
@@ -50,11 +51,14 @@ class CompletionCache:
         entry_completion: str,
         route: str,
         reasons: tuple[str, ...],
+        origin: object = None,
     ) -> None:
         if not entry_completion:
             return
         pd, sd = digest(prefix), digest(suffix)
-        self._entries[(model, pd, sd)] = Entry(len(prefix), pd, entry_completion, route, reasons)
+        self._entries[(model, pd, sd)] = Entry(
+            len(prefix), pd, entry_completion, route, reasons, origin
+        )
         seen = self._by_suffix[(model, sd)]
         if pd not in seen:
             seen.append(pd)

@@ -82,7 +82,7 @@ def create_server(loaded: config.Loaded | None = None) -> SynConfRouteServer:
     def initialize(ls: SynConfRouteServer, params: t.InitializeParams) -> None:
         enc = ls.workspace.position_encoding or t.PositionEncodingKind.Utf16
         session.encoding = _ENCODINGS.get(str(enc), "utf-16")
-        issues = session.apply_overrides(_options(params.initialization_options))
+        issues = session.apply_overrides(init=_options(params.initialization_options) or {})
         _report_issues(ls, session.load_issues + issues)
         caps = params.capabilities.text_document
         if caps is None or caps.inline_completion is None:
@@ -101,7 +101,7 @@ def create_server(loaded: config.Loaded | None = None) -> SynConfRouteServer:
     ) -> None:
         pushed = _options(params.settings)
         if pushed is not None:
-            _report_issues(ls, session.apply_overrides(session.overrides, pushed))
+            _report_issues(ls, session.apply_overrides(workspace=pushed))
         else:
             await _pull_configuration(ls)
 
@@ -246,9 +246,7 @@ async def _pull_configuration(ls: SynConfRouteServer) -> None:
         log.warning("workspace/configuration failed: %s", exc)
         return
     pulled = _options(result[0]) if result else None
-    if pulled:
-        session = ls.session
-        _report_issues(ls, session.apply_overrides(session.overrides, pulled))
+    _report_issues(ls, ls.session.apply_overrides(workspace=pulled or {}))
 
 
 def _publish_route(ls: SynConfRouteServer, uri: str, done: Completed) -> None:

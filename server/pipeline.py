@@ -186,6 +186,10 @@ class Pipeline:
             rec.route = hit.entry.route  # type: ignore[assignment]
             rec.reasons = [Reason.CACHE_HIT, *hit.entry.reasons]
             rec.cache_hit = True
+            if isinstance(origin := hit.entry.origin, RouteDecision):
+                # What the original decision knew, so the card still explains the route.
+                rec.confidence, rec.syntax = origin.confidence, origin.syntax
+                rec.local_completion = origin.local_completion
             rec.latency_ms["total"] = (self._clock() - t0) * 1000
             return rec
 
@@ -263,7 +267,9 @@ class Pipeline:
         rec.latency_ms["total"] = (self._clock() - t0) * 1000
         if rec.route != "none" and rec.completion:
             reasons = tuple(rec.reasons)
-            self.cache.put(cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, reasons)
+            self.cache.put(
+                cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, reasons, rec
+            )
         return rec
 
     async def _run_local(

@@ -56,6 +56,7 @@ class DocState:
     generation: int = 0  # bumps with every completion request: newer supersedes older
     inner: asyncio.Task[RouteDecision] | None = None
     last: tuple[str, int, int] | None = None  # (decision id, first line, last line)
+    offer: tuple[str, tuple[int, int], str] | None = None  # (id, cursor, text) last offered
     diagnostics_shown: bool = False
 
 
@@ -82,7 +83,8 @@ class Session:
         self.base = loaded.settings
         self.load_issues = list(loaded.issues)  # reported to the editor at initialize
         self.settings = loaded.settings
-        self.overrides: dict[str, Any] = {}
+        self.init_options: dict[str, Any] = {}
+        self.workspace_options: dict[str, Any] = {}
         self.local_only_override: bool | None = None
         self.encoding: Encoding = "utf-16"
         self.documents: dict[str, DocState] = {}
@@ -99,11 +101,23 @@ class Session:
         self.local_choice = ""
 
     # -- settings -------------------------------------------------------------
-    def apply_overrides(self, *sources: Mapping[str, Any] | None) -> list[config.SettingsIssue]:
-        """Merge editor settings (init options, workspace config) over file + env."""
+    def apply_overrides(
+        self,
+        *,
+        init: Mapping[str, Any] | None = None,
+        workspace: Mapping[str, Any] | None = None,
+    ) -> list[config.SettingsIssue]:
+        """Merge editor settings over file + env: initializationOptions, then the
+        workspace configuration. A source passed as None keeps its last value; a new
+        workspace configuration replaces the old one (a removed key goes back to the
+        file's value)."""
+        if init is not None:
+            self.init_options = dict(init)
+        if workspace is not None:
+            self.workspace_options = dict(workspace)
         merged: dict[str, Any] = {}
-        for src in sources:
-            for section, values in (src or {}).items():
+        for src in (self.init_options, self.workspace_options):
+            for section, values in src.items():
                 if isinstance(values, Mapping):
                     merged.setdefault(section, {}).update(values)
                 else:
@@ -113,7 +127,6 @@ class Session:
             settings.privacy.local_only = self.local_only_override
         changed = settings != self.settings
         self.settings = settings
-        self.overrides = merged
         if changed:
             self._drop_pipeline()
         return issues
@@ -136,7 +149,7 @@ class Session:
 
     async def _build(self, settings: config.Settings) -> Pipeline:
         choice = await choose_local(settings.local)
-        self.local_choice = choice.reason
+        self.local_choice = f"{choice.kind} ({choice.reason})"
         log.info("local tier: %s", choice.reason)
         local: Backend = make_local(settings.local, choice.kind)
         remote = make_remote(settings.remote)
@@ -175,13 +188,19 @@ class Session:
         st = self.documents.get(uri)
         if st is None:
             return False
+        accepted = self._is_acceptance(st, edits)
         for e in edits:
             if e.start is None or e.end is None:
                 st.syntax.replace_all(e.text)
             else:
                 st.syntax.edit(e.start, e.end, e.text)
         st.keystrokes.append(time.monotonic())
-        st.last = None  # the completion's lines have moved: no stale hover
+        st.offer = None
+        if accepted is not None:
+            # The editor inserted our completion: its lines now hold it, keep the card.
+            self.accepted.add(accepted)
+        else:
+            st.last = None  # the completion's lines may have moved: no stale hover
         cleared, st.diagnostics_shown = st.diagnostics_shown, False
         return cleared
 
@@ -193,6 +212,20 @@ class Session:
             old, _ = self._hot.popitem(last=False)
             if (st := self.documents.get(old)) is not None:
                 st.syntax.release_tree()
+
+    @staticmethod
+    def _is_acceptance(st: DocState, edits: Sequence[Edit]) -> str | None:
+        """The decision id if `edits` insert the offered completion at its cursor.
+
+        Editors apply an accepted item as one edit ending at the cursor (the
+        completion fallback also replaces the word before it)."""
+        if st.offer is None or len(edits) != 1:
+            return None
+        did, cursor, text = st.offer
+        e = edits[0]
+        if e.end == cursor and e.start is not None and e.text.endswith(text) and text:
+            return did
+        return None
 
     def close(self, uri: str) -> None:
         self._hot.pop(uri, None)
@@ -273,6 +306,7 @@ class Session:
             return None
         end_line, _ = advance(line, character, rec.completion, self.encoding)
         st.last = (did, line, end_line)
+        st.offer = (did, (line, character), rec.completion)
         word = word_before(text, offset)
         return Completed(did, rec, rec.completion, (line, character), (line, character), word)
 

@@ -182,6 +182,7 @@ async def test_cache_and_typing_through(local_fake: FakeOllama, remote_fake: Fak
     )
     assert first.completion == " a + b" and not first.cache_hit
     assert again.cache_hit and again.completion == " a + b" and again.reasons[0] == "cache-hit"
+    assert again.confidence == first.confidence and again.syntax == first.syntax
     assert typed.cache_hit and typed.completion == " b" and typed.route == "local"
     assert len(local_fake.received("/api/generate")) == 1  # one real generation for three
 

@@ -95,3 +95,24 @@ def test_change_keeps_the_tree_text_in_sync_utf16() -> None:
         ],
     )
     assert session.documents["file:///e.py"].syntax.text == "s = '😀漢'\nyy = 1\nz = 2\r\n"
+
+
+async def test_accepting_the_offer_keeps_the_hover_card(fake: FakeOllama) -> None:
+    settings = config.Settings()
+
+    def make(s: config.Settings) -> Pipeline:
+        return Pipeline(s, OllamaBackend(fake.url, "qwen2.5-coder:3b"), None, make_gate(s.routing))
+
+    session = Session(
+        config.Loaded(settings, (), config.default_config_path(), False), make_pipeline=make
+    )
+    uri = "file:///acc.py"
+    session.open(uri, TEXT, "python", None)
+    done = await session.complete(uri, TEXT, 1, 11, invoked=True)
+    assert done is not None and session.hover(uri, 1) is not None
+    session.change(uri, [Edit(" x", (1, 11), (1, 11))])  # the editor inserts the item
+    card = session.hover(uri, 1)
+    assert card is not None and "accepted" in card
+    session.change(uri, [Edit("y", (1, 13), (1, 13))])  # any other edit: the card goes
+    assert session.hover(uri, 1) is None
+    await session.shutdown()

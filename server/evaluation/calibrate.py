@@ -44,6 +44,7 @@ class Choice:
     goal: str
     tasks: int
     model: str
+    remote: str = ""  # the run's remote: "oracle" makes pass@1 an upper bound
 
 
 def candidates(tasks: Sequence[TaskOutcome]) -> list[float]:
@@ -140,6 +141,7 @@ def choose(
         goal=goal,
         tasks=len(tasks),
         model=str(info.get("local_model", "")),
+        remote=str(remote or ""),
     )
 
 
@@ -248,5 +250,6 @@ def describe(choice: Choice) -> str:
         + ("–" if p.kept_local_precision is None else f"{p.kept_local_precision:.1%}"),
     ]
     if p.pass_at_1 is not None:
-        parts.append(f"pass@1 {p.pass_at_1:.1%}")
+        bound = " (an upper bound: the remote was the oracle)" if choice.remote == "oracle" else ""
+        parts.append(f"pass@1 {p.pass_at_1:.1%}{bound}")
     return "; ".join(parts)

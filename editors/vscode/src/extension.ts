@@ -1,0 +1,202 @@
+// The SynConfRoute extension: starts `synconfroute serve`, maps VS Code settings to the
+// server's, shows the route of the last completion in the status bar.
+import * as fs from "fs";
+import * as os from "os";
+import * as vscode from "vscode";
+import {
+  ExecuteCommandRequest,
+  LanguageClient,
+  LanguageClientOptions,
+  ServerOptions,
+  State,
+  TransportKind,
+} from "vscode-languageclient/node";
+import { COMMANDS, LANGUAGES } from "./ids";
+import { resolveServerCommand } from "./serverCommand";
+import { SECTION, ServerSettings, serverKeys, toServerSettings } from "./settings";
+import {
+  Route,
+  ServerStatus,
+  parseSummary,
+  statusReport,
+  statusText,
+  statusTooltip,
+} from "./status";
+
+let client: LanguageClient | undefined;
+let output: vscode.LogOutputChannel;
+let statusItem: vscode.StatusBarItem;
+let keys: string[] = [];
+let lastRoute: Route | undefined;
+let localOnly = false;
+
+function settingsFor(scope?: vscode.Uri): ServerSettings {
+  const cfg = vscode.workspace.getConfiguration(SECTION, scope);
+  return toServerSettings(keys, (key) => cfg.inspect(key));
+}
+
+function refreshStatusBar(): void {
+  statusItem.text = statusText(lastRoute, localOnly);
+  statusItem.tooltip = statusTooltip(lastRoute, localOnly);
+  statusItem.show();
+}
+
+function isFile(p: string): boolean {
+  try {
+    return fs.statSync(p).isFile();
+  } catch {
+    return false;
+  }
+}
+
+async function startClient(): Promise<void> {
+  const cfg = vscode.workspace.getConfiguration(SECTION);
+  const resolved = resolveServerCommand({
+    serverPath: cfg.get<string>("server.path", ""),
+    venv: cfg.get<string>("server.venv", ""),
+    platform: process.platform,
+    pathEnv: process.env.PATH ?? "",
+    home: os.homedir(),
+    isFile,
+  });
+  if ("error" in resolved) {
+    output.appendLine(resolved.error);
+    const choice = await vscode.window.showErrorMessage(resolved.error, "Open Settings");
+    if (choice !== undefined) {
+      await vscode.commands.executeCommand("workbench.action.openSettings", "synconfroute.server");
+    }
+    return;
+  }
+  output.appendLine(`starting ${resolved.command} ${resolved.args.join(" ")}`);
+  const serverOptions: ServerOptions = {
+    command: resolved.command,
+    args: resolved.args,
+    transport: TransportKind.stdio,
+  };
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: LANGUAGES.flatMap((language) => [
+      { scheme: "file", language },
+      { scheme: "untitled", language },
+    ]),
+    initializationOptions: settingsFor(),
+    outputChannel: output,
+    synchronize: { configurationSection: SECTION },
+    middleware: {
+      workspace: {
+        // Answer section "synconfroute" with the settings the user set (no defaults, no
+        // extension-only keys): the server's settings file keeps its say for the rest.
+        configuration: async (params, token, next) => {
+          const answers = await next(params, token);
+          return params.items.map((item, i) =>
+            item.section === SECTION
+              ? settingsFor(item.scopeUri ? vscode.Uri.parse(item.scopeUri) : undefined)
+              : Array.isArray(answers)
+                ? answers[i]
+                : null,
+          );
+        },
+        // Send `settings: null`: the server then pulls them through the handler above.
+        didChangeConfiguration: (_sections, next) => next(undefined),
+      },
+      // The inline item's command title is the route summary of that completion.
+      provideInlineCompletionItems: async (document, position, context, token, next) => {
+        const result = await next(document, position, context, token);
+        const items = Array.isArray(result) ? result : (result?.items ?? []);
+        const route = parseSummary(items[0]?.command?.title);
+        if (route !== undefined) {
+          lastRoute = route;
+          refreshStatusBar();
+        }
+        return result;
+      },
+    },
+  };
+  client = new LanguageClient("synconfroute", "SynConfRoute", serverOptions, clientOptions);
+  try {
+    await client.start();
+  } catch (err) {
+    output.appendLine(`the server did not start: ${String(err)}`);
+    void vscode.window.showErrorMessage(
+      `SynConfRoute: the server did not start (${String(err)}). ` +
+        "See Output › SynConfRoute; `synconfroute doctor` checks the tiers.",
+    );
+  }
+}
+
+async function serverCommand<T>(command: string): Promise<T | undefined> {
+  if (client === undefined || client.state !== State.Running) {
+    const choice = await vscode.window.showWarningMessage(
+      "SynConfRoute: the server is not running (see Output › SynConfRoute).",
+      "Restart Server",
+    );
+    if (choice !== undefined) {
+      await restart();
+    }
+    return undefined;
+  }
+  return (await client.sendRequest(ExecuteCommandRequest.type, {
+    command,
+    arguments: [],
+  })) as T;
+}
+
+async function showStatus(): Promise<void> {
+  const st = await serverCommand<ServerStatus>("synconfroute.status");
+  if (st === undefined) {
+    return;
+  }
+  localOnly = st.local_only;
+  lastRoute = parseSummary(st.last) ?? lastRoute;
+  refreshStatusBar();
+  output.appendLine(statusReport(st));
+  output.show(true);
+}
+
+async function toggleLocalOnly(): Promise<void> {
+  const on = await serverCommand<boolean>("synconfroute.toggleLocalOnly");
+  if (on !== undefined) {
+    localOnly = on;
+    refreshStatusBar(); // the server itself says what changed
+  }
+}
+
+async function restart(): Promise<void> {
+  if (client !== undefined) {
+    const old = client;
+    client = undefined;
+    await old.stop().catch(() => undefined);
+  }
+  await startClient();
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  output = vscode.window.createOutputChannel("SynConfRoute", { log: true });
+  keys = serverKeys(context.extension.packageJSON.contributes.configuration.properties);
+  localOnly = settingsFor().privacy?.local_only === true;
+  statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+  statusItem.command = COMMANDS.showStatus;
+  refreshStatusBar();
+  context.subscriptions.push(
+    output,
+    statusItem,
+    vscode.commands.registerCommand(COMMANDS.toggleLocalOnly, toggleLocalOnly),
+    vscode.commands.registerCommand(COMMANDS.showStatus, showStatus),
+    vscode.commands.registerCommand(COMMANDS.restartServer, restart),
+    vscode.workspace.onDidChangeConfiguration(async (e) => {
+      if (e.affectsConfiguration(`${SECTION}.server`)) {
+        const choice = await vscode.window.showInformationMessage(
+          "SynConfRoute: the server program changed.",
+          "Restart Server",
+        );
+        if (choice !== undefined) {
+          await restart();
+        }
+      }
+    }),
+  );
+  await startClient();
+}
+
+export async function deactivate(): Promise<void> {
+  await client?.stop();
+}

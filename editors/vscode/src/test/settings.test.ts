@@ -1,0 +1,53 @@
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { test } from "node:test";
+import { Inspected, SERVER_SECTIONS, explicitValue, serverKeys, toServerSettings } from "../settings";
+
+const packageJson = JSON.parse(
+  fs.readFileSync(path.join(__dirname, "..", "..", "package.json"), "utf-8"),
+);
+const properties: Record<string, { default: unknown }> =
+  packageJson.contributes.configuration.properties;
+
+test("server keys are the contributed settings of the server's sections", () => {
+  const keys = serverKeys(properties);
+  assert.ok(keys.includes("local.backend"));
+  assert.ok(keys.includes("remote.url"));
+  assert.ok(keys.includes("privacy.local_only"));
+  assert.ok(keys.includes("editor.debounce_ms"));
+  // The extension's own settings never reach the server.
+  assert.ok(!keys.some((k) => k.startsWith("server.") || k.startsWith("trace.")));
+  for (const key of keys) {
+    assert.ok(SERVER_SECTIONS.includes(key.split(".")[0]), key);
+  }
+  assert.equal(keys.length, Object.keys(properties).length - 3);
+});
+
+test("only the values the user set are sent, nested by section", () => {
+  const set: Record<string, Inspected> = {
+    "local.backend": { globalValue: "ollama" },
+    "remote.url": { globalValue: "http://a:8000/v1", workspaceValue: "http://b:8000/v1" },
+    "privacy.never_send": { workspaceFolderValue: ["*.env"], globalValue: ["x"] },
+    "privacy.local_only": { globalValue: false },
+    "routing.thresholds": { globalValue: { "qwen2.5-coder:3b": -0.4 } },
+  };
+  const settings = toServerSettings(serverKeys(properties), (k) => set[k] ?? {});
+  assert.deepEqual(settings, {
+    local: { backend: "ollama" },
+    remote: { url: "http://b:8000/v1" }, // workspace over user settings
+    privacy: { never_send: ["*.env"], local_only: false }, // folder wins; false is a value
+    routing: { thresholds: { "qwen2.5-coder:3b": -0.4 } },
+  });
+});
+
+test("nothing set: nothing sent, so the server's settings file applies", () => {
+  assert.deepEqual(toServerSettings(serverKeys(properties), () => undefined), {});
+  assert.deepEqual(toServerSettings(serverKeys(properties), () => ({})), {});
+});
+
+test("explicitValue ignores null and missing levels", () => {
+  assert.equal(explicitValue(undefined), undefined);
+  assert.equal(explicitValue({ workspaceFolderValue: null, globalValue: 3 }), 3);
+  assert.equal(explicitValue({ workspaceValue: 0 }), 0);
+});

@@ -1,0 +1,321 @@
+"""The editor integrations of editors/, in the real editors, against the real server.
+
+Neovim (Debian's 0.7) and Emacs (28, with Debian's eglot 1.9) run headless: they load the
+plugin / package users copy, start `python -m server serve` with a settings file whose
+local tier is a FakeOllama started here, open a Python file, receive a completion from it
+and show the route on hover. The Emacs package's ERT tests and the VS Code extension's
+npm build, unit tests and `vsce package` run from here too. Each is skipped, with the
+reason, when its editor or tool is missing (scripts/setup.sh --dev installs them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server import config
+from tests.fakes import FakeOllama, TokenScript
+from tests.lsp_harness import write_config
+
+ROOT = Path(__file__).resolve().parent.parent
+EDITORS = ROOT / "editors"
+SCRIPTS = Path(__file__).resolve().parent / "editors"
+SERVER_CMD = [sys.executable, "-m", "server", "serve"]
+TEXT = "def add(a, b):\n    return \n\n\nprint(add(1, 2))\n"
+LINE_AFTER = "    return a + b"
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def _need(tool: str, why: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        pytest.skip(f"{tool} not installed ({why}); `bash scripts/setup.sh --dev` installs it")
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[tuple[Path, FakeOllama]]:
+    """A project folder with calc.py and a settings file whose local tier is a fake Ollama."""
+    with FakeOllama() as local:
+        # A confident, valid completion: stays local.
+        local.script(TokenScript.of("a", " +", " b", logprob=-0.05), always=True)
+        proj = tmp_path / "proj"
+        proj.mkdir()
+        (proj / ".git").mkdir()  # a root marker, as in a real checkout
+        (proj / "calc.py").write_text(TEXT, encoding="utf-8")
+        write_config(tmp_path, local_url=local.url)
+        yield proj, local
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        (tmp_path / var.lower()).mkdir(exist_ok=True)
+        env[var] = str(tmp_path / var.lower())  # no user configuration leaks in
+    env["HOME"] = str(tmp_path)
+    env["SYNCONFROUTE_CONFIG"] = str(tmp_path / "config.toml")
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(extra)
+    return env
+
+
+def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> str:
+    """Run a bounded subprocess; its output is the failure message when it fails."""
+    try:
+        proc = subprocess.run(
+            cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{cmd[0]} did not finish within {timeout} s: {exc.stdout!r} {exc.stderr!r}")
+    output = f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert proc.returncode == 0, output
+    return output
+
+
+def _read_result(path: Path, output: str, log: Path | None = None) -> dict[str, Any]:
+    extra = ""
+    if log is not None and log.is_file():
+        extra = "\nlog:\n" + log.read_text(encoding="utf-8", errors="replace")[-6000:]
+    assert path.is_file(), f"the editor wrote no result\n{output}{extra}"
+    result: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    assert result.get("error") is None, f"{result}\n{output}{extra}"
+    return result
+
+
+# -- Neovim -------------------------------------------------------------------------------
+
+
+def test_neovim_plugin_completion_and_route_on_hover(
+    tmp_path: Path, project: tuple[Path, FakeOllama]
+) -> None:
+    nvim = _need("nvim", "Debian's neovim runs the plugin headless")
+    proj, local = project
+    result_path = tmp_path / "nvim-result.json"
+    env = _env(
+        tmp_path,
+        SYNCONFROUTE_E2E_ROOT=str(ROOT),
+        SYNCONFROUTE_E2E_FILE=str(proj / "calc.py"),
+        SYNCONFROUTE_E2E_RESULT=str(result_path),
+        SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+    )
+    cmd = [nvim, "--headless", "-i", "NONE", "-u", str(SCRIPTS / "nvim_e2e.lua")]
+    output = _run(cmd, cwd=proj, env=env, timeout=120)
+    log = tmp_path / "xdg_cache_home" / "nvim" / "lsp.log"
+    r = _read_result(result_path, output, log)
+
+    assert r["attached"] and r["server_name"] == "synconfroute" and r["filetype"] == "python"
+    # Neovim before 0.12 has no inline completion: the plugin uses the completion fallback.
+    assert "synconfroute" in r["completefunc"]
+    (cand,) = r["candidates"]
+    assert cand["word"] == "a + b"
+    assert "synconfroute: local" in cand["menu"] and "confident-and-valid" in cand["menu"]
+    assert "confident-and-valid" in cand["info"]  # the route card as documentation
+    hover = "\n".join(r["hover"])
+    assert "**synconfroute**: local" in hover and "confident-and-valid" in hover
+    assert "threshold -0.700" in hover  # the plugin's settings reached the server
+    assert "sent off this machine: 0 bytes" in hover
+    assert r["line"] == LINE_AFTER  # <C-y> put the completion in the buffer
+    after = "\n".join(r["hover_after"])  # K on the completed line: the card stays
+    assert "**synconfroute**: local" in after and "confident-and-valid" in after
+    # The second ask is the same: it may be served from the server's cache.
+    assert r["last_route"].startswith("synconfroute: local (")
+    assert "confident-and-valid" in r["last_route"]
+    st = r["status"]
+    assert st["accepted"] == 1 and st["routes"]["local"] == 2 and st["completions"] == 2
+    assert st["threshold"] == -0.7
+    assert r["local_only_after_toggle"] is True
+    assert r["commands"] == {"status": 2, "toggle": 2}
+    health = "\n".join(r["health"])
+    assert "server command:" in health and "server running" in health
+    # The completions came from the fake local model, by native fill-in-the-middle.
+    assert local.received("/api/generate") and set(local.modes) == {"fim"}
+
+
+# -- Emacs --------------------------------------------------------------------------------
+
+
+def _emacs_with_eglot() -> str:
+    emacs = _need("emacs", "Debian's emacs-nox runs the package in batch mode")
+    probe = subprocess.run(
+        [emacs, "--batch", "--eval", "(require 'eglot)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"eglot is not installed (Debian's elpa-eglot): {probe.stderr[-300:]}")
+    return emacs
+
+
+def test_emacs_package_ert(tmp_path: Path) -> None:
+    emacs = _emacs_with_eglot()
+    pkg = EDITORS / "emacs"
+    cmd = [emacs, "--batch", "-L", str(pkg), "-l", "ert", "-l", str(pkg / "synconfroute-tests.el")]
+    output = _run(
+        [*cmd, "-f", "ert-run-tests-batch-and-exit"], cwd=tmp_path, env=_env(tmp_path), timeout=120
+    )
+    assert "0 unexpected" in output, output
+
+
+def test_emacs_package_byte_compiles_cleanly(tmp_path: Path) -> None:
+    emacs = _emacs_with_eglot()
+    src = tmp_path / "synconfroute.el"
+    shutil.copy(EDITORS / "emacs" / "synconfroute.el", src)  # the .elc stays out of editors/
+    cmd = [emacs, "--batch", "--eval", "(setq byte-compile-error-on-warn t)"]
+    output = _run(
+        [*cmd, "-f", "batch-byte-compile", str(src)], cwd=tmp_path, env=_env(tmp_path), timeout=120
+    )
+    assert (tmp_path / "synconfroute.elc").is_file(), output
+
+
+def test_emacs_eglot_completion_and_route_in_eldoc(
+    tmp_path: Path, project: tuple[Path, FakeOllama]
+) -> None:
+    emacs = _emacs_with_eglot()
+    proj, local = project
+    result_path = tmp_path / "emacs-result.json"
+    env = _env(
+        tmp_path,
+        SYNCONFROUTE_E2E_ROOT=str(ROOT),
+        SYNCONFROUTE_E2E_FILE=str(proj / "calc.py"),
+        SYNCONFROUTE_E2E_RESULT=str(result_path),
+        SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+    )
+    cmd = [emacs, "--batch", "-l", str(SCRIPTS / "emacs_e2e.el")]
+    output = _run(cmd, cwd=proj, env=env, timeout=120)
+    r = _read_result(result_path, output)
+
+    assert r["mode"] == "python-mode" and r["server_class"] == "synconfroute-server"
+    assert r["capf"] == "synconfroute-completion-at-point"
+    assert r["candidates"] == ["a + b"]
+    assert "synconfroute: local (confident-and-valid" in r["annotation"]
+    assert "confident-and-valid" in r["doc"]  # the route card as the candidate's doc
+    before = r["eldoc_before"]  # eglot's hover, through eldoc
+    assert "**synconfroute**: local" in before and "confident-and-valid" in before
+    assert "threshold -0.700" in before  # synconfroute-settings reached the server
+    assert r["line"] == LINE_AFTER  # completion-at-point inserted the server's text edit
+    # completion-at-point asked again: the same request, maybe served from the cache.
+    assert r["last_route"].startswith("synconfroute: local (")
+    assert "confident-and-valid" in r["last_route"]
+    after = r["eldoc_after"]  # the route stays on the inserted line
+    assert "**synconfroute**: local" in after and "confident-and-valid" in after
+    assert r["status"] == {"accepted": 1, "completions": 2, "local": 2, "threshold": -0.7}
+    assert "2 completions (2 local, 0 remote, 0 none), 1 taken" in r["status_line"]
+    assert r["local_only"] == "on" and r["local_only_status"] == "on"
+    assert local.received("/api/generate") and set(local.modes) == {"fim"}
+
+
+# -- VS Code ------------------------------------------------------------------------------
+
+VSCODE = EDITORS / "vscode"
+
+
+def test_vscode_settings_mirror_the_server() -> None:
+    """package.json contributes every server setting, as server/config.py defines it."""
+    script = VSCODE / "scripts" / "sync_settings.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    props = json.loads((VSCODE / "package.json").read_text(encoding="utf-8"))["contributes"][
+        "configuration"
+    ]["properties"]
+    for key, default, _type, doc in config.documented_fields():
+        prop = props[f"synconfroute.{key}"]
+        assert prop["default"] == default and doc in prop["markdownDescription"], key
+
+
+@pytest.fixture(scope="module")
+def vscode_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of editors/vscode with its locked dependencies installed (npm ci)."""
+    npm = _need("npm", "the VS Code extension is built with npm and tsc")
+    work = tmp_path_factory.mktemp("vscode") / "vscode"
+    ignore = shutil.ignore_patterns("node_modules", "out", "*.vsix")
+    shutil.copytree(VSCODE, work, ignore=ignore)
+    _run([npm, "ci", "--no-audit", "--no-fund"], cwd=work, env=dict(os.environ), timeout=600)
+    return work
+
+
+def test_vscode_extension_builds_and_unit_tests_pass(vscode_build: Path) -> None:
+    npm = _need("npm", "the VS Code extension is built with npm and tsc")
+    output = _run([npm, "test"], cwd=vscode_build, env=dict(os.environ), timeout=300)
+    assert "# fail 0" in output, output
+    passed = [line for line in output.splitlines() if line.startswith("# pass ")]
+    assert passed and int(passed[0].split()[-1]) >= 15, output
+    assert (vscode_build / "out" / "extension.js").is_file()
+
+
+def test_vscode_extension_packages_as_vsix(vscode_build: Path) -> None:
+    import zipfile
+
+    npm = _need("npm", "the VS Code extension is packaged with vsce")
+    output = _run([npm, "run", "package"], cwd=vscode_build, env=dict(os.environ), timeout=300)
+    vsix = vscode_build / "synconfroute.vsix"
+    assert vsix.is_file(), output
+    with zipfile.ZipFile(vsix) as z:
+        names = set(z.namelist())
+        manifest = json.loads(z.read("extension/package.json"))
+    assert "extension/out/extension.js" in names
+    assert "extension/node_modules/vscode-languageclient/package.json" in names
+    assert not any(n.startswith("extension/src/") or "/out/test/" in n for n in names)
+    assert manifest["main"] == "./out/extension.js"
+    assert "synconfroute.local.backend" in manifest["contributes"]["configuration"]["properties"]
+
+
+# -- JetBrains (LSP4IJ) and Helix: no editor here, so their files are checked for shape ----
+
+
+def test_jetbrains_template_starts_the_server_for_python_java_cpp() -> None:
+    """LSP4IJ's custom template format: template.json, settings.json, initializationOptions."""
+    folder = EDITORS / "jetbrains"
+    template = json.loads((folder / "template.json").read_text(encoding="utf-8"))
+    assert template["id"] == "synconfroute"
+    assert template["programArgs"]["default"] == "synconfroute serve"
+    by_language = {m["languageId"]: m["fileType"]["patterns"] for m in template["fileTypeMappings"]}
+    assert "*.py" in by_language["python"]
+    assert "*.java" in by_language["java"]
+    assert {"*.cpp", "*.hpp"} <= set(by_language["cpp"]) and "*.c" in by_language["c"]
+    # The settings LSP4IJ answers workspace/configuration with: section "synconfroute".
+    settings = json.loads((folder / "settings.json").read_text(encoding="utf-8"))
+    assert settings == {"synconfroute": {}}  # nothing overrides the settings file by default
+    assert json.loads((folder / "initializationOptions.json").read_text(encoding="utf-8")) == {}
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    assert "Import from custom template" in readme and "LSP4IJ" in readme
+
+
+def test_helix_languages_toml() -> None:
+    """The language-server definition and each language's `language-servers` list."""
+    import tomllib
+
+    data = tomllib.loads((EDITORS / "helix" / "languages.toml").read_text(encoding="utf-8"))
+    server = data["language-server"]["synconfroute"]
+    assert server["command"] == "synconfroute" and server["args"] == ["serve"]
+    assert server["config"] == {"synconfroute": {}}
+    languages = {lang["name"]: lang["language-servers"] for lang in data["language"]}
+    assert set(languages) == {
+        "python",
+        "java",
+        "c",
+        "cpp",
+        "javascript",
+        "typescript",
+        "go",
+        "rust",
+    }
+    for name, servers in languages.items():
+        ours = [s for s in servers if isinstance(s, dict) and s.get("name") == "synconfroute"]
+        assert ours and set(ours[0]["only-features"]) == {"completion", "hover"}, name

@@ -168,7 +168,12 @@ class CompletionSettings:
     """Shape and timing of completions."""
 
     max_tokens: int = _doc(64, "Most tokens one completion may have.", lo=1, hi=4096)
-    multiline: bool = _doc(True, "Allow completions over several lines.")
+    multiline: bool = _doc(
+        True,
+        "Allow completions over several lines where a block may start (on a blank "
+        "line, or after `:` `{` `(` `[`); with code before the cursor, only its line "
+        "is completed.",
+    )
     deadline_ms: float = _doc(
         4000.0, "Overall deadline of one completion request, both tiers included.", lo=50
     )

@@ -56,6 +56,19 @@ class Gate(Protocol):
         ...
 
 
+def wants_multiline(prefix: str, setting: bool) -> bool:
+    """Multi-line completions only where a block may start.
+
+    With code before the cursor on its line ("return |", "x = f(a, |"), the user is
+    finishing that line: small models otherwise run on into unrelated code. After a
+    block opener (":", "{", "(", "[") or on a blank line, several lines are allowed.
+    """
+    if not setting:
+        return False
+    line = prefix.rsplit("\n", 1)[-1].rstrip()
+    return not line.strip() or line.endswith((":", "{", "(", "["))
+
+
 def post_process(text: str, suffix: str, *, multiline: bool) -> str:
     """Cut a raw completion to what should be inserted.
 
@@ -201,7 +214,7 @@ class Pipeline:
         if run.error is not None:
             rec.errors.append(f"local: {run.error}")
             rec.error_kinds.append(f"local:{type(run.error).__name__}")
-        multiline = self.settings.completion.multiline
+        multiline = wants_multiline(ctx.prefix, self.settings.completion.multiline)
         local_text = post_process(run.text, ctx.suffix, multiline=multiline)
         rec.local_completion = local_text
         rec.local_tokens = len(run.logprobs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from server.cache import CompletionCache
 from server.config import Settings
-from server.pipeline import post_process, remote_access
+from server.pipeline import post_process, remote_access, wants_multiline
 
 PRE, SUF = "def f(x):\n    return ", "\n"
 
@@ -77,3 +77,12 @@ def test_post_process_cuts_fences_and_double_blank_lines() -> None:
     assert post_process(raw, "\n", multiline=True) == "0, n - 1"
     assert post_process("a = 1\n\n\nb = 2", "", multiline=True) == "a = 1"
     assert post_process("a = 1\n\nb = 2", "", multiline=True) == "a = 1\n\nb = 2"
+
+
+def test_wants_multiline() -> None:
+    assert not wants_multiline("def f():\n    return", True)  # finishing a line
+    assert wants_multiline("def f():\n    ", True)  # blank line: a block may follow
+    assert wants_multiline("def f():", True)  # after a block opener
+    assert wants_multiline("int main() {", True)
+    assert wants_multiline("", True)
+    assert not wants_multiline("def f():\n    ", False)  # the setting wins

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -26,7 +25,7 @@ from clients.ollama import OllamaBackend
 from clients.templates import QWEN_CODER, STARCODER
 from clients.types import Backend, Chunk, CompletionRequest
 from tests.fakes import FakeOllama, TokenScript
-from tests.fakes.http import Request
+from tests.fakes.http import Request, closed_port
 
 PREFIX = "def add(a, b):\n    return "
 SUFFIX = "\n\nprint(add(1, 2))\n"
@@ -53,12 +52,6 @@ def sent(fake: FakeOllama, i: int = -1) -> dict[str, Any]:
     body = generations(fake)[i].json()
     assert isinstance(body, dict)
     return body
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def wait_server(fake: FakeOllama, pred: Any) -> bool:

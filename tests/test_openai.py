@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import aclosing
@@ -24,7 +23,7 @@ from clients import (
 )
 from clients.openai import DEFAULT_KEY_ENV, OpenAIBackend
 from clients.templates import QWEN_CODER, STARCODER
-from tests.fakes.http import Request, TokenScript
+from tests.fakes.http import Request, TokenScript, closed_port
 from tests.fakes.openai import ErrorStyle, FakeOpenAI
 
 MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
@@ -54,10 +53,7 @@ async def backend(fake: FakeOpenAI) -> AsyncIterator[OpenAIBackend]:
 
 def closed_url() -> str:
     """A base URL on a port nobody listens on (connection refused)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
+    return f"http://127.0.0.1:{closed_port()}/v1"
 
 
 def last(fake: FakeOpenAI) -> Request:

@@ -13,6 +13,7 @@ import json
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -252,6 +253,29 @@ class FakeHTTPServer:
                 await writer.wait_closed()
             except (ConnectionError, RuntimeError):
                 pass
+
+
+class ScriptedServer(FakeHTTPServer):
+    """A fake model server: each generation takes the next queued TokenScript,
+    or `default` once the queue is empty."""
+
+    def __init__(self, default: TokenScript) -> None:
+        super().__init__()
+        self.default = default
+        self._scripts: deque[TokenScript] = deque()
+
+    def script(self, *scripts: TokenScript, always: bool = False) -> None:
+        """Queue answers for the next generations; `always` replaces the default."""
+        with self._lock:
+            if always:
+                self._scripts.clear()
+                self.default = scripts[-1]
+            else:
+                self._scripts.extend(scripts)
+
+    def _next_script(self) -> TokenScript:
+        with self._lock:
+            return self._scripts.popleft() if self._scripts else self.default
 
 
 def closed_port() -> int:

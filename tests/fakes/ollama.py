@@ -9,13 +9,11 @@ the traps of ../shared/PROTOCOLS.md, not just our side of them.
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections import deque
 from datetime import UTC, datetime
 from typing import Any
 
-from .http import FakeHTTPServer, Request, Responder, TokenScript
+from .http import Request, Responder, ScriptedServer, TokenScript
 
 DEFAULT_MODEL = "qwen2.5-coder:3b"
 
@@ -50,7 +48,7 @@ def _logprob(text: str, lp: float, top: int) -> dict[str, Any]:
     return entry
 
 
-class FakeOllama(FakeHTTPServer):
+class FakeOllama(ScriptedServer):
     """Ollama's native API over a real socket.
 
     `models` maps a model name to its info: `capabilities` (list, or None to
@@ -65,16 +63,13 @@ class FakeOllama(FakeHTTPServer):
         version: str = "0.13.0",
         default: TokenScript | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(default if default is not None else TokenScript.of("a", " +", " b"))
         if models is None:
             models = {DEFAULT_MODEL: {"capabilities": ["completion", "insert"]}}
         self.models = {canonical(k): self._complete_info(v) for k, v in models.items()}
         self.version = version
-        self.default = default if default is not None else TokenScript.of("a", " +", " b")
         self.honour_stop = True  # False: ignore `options.stop`, as a buggy server might
         self.modes: list[str] = []  # per generation: "fim" | "raw" | "chat" | "load"
-        self._scripts: deque[TokenScript] = deque()
-        self._qlock = threading.Lock()
         self.routes.update(
             {
                 ("POST", "/api/generate"): self._generate,
@@ -87,20 +82,6 @@ class FakeOllama(FakeHTTPServer):
     def __enter__(self) -> FakeOllama:
         self.start()
         return self
-
-    # -- scripting ---------------------------------------------------------
-    def script(self, *scripts: TokenScript, always: bool = False) -> None:
-        """Queue answers for the next generations; `always` replaces the default."""
-        with self._qlock:
-            if always:
-                self._scripts.clear()
-                self.default = scripts[-1]
-            else:
-                self._scripts.extend(scripts)
-
-    def _next_script(self) -> TokenScript:
-        with self._qlock:
-            return self._scripts.popleft() if self._scripts else self.default
 
     @staticmethod
     def _complete_info(info: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from clients.templates import TEMPLATES
 
-from .http import FakeHTTPServer, Request, Responder, TokenScript
+from .http import Request, Responder, ScriptedServer, TokenScript
 
 ErrorStyle = Literal["nested", "flat"]
 
@@ -43,7 +43,7 @@ STATUS_TYPES = {
 }
 
 
-class FakeOpenAI(FakeHTTPServer):
+class FakeOpenAI(ScriptedServer):
     """vLLM's OpenAI-compatible server, scriptable per request.
 
     `script(...)` queues TokenScripts, one per completion request; `default`
@@ -64,7 +64,7 @@ class FakeOpenAI(FakeHTTPServer):
         honour_stop: bool = True,
         default: TokenScript | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(default if default is not None else DEFAULT_SCRIPT)
         self.models = list(models)
         self.max_model_len = max_model_len
         self.api_key = api_key
@@ -72,8 +72,6 @@ class FakeOpenAI(FakeHTTPServer):
         self.version = version
         self.special_tokens = frozenset(special_tokens)
         self.honour_stop = honour_stop
-        self.default = default if default is not None else DEFAULT_SCRIPT
-        self._scripts: list[TokenScript] = []
         self._ids = itertools.count(1)
         self.routes = {
             ("POST", "/v1/completions"): self._completions,
@@ -89,19 +87,6 @@ class FakeOpenAI(FakeHTTPServer):
     @property
     def base_url(self) -> str:
         return f"{self.url}/v1"
-
-    def script(self, *scripts: TokenScript, always: bool = False) -> None:
-        """Queue answers for the next generations; `always` replaces the default."""
-        with self._lock:
-            if always:
-                self._scripts.clear()
-                self.default = scripts[-1]
-            else:
-                self._scripts.extend(scripts)
-
-    def _next_script(self) -> TokenScript:
-        with self._lock:
-            return self._scripts.pop(0) if self._scripts else self.default
 
     # -- wire helpers ------------------------------------------------------
     def error_body(self, message: str, status: int, *, param: str | None = None) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from .router import LocalEvidence, Reason, RemoteAccess, Rules, SyntaxStatus
 log = logging.getLogger(__name__)
 
 # Where post_process would cut anyway: let the model stop there (saves tokens).
-_STOPS = ("\n```", "\n\n\n")
+REQUEST_STOPS = ("\n```", "\n\n\n")
 
 _STATUSES: dict[str, SyntaxStatus] = {
     s: s for s in ("valid", "invalid", "timeout", "unsupported-language", "error")
@@ -168,7 +168,7 @@ class Pipeline:
             language=ctx.language,
             path=ctx.path,
             max_tokens=c.max_tokens,
-            stop=_STOPS,
+            stop=REQUEST_STOPS,
             temperature=0.0,
             deadline=deadline,
         )

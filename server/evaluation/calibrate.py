@@ -24,8 +24,10 @@ from pathlib import Path
 import attrs
 
 from ..config import ENV_PREFIX, Settings, load
+from ..gate import SyntaxGate
 from ..router import Rules
 from . import scoring
+from .generate import refresh_all
 from .records import RunFolder
 from .scoring import Point, TaskOutcome
 
@@ -84,9 +86,9 @@ def choose(
             f"--best needs a real remote model's results; this run's remote is {remote!r} "
             "(with the oracle, escalating everything always wins): use --budget"
         )
-    recorded = {m for rec in folder.records.values() for m in rec.gate}
-    # The server's own gate mode when the records have it (they hold the mode of the run).
-    mode = r.syntax if r.syntax in recorded or not recorded else sorted(recorded)[0]
+    refresh_all(folder, settings)  # the texts the current pipeline would insert
+    # The server's gate mode: recorded verdicts are used, missing ones computed now.
+    mode = r.syntax
 
     def replay(require_exec: bool) -> tuple[list[TaskOutcome], int]:
         return scoring.outcomes(
@@ -94,6 +96,7 @@ def choose(
             k=r.confidence_tokens,
             missing_logprobs=r.missing_logprobs,
             gate_mode=mode,
+            gate=SyntaxGate(mode, r.syntax_budget_ms / 1000, r.compiler_budget_ms / 1000),
             require_exec=require_exec,
         )
 

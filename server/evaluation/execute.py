@@ -21,6 +21,7 @@ import shutil
 import stat
 import tempfile
 import threading
+import warnings
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Literal
@@ -103,6 +104,11 @@ def _call_params(node: ast.Call) -> tuple[list[str], dict[str | None, str]]:
     return [ast.dump(a) for a in node.args], {k.arg: ast.dump(k.value) for k in node.keywords}
 
 
+# Squeezed code ("1if x") draws SyntaxWarnings from the parser: not ours to show.
+_SM_FILE = "<syntax-match>"
+warnings.filterwarnings("ignore", category=SyntaxWarning, module=re.escape(_SM_FILE))
+
+
 def syntax_match(completion: str, truth: str, language: str) -> bool:
     """SAFIM's judgement for API completions, as its evaluate.py does it: drop all
     whitespace; in Python, two calls match when their arguments match (SAFIM does not
@@ -110,7 +116,8 @@ def syntax_match(completion: str, truth: str, language: str) -> bool:
     a, b = re.sub(r"\s+", "", completion), re.sub(r"\s+", "", truth)
     if language == "python":
         try:
-            ta, tb = ast.parse(a, mode="eval"), ast.parse(b, mode="eval")
+            ta = ast.parse(a, _SM_FILE, mode="eval")
+            tb = ast.parse(b, _SM_FILE, mode="eval")
         except (SyntaxError, ValueError):
             pass
         else:

@@ -1,9 +1,15 @@
 """Generate each task's local and remote completion once, through the server's own parts.
 
 The request is what the server would send: the context cut by `make_context` to
-`completion.context_lines`, `completion.max_tokens` (unless overridden), temperature 0;
-the answer is post-processed by `server.pipeline.post_process` (single-line for
-HumanEval single-line tasks) and the local one is checked by the server's syntax gate.
+`completion.context_lines`, `completion.max_tokens` (unless overridden), the pipeline's
+stop strings, temperature 0; the answer becomes what the server would insert (`treat`:
+the stop strings, then `server.pipeline.post_process` in the mode `wants_multiline`
+picks, single-line for HumanEval single-line tasks) and the local one is checked by the
+server's syntax gate.
+
+The records keep the raw generation beside that text, so when the pipeline's
+post-processing changes, `refresh_all` derives the text again without generating anew
+(a model stopped by a stop string writes exactly the text before it).
 Unlike the server, both tiers always run to the end (no early escalation), so every
 policy and threshold can be replayed from the record later.
 
@@ -33,7 +39,7 @@ from clients.types import Backend, CompletionRequest
 from ..config import Settings
 from ..context import make_context
 from ..gate import SyntaxGate
-from ..pipeline import CompletionContext, post_process
+from ..pipeline import REQUEST_STOPS, CompletionContext, post_process, wants_multiline
 from .datasets import Task
 from .progress import Progress
 from .records import GateResult, Generation, Record, RunFolder
@@ -58,6 +64,49 @@ def context_for(task: Task, settings: Settings) -> CompletionContext:
     )
 
 
+def _trim(tokens: tuple[tuple[str, float], ...], text: str) -> tuple[tuple[str, float], ...]:
+    """The leading tokens that make up `text` (a stop string may cut the last one)."""
+    out = []
+    used = 0
+    for tok in tokens:
+        if used >= len(text):
+            break
+        out.append(tok)
+        used += len(tok[0])
+    return tuple(out)
+
+
+def treat(task: Task, gen: Generation, settings: Settings) -> Generation:
+    """`gen` with `text` = what the server would insert for its `raw` generation, and the
+    tokens cut to match (the confidence reads only tokens the model would have written)."""
+    if not gen.ok:
+        return gen
+    ctx = context_for(task, settings)
+    raw = gen.raw
+    cut = min((i for s in REQUEST_STOPS if (i := raw.find(s)) >= 0), default=len(raw))
+    multiline = task.multiline and wants_multiline(ctx.prefix, settings.completion.multiline)
+    text = post_process(raw[:cut], ctx.suffix, multiline=multiline)
+    return attrs.evolve(gen, text=text, tokens=_trim(gen.tokens, raw[:cut]))
+
+
+def refresh_all(folder: RunFolder, settings: Settings) -> int:
+    """Derive every record's texts again with the current pipeline (in memory; the files
+    are append-only). A changed local text loses its cached gate verdicts. Returns how
+    many records changed."""
+    changed = 0
+    for key, rec in list(folder.records.items()):
+        loc = treat(rec.task, rec.local, settings)
+        rem = treat(rec.task, rec.remote, settings) if rec.remote is not None else None
+        same_local = loc.text == rec.local.text and loc.tokens == rec.local.tokens
+        same_remote = rem is None or rec.remote is None or rem.text == rec.remote.text
+        if same_local and same_remote:
+            continue
+        changed += 1
+        gate = rec.gate if loc.text == rec.local.text else {}
+        folder.records[key] = Record(task=rec.task, local=loc, remote=rem, gate=gate)
+    return changed
+
+
 async def _complete(
     backend: Backend, request: CompletionRequest, tier: str, timeout_s: float
 ) -> Generation | BackendError:
@@ -67,6 +116,7 @@ async def _complete(
             suffix=request.suffix,
             language=request.language,
             max_tokens=request.max_tokens,
+            stop=request.stop,
             temperature=0.0,
             deadline=time.monotonic() + timeout_s,
         )
@@ -111,7 +161,11 @@ async def generate_record(
 ) -> Record:
     ctx = context_for(task, settings)
     request = CompletionRequest(
-        prefix=ctx.prefix, suffix=ctx.suffix, language=task.language, max_tokens=max_tokens
+        prefix=ctx.prefix,
+        suffix=ctx.suffix,
+        language=task.language,
+        max_tokens=max_tokens,
+        stop=REQUEST_STOPS,
     )
 
     def finish(gen: Generation | BackendError, backend: Backend) -> Generation:
@@ -119,7 +173,7 @@ async def generate_record(
             return Generation(
                 backend=backend.name, model=backend.model, raw="", text="", error=str(gen)
             )
-        return attrs.evolve(gen, text=post_process(gen.raw, ctx.suffix, multiline=task.multiline))
+        return treat(task, gen, settings)
 
     loc = finish(await _complete(local, request, "local", timeout_s), local)
     rem: Generation | None = None
@@ -137,10 +191,10 @@ async def generate_record(
                 oracle=True,
             )
         else:
-            text = post_process(task.truth, ctx.suffix, multiline=task.multiline)
-            rem = Generation(
-                backend=ORACLE_BACKEND, model=ORACLE_MODEL, raw=task.truth, text=text, oracle=True
+            truth = Generation(
+                backend=ORACLE_BACKEND, model=ORACLE_MODEL, raw=task.truth, text="", oracle=True
             )
+            rem = treat(task, truth, settings)
     gates: dict[str, GateResult] = {}
     if loc.ok and loc.text:
         # The whole file, as the server's gate sees an open document.

@@ -23,7 +23,7 @@ from ..syntax.verdict import Mode
 from . import datasets, report, scoring
 from .datasets import DatasetError, Task
 from .execute import ExecResult, Toolchains, exec_key, execute
-from .generate import GenerationStopped, RemoteKind, generate_all
+from .generate import GenerationStopped, RemoteKind, generate_all, refresh_all
 from .progress import Progress
 from .records import RunFolder
 from .sandbox import Sandbox, SandboxError
@@ -292,6 +292,13 @@ def run_eval(
                 ) from exc
         else:
             info = folder.info()
+        changed = refresh_all(folder, settings)
+        if changed:
+            print(
+                f"note: {changed} recorded completions were post-processed again with the "
+                "current server pipeline (their raw generations are unchanged)",
+                file=err,
+            )
         try:
             _, exec_info = execute_all(opts, folder, err)
         except SandboxError as exc:

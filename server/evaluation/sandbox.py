@@ -117,12 +117,19 @@ class Isolation:
         return ", ".join(parts) + "".join(f"; {n}" for n in self.notes)
 
 
+def _procs() -> list[os.DirEntry[str]]:
+    """The process entries of /proc ([] where there is no /proc: cleanup is then by
+    process group only)."""
+    try:
+        return [e for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return []
+
+
 def _count_tasks(uid: int) -> int:
     """Processes and threads of `uid` now (what RLIMIT_NPROC counts)."""
     n = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    for entry in _procs():
         try:
             if entry.stat().st_uid == uid:
                 n += len(os.listdir(f"/proc/{entry.name}/task"))
@@ -135,9 +142,7 @@ def _leftovers(pgid: int, uid: int) -> list[int]:
     """Live processes of process group `pgid`, or of `uid` (a dedicated sandbox uid; -1:
     none). Zombies are left to their reapers."""
     found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    for entry in _procs():
         try:
             with open(f"/proc/{entry.name}/stat", "rb") as fh:
                 stat = fh.read()
@@ -155,9 +160,7 @@ def _leftovers(pgid: int, uid: int) -> list[int]:
 
 def _children(ppid: int) -> list[int]:
     out = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    for entry in _procs():
         try:
             with open(f"/proc/{entry.name}/stat", "rb") as fh:
                 stat = fh.read()
@@ -190,7 +193,8 @@ class Sandbox:
     """Runs programs under limits; thread-safe (one `slot` per concurrent caller)."""
 
     def __init__(self, *, workers: int | None = None, isolate: bool = True) -> None:
-        self.workers = max(1, workers or len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        self.workers = max(1, workers or cores or os.cpu_count() or 1)
         self._root = os.geteuid() == 0
         self._unshare = shutil.which("unshare", path=SANDBOX_PATH) if isolate else None
         self._prefix: list[str] = []

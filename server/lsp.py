@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from lsprotocol import types as t
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from . import __version__, config
@@ -133,12 +134,13 @@ def create_server(loaded: config.Loaded | None = None) -> SynConfRouteServer:
     async def _complete(
         ls: SynConfRouteServer, uri: str, pos: t.Position, invoked: bool
     ) -> Completed | None:
+        if uri not in ls.workspace.text_documents:
+            # pygls would read the file from disk; a completion needs the live buffer.
+            raise JsonRpcInvalidParams(f"synconfroute: {uri} is not open (send didOpen first)")
         text = ls.workspace.get_text_document(uri).source
         try:
             done = await session.complete(uri, text, pos.line, pos.character, invoked=invoked)
         except PositionOutOfRange as exc:
-            from pygls.exceptions import JsonRpcInvalidParams
-
             raise JsonRpcInvalidParams(f"synconfroute: {exc}") from exc
         if done is not None and session.settings.editor.diagnostics:
             _publish_route(ls, uri, done)

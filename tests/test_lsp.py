@@ -270,6 +270,11 @@ async def test_out_of_range_position_is_a_clear_error(
     with pytest.raises(JsonRpcException) as info:
         await vscode.text_document_inline_completion_async(inline_params(t.Position(99, 0)))
     assert info.value.code == -32602 and "outside the document" in str(info.value)
+    with pytest.raises(JsonRpcException) as info:
+        await vscode.text_document_inline_completion_async(
+            inline_params(uri="file:///nowhere/never-opened.py")
+        )
+    assert info.value.code == -32602 and "is not open" in str(info.value)
     ok = await vscode.text_document_inline_completion_async(inline_params())
     assert isinstance(ok, t.InlineCompletionList) and ok.items  # the server lives on
 

@@ -111,7 +111,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.getLogger("pygls").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     path = _log_to_file(level)
     logging.getLogger(__name__).info("synconfroute %s serving; log file %s", __version__, path)
-    server = create_server(loaded)
+    from .ledger import default_path
+
+    server = create_server(loaded, Path(args.ledger) if args.ledger else default_path())
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
         if not port.isdigit():
@@ -133,6 +135,23 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from .evaluation.cli import run_calibrate_command
 
     return run_calibrate_command(args, _load(args))
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from . import ledger
+
+    path = Path(args.ledger) if args.ledger else ledger.default_path()
+    if not path.is_file():
+        print(
+            f"synconfroute stats: no ledger at {path} (no completions served yet?)", file=sys.stderr
+        )
+        return 1
+    decisions, accepted, bad = ledger.read(path)
+    summary = ledger.summarize(decisions, accepted)
+    if bad:
+        print(f"warning: skipped {bad} unreadable lines in {path}", file=sys.stderr)
+    print(json.dumps(summary, indent=2) if args.json else ledger.format_summary(summary, path))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sv.add_argument("--stdio", action="store_true", help="use stdio (the default)")
     sv.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    sv.add_argument("--ledger", metavar="PATH", help="ledger file (default: platform state dir)")
     sv.set_defaults(func=cmd_serve)
 
     from .evaluation.cli import add_calibrate_arguments, add_eval_arguments
@@ -199,6 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_calibrate_arguments(ca)
     ca.set_defaults(func=cmd_calibrate)
+
+    st = sub.add_parser("stats", help="sum the ledger: how much stayed local, what was accepted")
+    st.add_argument("--ledger", metavar="PATH", help="ledger file (default: platform state dir)")
+    st.add_argument("--json", action="store_true", help="machine-readable summary")
+    st.set_defaults(func=cmd_stats)
 
     s = sub.add_parser("settings", help="print the effective settings (or their reference)")
     s.add_argument("--markdown", action="store_true", help="print the settings reference")

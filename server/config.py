@@ -203,6 +203,12 @@ class EditorSettings:
         "Adapt the wait to the typing rhythm (about 1.5x the recent pause between "
         "keystrokes, between 30 ms and `debounce_ms` x 3).",
     )
+    ledger: bool = _doc(
+        True,
+        "Record each decision (route, reasons, confidence, latencies, bytes sent: never "
+        "code or paths) in `ledger.jsonl` under the platform state dir (Linux: "
+        "`~/.local/state/synconfroute/`), for `synconfroute stats`.",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = _doc(
         "info", "Log level of the server's log (stderr, log file, window/logMessage)."
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as t
@@ -11,6 +12,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import __version__, config
 from .card import route_card, summary
+from .ledger import Ledger
 from .positions import Encoding, PositionOutOfRange, advance
 from .session import Completed, Edit, Session
 
@@ -70,11 +72,15 @@ def _options(value: Any) -> dict[str, Any] | None:
     return inner if isinstance(inner, dict) else None
 
 
-def create_server(loaded: config.Loaded | None = None) -> SynConfRouteServer:
+def create_server(
+    loaded: config.Loaded | None = None, ledger_path: Path | None = None
+) -> SynConfRouteServer:
     """A fresh server (one per editor connection); no module-level state."""
     server = SynConfRouteServer("synconfroute", __version__)
     server.session = Session(
-        loaded or config.load(), show_message=lambda level, text: _show(server, level, text)
+        loaded or config.load(),
+        show_message=lambda level, text: _show(server, level, text),
+        ledger=Ledger(ledger_path),
     )
     session = server.session
     logging.getLogger().addHandler(_ClientLogHandler(server))

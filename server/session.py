@@ -24,6 +24,7 @@ from .backends import choose_local, make_local, make_remote
 from .card import route_card, summary
 from .context import make_context
 from .gate import Anchor, SyntaxGate, make_gate
+from .ledger import Ledger
 from .pipeline import Pipeline
 from .positions import Encoding, advance, to_offset, word_before
 from .record import RouteDecision
@@ -79,6 +80,7 @@ class Session:
         *,
         show_message: Callable[[str, str], None] = lambda level, text: None,
         make_pipeline: Callable[[config.Settings], Pipeline] | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.base = loaded.settings
         self.load_issues = list(loaded.issues)  # reported to the editor at initialize
@@ -92,6 +94,7 @@ class Session:
         self.accepted: set[str] = set()
         self._ids = itertools.count(1)
         self._show = show_message
+        self.ledger = ledger or Ledger(None)
         self._make_pipeline = make_pipeline
         self._pipeline: Pipeline | None = None
         self._pipeline_lock = asyncio.Lock()
@@ -198,7 +201,7 @@ class Session:
         st.offer = None
         if accepted is not None:
             # The editor inserted our completion: its lines now hold it, keep the card.
-            self.accepted.add(accepted)
+            self.accept(accepted)
         else:
             st.last = None  # the completion's lines may have moved: no stale hover
         cleared, st.diagnostics_shown = st.diagnostics_shown, False
@@ -300,6 +303,8 @@ class Session:
         self._notice_trouble(rec)
         did = f"c{next(self._ids)}"
         self.decisions[did] = rec
+        if self.settings.editor.ledger:
+            self.ledger.decision(did, rec)
         while len(self.decisions) > _DECISIONS_KEPT:
             self.decisions.popitem(last=False)
         if st.generation != mine:
@@ -338,7 +343,11 @@ class Session:
     def accept(self, did: str) -> bool:
         if did not in self.decisions:
             return False
+        if did in self.accepted:
+            return True  # the editor's edit and the accept command both report it
         self.accepted.add(did)
+        if self.settings.editor.ledger:
+            self.ledger.accepted(did)
         log.info("accepted %s: %s", did, summary(self.decisions[did]))
         return True
 

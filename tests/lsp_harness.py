@@ -72,7 +72,15 @@ async def start(
     server_env.update({"SYNCONFROUTE_CONFIG": str(config_path), "PYTHONPATH": str(ROOT)})
     server_env.update(env or {})
     cfg = ClientServerConfig(
-        server_command=[sys.executable, "-m", "server", "serve"], server_env=server_env
+        server_command=[
+            sys.executable,
+            "-m",
+            "server",
+            "serve",
+            "--ledger",  # never the user's own ledger
+            str(config_path.parent / "ledger.jsonl"),
+        ],
+        server_env=server_env,
     )
     client = await cfg.start()
     assert isinstance(client, LanguageClient)

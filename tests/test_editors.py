@@ -63,6 +63,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
         env[var] = str(tmp_path / var.lower())  # no user configuration leaks in
     env["HOME"] = str(tmp_path)
     env["SYNCONFROUTE_CONFIG"] = str(tmp_path / "config.toml")
+    env["SYNCONFROUTE_EDITOR_LEDGER"] = "false"  # keep the developer's own ledger clean
     env["PYTHONPATH"] = str(ROOT)
     env.update(extra)
     return env

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from lsprotocol import types as t
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 
 from . import __version__, config
 from .card import route_card, summary
@@ -33,6 +35,22 @@ _LEVELS = {
     "warning": t.MessageType.Warning,
     "info": t.MessageType.Info,
 }
+
+
+class _Protocol(LanguageServerProtocol):
+    """pygls drops a request whose params do not deserialize, without a response;
+    every request must get one, so answer it with InvalidParams here."""
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if "id" not in data or "method" not in data:
+                raise
+            cause = exc.__cause__ or exc
+            text = f"synconfroute: invalid {data['method']} request: {cause}"
+            self._send_response(data["id"], error=JsonRpcInvalidParams(text).to_response_error())
+            return SimpleNamespace(jsonrpc="answered")  # handle_message ignores it
 
 
 class SynConfRouteServer(LanguageServer):
@@ -76,7 +94,7 @@ def create_server(
     loaded: config.Loaded | None = None, ledger_path: Path | None = None
 ) -> SynConfRouteServer:
     """A fresh server (one per editor connection); no module-level state."""
-    server = SynConfRouteServer("synconfroute", __version__)
+    server = SynConfRouteServer("synconfroute", __version__, protocol_cls=_Protocol)
     server.session = Session(
         loaded or config.load(),
         show_message=lambda level, text: _show(server, level, text),

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -415,3 +417,28 @@ async def test_embedded_smollm2_default(tmp_path: Path) -> None:
         assert "sent off this machine: 0 bytes" in card
     finally:
         await stop(client)
+
+
+async def test_malformed_request_gets_an_error_and_the_server_lives_on(
+    vscode: LanguageClient, fakes: tuple[FakeOllama, FakeOpenAI]
+) -> None:
+    local, _ = fakes
+    local.script(VALID, always=True)
+    open_doc(vscode, URI, TEXT)
+    # Raw JSON: the typed client refuses to send a request without a position.
+    bad: Future[Any] = Future()
+    vscode.protocol._request_futures["bad-1"] = bad
+    vscode.protocol._send_data(
+        {
+            "jsonrpc": "2.0",
+            "id": "bad-1",
+            "method": "textDocument/inlineCompletion",
+            "params": {"textDocument": {"uri": URI}},
+        }
+    )
+    with pytest.raises(JsonRpcException) as info:
+        await asyncio.wait_for(asyncio.wrap_future(bad), 10)
+    assert info.value.code == -32602
+    assert "invalid textDocument/inlineCompletion request" in str(info.value)
+    ok = await vscode.text_document_inline_completion_async(inline_params())
+    assert isinstance(ok, t.InlineCompletionList) and ok.items

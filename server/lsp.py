@@ -205,7 +205,7 @@ def create_server(
             label_details=t.CompletionItemLabelDetails(description=f"synconfroute {rec.route}"),
             kind=t.CompletionItemKind.Text,
             detail=summary(rec),
-            documentation=t.MarkupContent(t.MarkupKind.Markdown, route_card(rec)),
+            documentation=_markup(route_card(rec), _doc_formats(ls)),
             # The word before the cursor is part of the edit, so the editor's
             # filtering (by that word) keeps the item.
             filter_text=new_text,
@@ -222,7 +222,9 @@ def create_server(
         card = session.hover(params.text_document.uri, params.position.line)
         if card is None:
             return None
-        return t.Hover(contents=t.MarkupContent(t.MarkupKind.Markdown, card))
+        caps = ls.client_capabilities.text_document
+        formats = caps.hover.content_format if caps and caps.hover else None
+        return t.Hover(contents=_markup(card, formats))
 
     @server.command(CMD_ACCEPT)
     def accept(ls: SynConfRouteServer, did: Any = None, *_: Any) -> bool:
@@ -273,6 +275,23 @@ async def _pull_configuration(ls: SynConfRouteServer) -> None:
         return
     pulled = _options(result[0]) if result else None
     _report_issues(ls, ls.session.apply_overrides(workspace=pulled or {}))
+
+
+def _doc_formats(ls: LanguageServer) -> Any:
+    caps = ls.client_capabilities.text_document
+    item = caps.completion.completion_item if caps and caps.completion else None
+    return item.documentation_format if item else None
+
+
+def _markup(markdown: str, formats: Any) -> t.MarkupContent | str:
+    """Markdown where the client says it renders it; else the same text, plain (as
+    MarkupContent if the client names plaintext, as a bare string if it names nothing)."""
+    if formats and t.MarkupKind.Markdown in formats:
+        return t.MarkupContent(t.MarkupKind.Markdown, markdown)
+    plain = markdown.replace("**", "").replace("`", "")
+    if formats and t.MarkupKind.PlainText in formats:
+        return t.MarkupContent(t.MarkupKind.PlainText, plain)
+    return plain
 
 
 def _publish_route(ls: SynConfRouteServer, uri: str, done: Completed) -> None:

@@ -202,14 +202,14 @@ def test_emacs_eglot_completion_and_route_in_eldoc(
     assert "synconfroute: local (confident-and-valid" in r["annotation"]
     assert "confident-and-valid" in r["doc"]  # the route card as the candidate's doc
     before = r["eldoc_before"]  # eglot's hover, through eldoc
-    assert "**synconfroute**: local" in before and "confident-and-valid" in before
+    assert "synconfroute: local" in before and "confident-and-valid" in before
     assert "threshold -0.700" in before  # synconfroute-settings reached the server
     assert r["line"] == LINE_AFTER  # completion-at-point inserted the server's text edit
     # completion-at-point asked again: the same request, maybe served from the cache.
     assert r["last_route"].startswith("synconfroute: local (")
     assert "confident-and-valid" in r["last_route"]
     after = r["eldoc_after"]  # the route stays on the inserted line
-    assert "**synconfroute**: local" in after and "confident-and-valid" in after
+    assert "synconfroute: local" in after and "confident-and-valid" in after
     assert r["status"] == {"accepted": 1, "completions": 2, "local": 2, "threshold": -0.7}
     assert "2 completions (2 local, 0 remote, 0 none), 1 taken" in r["status_line"]
     assert r["local_only"] == "on" and r["local_only_status"] == "on"

@@ -29,7 +29,14 @@ from lsprotocol import types as t  # noqa: E402
 from clients.ollama import OllamaBackend  # noqa: E402
 from clients.types import CompletionRequest  # noqa: E402
 from tests.fakes import FakeOllama, TokenScript  # noqa: E402
-from tests.lsp_harness import capabilities, open_doc, start, stop, write_config  # noqa: E402
+from tests.lsp_harness import (  # noqa: E402
+    capabilities,
+    inline_request,
+    open_doc,
+    start,
+    stop,
+    write_config,
+)
 
 
 def rss_mb(pid: int) -> float:
@@ -84,13 +91,7 @@ async def main() -> None:
                 d = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 await client.text_document_inline_completion_async(
-                    t.InlineCompletionParams(
-                        text_document=t.TextDocumentIdentifier(uri),
-                        position=t.Position(1, 11),
-                        context=t.InlineCompletionContext(
-                            trigger_kind=t.InlineCompletionTriggerKind.Invoked
-                        ),
-                    )
+                    inline_request(uri, t.Position(1, 11))
                 )
                 lsp = time.perf_counter() - t0
                 if i >= 3:  # warm-up: connection set-up, first /api/show

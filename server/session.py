@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import attrs
 
@@ -374,7 +375,5 @@ class Session:
 
 def _path_of(uri: str) -> str:
     if uri.startswith("file://"):
-        from urllib.parse import unquote, urlparse
-
         return unquote(urlparse(uri).path)
     return uri

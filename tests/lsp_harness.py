@@ -105,3 +105,17 @@ def open_doc(client: LanguageClient, uri: str, text: str, language: str = "pytho
             text_document=t.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)
         )
     )
+
+
+def inline_request(uri: str, pos: t.Position, *, invoked: bool = True) -> t.InlineCompletionParams:
+    """An inlineCompletion request as an editor sends it (Invoked: no debounce)."""
+    kind = (
+        t.InlineCompletionTriggerKind.Invoked
+        if invoked
+        else t.InlineCompletionTriggerKind.Automatic
+    )
+    return t.InlineCompletionParams(
+        text_document=t.TextDocumentIdentifier(uri),
+        position=pos,
+        context=t.InlineCompletionContext(trigger_kind=kind),
+    )

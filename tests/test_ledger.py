@@ -12,7 +12,14 @@ from server.cli import main
 from server.ledger import Ledger, read, summarize
 from server.record import RouteDecision
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
-from tests.lsp_harness import capabilities, open_doc, start, stop, write_config
+from tests.lsp_harness import (
+    capabilities,
+    inline_request,
+    open_doc,
+    start,
+    stop,
+    write_config,
+)
 
 SECRET_CODE = "password_hash = 'do-not-log-me'"
 
@@ -74,13 +81,7 @@ async def test_server_session_feeds_stats(
             uri = "file:///work/p/a.py"
             open_doc(client, uri, "def add(a, b):\n    return \n")
             r = await client.text_document_inline_completion_async(
-                t.InlineCompletionParams(
-                    text_document=t.TextDocumentIdentifier(uri),
-                    position=t.Position(1, 11),
-                    context=t.InlineCompletionContext(
-                        trigger_kind=t.InlineCompletionTriggerKind.Invoked
-                    ),
-                )
+                inline_request(uri, t.Position(1, 11))
             )
             assert isinstance(r, t.InlineCompletionList) and r.items[0].command is not None
             cmd = r.items[0].command

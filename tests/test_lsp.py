@@ -20,7 +20,14 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
-from tests.lsp_harness import capabilities, open_doc, start, stop, write_config
+from tests.lsp_harness import (
+    capabilities,
+    inline_request,
+    open_doc,
+    start,
+    stop,
+    write_config,
+)
 
 URI = "file:///work/project/calc.py"
 TEXT = "def add(a, b):\n    return \n\n\nprint(add(1, 2))\n"
@@ -63,16 +70,7 @@ async def until(predicate: Callable[[], bool], within_s: float = 10.0) -> bool:
 def inline_params(
     pos: t.Position = CURSOR, uri: str = URI, invoked: bool = True
 ) -> t.InlineCompletionParams:
-    kind = (
-        t.InlineCompletionTriggerKind.Invoked
-        if invoked
-        else t.InlineCompletionTriggerKind.Automatic
-    )
-    return t.InlineCompletionParams(
-        text_document=t.TextDocumentIdentifier(uri),
-        position=pos,
-        context=t.InlineCompletionContext(trigger_kind=kind),
-    )
+    return inline_request(uri, pos, invoked=invoked)
 
 
 async def test_vscode_inline_completion_hover_accept(

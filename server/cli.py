@@ -28,6 +28,30 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if all(r.usable for r in results) else 1
 
 
+def cmd_check_build(args: argparse.Namespace) -> int:
+    """Run a tiny generation on the installed llama.cpp build, in its worker process."""
+    from clients.embedded import EmbeddedBackend
+
+    async def probe() -> int:
+        backend = EmbeddedBackend(args.model)
+        try:
+            report = await backend.probe()
+        finally:
+            await backend.aclose()
+        errors = [p for p in report.problems if p.severity == "error"]
+        if report.usable and not errors:
+            first = f"{(report.first_token_s or 0) * 1000:.0f} ms"
+            print(f"llama.cpp build ok: {report.version}, first token {first}, {report.sample!r}")
+            return 0
+        for p in errors or report.problems:
+            print(f"error: {p.message}", file=sys.stderr)
+            if p.fix:
+                print(f"  fix: {p.fix}", file=sys.stderr)
+        return 1
+
+    return asyncio.run(probe())
+
+
 def cmd_settings(args: argparse.Namespace) -> int:
     if args.markdown:
         print(config.settings_markdown(), end="")
@@ -170,6 +194,17 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("doctor", help="check each configured tier and say how to fix problems")
     d.add_argument("--json", action="store_true", help="machine-readable report")
     d.set_defaults(func=cmd_doctor)
+
+    cb = sub.add_parser(
+        "check-build",
+        help="check that the installed llama.cpp build runs on this CPU (setup runs this)",
+        description=(
+            "Loads the embedded model in its worker process and runs a tiny generation. "
+            "A crash (a build made for another CPU) is reported with the rebuild command."
+        ),
+    )
+    cb.add_argument("--model", metavar="GGUF", help="model file (default: the bundled SmolLM2)")
+    cb.set_defaults(func=cmd_check_build)
 
     c = sub.add_parser(
         "complete",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import statistics
 import time
 from collections import OrderedDict, deque
@@ -370,6 +371,21 @@ class Session:
             "routes": routes,
             "accepted": len(self.accepted),
             "last": summary(last) if last else None,
+            "pid": os.getpid(),
+            "local_worker": self._worker_status(),
+        }
+
+    def _worker_status(self) -> dict[str, Any] | None:
+        """The embedded tier's worker process (llama.cpp runs there, not in the server)."""
+        local = self._pipeline.local if self._pipeline is not None else None
+        pid = getattr(local, "worker_pid", None)
+        if local is None or pid is None:
+            return None
+        rss = local.worker_rss_bytes()  # type: ignore[attr-defined]
+        return {
+            "pid": pid,
+            "rss_mb": round(rss / 2**20, 1) if rss else None,
+            "restarts": getattr(local, "restarts", 0),
         }
 
 

@@ -80,6 +80,9 @@ REBUILD_HINT = (
 # Consecutive deaths wait this long before the next start: the first restart is
 # immediate (one bad request should not cost the next), then 1 s, 2 s, ... 60 s.
 _BACKOFF_S = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 60.0)
+# A prompt evaluation is one uninterruptible llama.cpp call: 2,048 tokens take ~5 s on
+# 2 busy cores. Far beyond that, a worker that has not stopped after a cancel is stuck.
+STOP_TIMEOUT_S = 30.0
 
 _PROBE_REQUEST = CompletionRequest(
     prefix="def add(a, b):\n    return", suffix="\n\nprint(add(1, 2))\n", max_tokens=8
@@ -88,8 +91,13 @@ _PROBE_REQUEST = CompletionRequest(
 Event = dict[str, Any] | BaseException
 
 
-def death_message(returncode: int) -> tuple[str, str]:
+def death_message(returncode: int, *, hung: bool = False) -> tuple[str, str]:
     """What a worker exit status means for the user: (message, fix)."""
+    if hung:
+        return (
+            "the llama.cpp worker did not stop after a cancel and was restarted",
+            "a smaller local.n_ctx or model keeps each llama.cpp step short",
+        )
     if returncode < 0:
         try:
             name = signal.Signals(-returncode).name
@@ -169,7 +177,7 @@ def _apply_stats(gen: Generation, done: dict[str, Any]) -> None:
 class _Worker:
     """One worker process, the requests in flight on it, and the thread reading its pipe."""
 
-    def __init__(self, argv: list[str], on_exit: Any) -> None:
+    def __init__(self, argv: list[str], on_exit: Any, stop_timeout_s: float) -> None:
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, close_fds=True
         )
@@ -178,6 +186,8 @@ class _Worker:
         self._pending: dict[int, _Call] = {}
         self._on_exit = on_exit
         self.closing = False
+        self.hung = False  # killed by us for not stopping after a cancel
+        self._stop_timeout_s = stop_timeout_s
         self.gone: BackendError | None = None  # set once the process has ended
         self.info: dict[str, Any] | None = None  # what "loaded" reported
         threading.Thread(target=self._read, name="llama-worker-reader", daemon=True).start()
@@ -205,6 +215,22 @@ class _Worker:
             with contextlib.suppress(OSError):
                 self._stdin.write(b'{"op":"cancel","id":%d}\n' % rid)
                 self._stdin.flush()
+        # A worker stops between two tokens; one that does not within the stop timeout
+        # is stuck (a hung decode) and would hold every later request: kill it.
+        timer = threading.Timer(self._stop_timeout_s, self._stop_overdue, (rid,))
+        timer.daemon = True
+        timer.start()
+
+    def _stop_overdue(self, rid: int) -> None:
+        with self._lock:
+            if self.gone is not None or rid not in self._pending:
+                return
+            self.hung = True
+        log.error(
+            "the llama.cpp worker ignored a cancel for %.0f s: killing it", self._stop_timeout_s
+        )
+        with contextlib.suppress(OSError):
+            self.proc.kill()
 
     def _read(self) -> None:
         out = self.proc.stdout
@@ -226,7 +252,7 @@ class _Worker:
         if self.closing:
             err: BackendError = _closed_error()
         else:
-            message, hint = death_message(code)
+            message, hint = death_message(code, hung=self.hung)
             err = BackendUnavailable(message, backend=BACKEND, hint=hint)
             log.error("%s (%s)", message, hint)
         with self._lock:
@@ -315,6 +341,7 @@ class EmbeddedBackend:
         n_ctx: int = 2048,
         n_threads: int | None = None,
         seed: int = 0,
+        stop_timeout_s: float = STOP_TIMEOUT_S,
     ) -> None:
         mode = template.strip().lower()
         if mode not in ("auto", "off"):
@@ -339,6 +366,7 @@ class EmbeddedBackend:
             "n_threads": n_threads,
             "seed": seed,
         }
+        self._stop_timeout_s = stop_timeout_s
         self._lock = threading.Lock()  # guards the worker's start, death and close
         self._worker: _Worker | None = None
         self._ids = itertools.count(1)
@@ -422,7 +450,7 @@ class EmbeddedBackend:
                 )
             if w is not None:
                 self.restarts += 1
-            self._worker = _Worker(self._argv(), self._on_exit)
+            self._worker = _Worker(self._argv(), self._on_exit, self._stop_timeout_s)
             return self._worker
 
     def _on_exit(self, worker: _Worker, code: int) -> None:
@@ -430,7 +458,7 @@ class EmbeddedBackend:
             if worker.closing:
                 return
             self._deaths += 1
-            self._last_death = death_message(code)[0]
+            self._last_death = death_message(code, hung=worker.hung)[0]
             delay = _BACKOFF_S[min(self._deaths, len(_BACKOFF_S)) - 1]
             self._restart_at = time.monotonic() + delay
 

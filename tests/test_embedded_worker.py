@@ -244,3 +244,24 @@ async def test_the_server_survives_a_worker_crash_mid_request(tmp_path: Path) ->
             assert status["local_worker"]["restarts"] == 1
         finally:
             await stop(client)
+
+
+async def test_a_worker_that_ignores_a_cancel_is_killed_and_replaced() -> None:
+    b = EmbeddedBackend(stop_timeout_s=1.0)
+    try:
+        await b.load()
+        pid = b.worker_pid
+        assert pid is not None
+        stream = b.stream(CompletionRequest(prefix=LONG, max_tokens=400))
+        await anext(stream)
+        os.kill(pid, signal.SIGSTOP)  # a hung decode: it can read no cancel
+        await stream.aclose()
+        gen = b.last_generation
+        assert gen is not None
+        assert await asyncio.to_thread(gen.finished.wait, 10), "the stuck worker was not killed"
+        assert gen.finish_reason == "error"
+        assert not _alive(pid)
+        done = await b.complete(CompletionRequest(prefix=ADD, max_tokens=4))
+        assert done.tokens and b.worker_pid not in (None, pid)
+    finally:
+        await b.aclose()

@@ -9,6 +9,8 @@
    50 ms).
 2. Memory: the server's resident set size (from /proc) before and after opening
    `--docs` documents of 2,000 lines each, and after one completion in each.
+3. With --embedded: the server on the embedded default after one completion, its RSS
+   and its llama.cpp worker's (the model lives in the worker, not in the server).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ async def main() -> None:
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--docs", type=int, default=100)
     ap.add_argument("--lines", type=int, default=2000)
+    ap.add_argument("--embedded", action="store_true", help="also measure the embedded default")
     args = ap.parse_args()
 
     script = TokenScript.of(" x", " +", " 1", logprob=-0.01, first_delay=args.latency_ms / 1000)
@@ -123,6 +126,31 @@ async def main() -> None:
             )
         finally:
             await backend.aclose()
+            await stop(client)
+    if args.embedded:
+        await embedded_memory()
+
+
+async def embedded_memory() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = write_config(Path(tmp), local_backend="embedded")
+        client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
+        try:
+            uri = "file:///bench/add.py"
+            open_doc(client, uri, "def add(a, b):\n    return\n")
+            await client.text_document_inline_completion_async(
+                inline_request(uri, t.Position(1, 10))
+            )
+            status = await client.workspace_execute_command_async(
+                t.ExecuteCommandParams("synconfroute.status", [])
+            )
+            worker = status["local_worker"] or {}
+            print("memory, embedded default after one completion")
+            print(
+                f"  server RSS {rss_mb(status['pid']):7.1f} MB   "
+                f"llama.cpp worker RSS {worker.get('rss_mb') or 0:7.1f} MB"
+            )
+        finally:
             await stop(client)
 
 

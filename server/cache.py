@@ -10,10 +10,9 @@ cached completion, and serve "o(bar)" without asking any model.
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
 
 import attrs
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 
 
 def digest(text: str) -> bytes:
@@ -40,8 +39,9 @@ class Hit:
 class CompletionCache:
     def __init__(self, maxsize: int = 512, ttl_s: float = 600.0) -> None:
         self._entries: TTLCache[tuple[str, bytes, bytes], Entry] = TTLCache(maxsize, ttl_s)
-        # suffix-key -> prefix digests seen with it (for typing-through lookups)
-        self._by_suffix: defaultdict[tuple[str, bytes], list[bytes]] = defaultdict(list)
+        # suffix-key -> prefix digests seen with it (for typing-through lookups); bounded
+        # like the entries, or every suffix ever completed would keep a key here.
+        self._by_suffix: LRUCache[tuple[str, bytes], list[bytes]] = LRUCache(maxsize)
 
     def put(
         self,
@@ -59,7 +59,9 @@ class CompletionCache:
         self._entries[(model, pd, sd)] = Entry(
             len(prefix), pd, entry_completion, route, reasons, origin
         )
-        seen = self._by_suffix[(model, sd)]
+        seen = self._by_suffix.get((model, sd))
+        if seen is None:
+            seen = self._by_suffix[(model, sd)] = []
         if pd not in seen:
             seen.append(pd)
             del seen[:-16]  # only recent prefixes matter for typing-through

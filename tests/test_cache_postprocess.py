@@ -86,3 +86,13 @@ def test_wants_multiline() -> None:
     assert wants_multiline("int main() {", True)
     assert wants_multiline("", True)
     assert not wants_multiline("def f():\n    ", False)  # the setting wins
+
+
+def test_typing_through_index_is_bounded() -> None:
+    from server.cache import CompletionCache
+
+    cache = CompletionCache(maxsize=8)
+    for i in range(1000):
+        cache.put("m", f"p{i}", f"suffix {i}", "x", "local", ())
+    assert len(cache._by_suffix) <= 8
+    assert cache.get("m", "p999", "suffix 999") is not None

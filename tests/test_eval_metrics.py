@@ -272,24 +272,28 @@ def test_calibrate_best_needs_a_real_remote(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("before", "after"),
     [
-        ("", "[routing]\nthreshold = -0.6500\n"),
+        ("", "[routing]\nthreshold = -0.65\n"),
         (
             "# mine\n[local]\nmodel = 'x'\n",
-            "# mine\n[local]\nmodel = 'x'\n\n[routing]\nthreshold = -0.6500\n",
+            "# mine\n[local]\nmodel = 'x'\n\n[routing]\nthreshold = -0.65\n",
         ),
         (
             "[routing]\npolicy = 'synconf'\nthreshold = -0.5  # old\n[local]\nthreshold = 1\n",
-            "[routing]\npolicy = 'synconf'\nthreshold = -0.6500  # old\n[local]\nthreshold = 1\n",
+            "[routing]\npolicy = 'synconf'\nthreshold = -0.65  # old\n[local]\nthreshold = 1\n",
         ),
         (
             "[local]\nmodel = 'x'\n[routing]\npolicy = 'confidence'\n\n[privacy]\n",
-            "[local]\nmodel = 'x'\n[routing]\nthreshold = -0.6500\npolicy = 'confidence'\n\n"
+            "[local]\nmodel = 'x'\n[routing]\npolicy = 'confidence'\nthreshold = -0.65\n\n"
             "[privacy]\n",
         ),
-        ("routing.threshold = -0.2\r\n", "routing.threshold = -0.6500\r\n"),
+        ("routing.threshold = -0.2\r\n", "routing.threshold = -0.65\r\n"),
         (
             "[routing.thresholds]\n'a' = -1.0\n",
-            "[routing.thresholds]\n'a' = -1.0\n\n[routing]\nthreshold = -0.6500\n",
+            "[routing]\nthreshold = -0.65\n\n[routing.thresholds]\n'a' = -1.0\n",
+        ),
+        (  # a comment inside the table and quoted keys survive
+            '[routing] # tiers\n"policy" = "synconf"  # why\n',
+            '[routing] # tiers\n"policy" = "synconf"  # why\nthreshold = -0.65\n',
         ),
     ],
 )

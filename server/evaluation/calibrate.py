@@ -16,12 +16,12 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
+import tomlkit
 
 from ..config import ENV_PREFIX, Settings, load
 from ..gate import SyntaxGate
@@ -148,41 +148,19 @@ def choose(
     )
 
 
-_HEADER = re.compile(r"^\s*\[\s*([A-Za-z0-9_.\"' -]+?)\s*\]\s*(#.*)?$")
-_ARRAY = re.compile(r"^\s*\[\[")
-_KEY = re.compile(r"^(\s*threshold\s*=\s*)([^#\r\n]*?)(\s*(#.*)?)$")
-_DOTTED = re.compile(r"^(\s*routing\s*\.\s*threshold\s*=\s*)([^#\r\n]*?)(\s*(#.*)?)$")
-
-
 def set_threshold(text: str, value: float) -> str:
-    """`text` (a TOML settings file) with routing.threshold = value, all else untouched."""
-    shown = f"{value:.4f}"
-    lines = text.splitlines(keepends=True)
-    section: str | None = None  # None: the top level, before any table header
-    routing_at: int | None = None
-    for i, line in enumerate(lines):
-        body = line.rstrip("\r\n")
-        end = line[len(body) :]
-        if _ARRAY.match(body):
-            section = "[[array]]"
-            continue
-        m = _HEADER.match(body)
-        if m:
-            section = m.group(1).replace(" ", "")
-            if section == "routing":
-                routing_at = i
-            continue
-        pattern = _DOTTED if section is None else _KEY if section == "routing" else None
-        if pattern is not None and (k := pattern.match(body)):
-            lines[i] = f"{k.group(1)}{shown}{k.group(3)}{end}"
-            return "".join(lines)
-    nl = "\r\n" if "\r\n" in text else "\n"
-    if routing_at is not None:
-        lines.insert(routing_at + 1, f"threshold = {shown}{nl}")
-        return "".join(lines)
-    sep = "" if not text or text.endswith(("\n", "\r")) else nl
-    gap = nl if text.strip() else ""
-    return f"{text}{sep}{gap}[routing]{nl}threshold = {shown}{nl}"
+    """`text` (a TOML settings file) with routing.threshold = value, all else untouched.
+
+    tomlkit keeps the file's comments, order, quoting and line ends; a dotted
+    `routing.threshold` key at the top level is updated where it stands.
+    """
+    doc = tomlkit.parse(text)
+    routing = doc.get("routing")
+    if routing is None:
+        routing = tomlkit.table()
+        doc["routing"] = routing
+    routing["threshold"] = round(value, 4)
+    return tomlkit.dumps(doc)
 
 
 @attrs.frozen

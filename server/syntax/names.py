@@ -1,0 +1,173 @@
+"""The names gate: does a completion use a name that is defined nowhere?
+
+"Valid but wrong" is the class no syntax gate sees; a third of the small model's valid but
+wrong completions use a name that resolves nowhere in the file (a guessed helper, a
+misremembered variable), and almost no correct completion does. This check flags such a
+name, and only such a name: where resolution is uncertain it passes.
+
+Conservative by construction:
+- a name used in the completion counts as defined when it occurs anywhere else in the file
+  as a word not preceded by "." (a definition, a parameter, an import, but also a use, a
+  comment or a string: all of them say the name is not the model's invention);
+- names bound by the completion itself (assignment targets, loop variables, parameters,
+  imports, `as` aliases, walrus, def/class names) count as defined;
+- builtins, keywords and module dunders count as defined;
+- a star import anywhere turns the check off for the file;
+- attribute names (`x.name`) and keyword-argument names (`f(name=...)`) are not looked up.
+
+Python only for now: in the other languages a name may come from an `#include`, a package
+or a type we cannot see, and no cheap resolution stays at zero false rejects.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+
+import attrs
+import tree_sitter
+
+LANGUAGES = frozenset({"python"})
+
+_PY_KNOWN = frozenset(
+    [
+        *dir(builtins),
+        *keyword.kwlist,
+        *keyword.softkwlist,
+        "__name__",
+        "__file__",
+        "__doc__",
+        "__builtins__",
+        "__spec__",
+        "__loader__",
+        "__package__",
+        "__path__",
+        "__annotations__",
+        "__dict__",
+        "__class__",
+        "__qualname__",
+        "__module__",
+        "__debug__",
+        "reveal_type",  # typing's, known to checkers without an import
+    ]
+)
+# Nodes under which every identifier is bound (or is a module name), never a plain use.
+_BINDING_CONTAINERS = frozenset(
+    {
+        "parameters",
+        "lambda_parameters",
+        "import_statement",
+        "import_from_statement",
+        "future_import_statement",
+        "global_statement",
+        "nonlocal_statement",
+        "case_pattern",
+        "type_parameter",
+    }
+)
+# (parent type, field) pairs whose subtree binds names.
+_BINDING_FIELDS = {
+    ("assignment", "left"),
+    ("augmented_assignment", "left"),
+    ("for_statement", "left"),
+    ("for_in_clause", "left"),
+    ("named_expression", "name"),
+    ("as_pattern", "alias"),
+    ("function_definition", "name"),
+    ("class_definition", "name"),
+    ("type_alias_statement", "left"),
+}
+_STAR_IMPORT = re.compile(rb"\bimport\s*\(?\s*\*")
+
+
+@attrs.frozen
+class UnknownName:
+    """A name the completion uses that resolves nowhere; offsets in the checked text."""
+
+    name: str
+    start: int
+    end: int
+
+
+def _field_of(parent: tree_sitter.Node, child: tree_sitter.Node) -> str | None:
+    for i in range(parent.child_count):
+        c = parent.children[i]
+        if c.start_byte == child.start_byte and c.end_byte == child.end_byte and c.id == child.id:
+            return parent.field_name_for_child(i)
+    return None
+
+
+def _role(node: tree_sitter.Node) -> str:
+    """"use", "bind" or "skip" (attribute or keyword-argument name) for an identifier."""
+    parent = node.parent
+    if parent is None:
+        return "use"
+    if parent.type == "attribute" and _field_of(parent, node) == "attribute":
+        return "skip"
+    if parent.type == "keyword_argument" and _field_of(parent, node) == "name":
+        return "skip"
+    child = node
+    while parent is not None and parent.type not in ("block", "module"):
+        if parent.type in _BINDING_CONTAINERS:
+            return "bind"
+        if (parent.type, _field_of(parent, child)) in _BINDING_FIELDS:
+            return "bind"
+        if parent.type == "attribute" and _field_of(parent, child) == "attribute":
+            return "skip"
+        child, parent = parent, parent.parent
+    return "use"
+
+
+def _identifiers(node: tree_sitter.Node, lo: int, hi: int) -> list[tree_sitter.Node]:
+    """The identifier nodes overlapping bytes [lo, hi)."""
+    out: list[tree_sitter.Node] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.end_byte <= lo or n.start_byte >= hi:
+            continue
+        if n.type == "identifier":
+            out.append(n)
+            continue
+        stack.extend(n.children)
+    return out
+
+
+def undefined_names(
+    language: str, tree: tree_sitter.Tree, data: bytes, lo: int, hi: int
+) -> list[UnknownName]:
+    """Names the completion at bytes [lo, hi) of `data` (parsed as `tree`) uses and that
+    nothing in the file defines; empty when unsure or the language has no check."""
+    if language not in LANGUAGES or hi <= lo or _STAR_IMPORT.search(data):
+        return []
+    root = tree.root_node
+    start = root.descendant_for_byte_range(lo, max(lo, hi - 1)) or root
+    while start.parent is not None and (start.start_byte > lo or start.end_byte < hi):
+        start = start.parent
+    used: list[tree_sitter.Node] = []
+    bound: set[bytes] = set()
+    for ident in _identifiers(start, lo, hi):
+        role = _role(ident)
+        if role == "bind":
+            bound.add(data[ident.start_byte : ident.end_byte])
+        elif role == "use":
+            used.append(ident)
+    unknown: list[UnknownName] = []
+    seen: set[bytes] = set()
+    for ident in used:
+        raw = data[ident.start_byte : ident.end_byte]
+        if raw in seen or raw in bound:
+            continue
+        seen.add(raw)
+        name = raw.decode("utf-8", "replace")
+        if name in _PY_KNOWN:
+            continue
+        # Elsewhere in the file means outside the completion: a second use inside it
+        # defines nothing.
+        word = re.compile(rb"(?<![\w.])" + re.escape(raw) + rb"(?!\w)")
+        if word.search(data, 0, lo) or word.search(data, hi):
+            continue
+        unknown.append(UnknownName(name, ident.start_byte, ident.end_byte))
+    return unknown
+

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 from .pipeline import CompletionContext
 from .positions import Text, scrub_surrogates
-
-_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def make_context(
@@ -38,38 +34,3 @@ def make_context(
         path=path,
         document=document,
     )
-
-
-def cap_window(prefix: str, suffix: str, limit: int) -> tuple[str, str]:
-    """At most `limit` characters of prefix + suffix, cut where the model needs them
-    least: far from the cursor. The prefix gets three quarters of the budget (FIM
-    models lean on the code before the cursor), the suffix the rest, and either side's
-    unused share goes to the other. A cut moves to a line boundary when one lies in
-    the outer half of what is kept (a single huge line is cut where it must be)."""
-    if limit <= 0 or len(prefix) + len(suffix) <= limit:
-        return prefix, suffix
-    keep_suffix = min(len(suffix), max(limit // 4, limit - len(prefix)))
-    keep_prefix = min(len(prefix), limit - keep_suffix)
-    if keep_prefix < len(prefix):
-        start = len(prefix) - keep_prefix
-        if not _line_start(prefix, start):
-            m = _BREAK.search(prefix, start)
-            if m is not None and _line_start(prefix, m.end()):
-                start = m.end() if m.end() <= start + keep_prefix // 2 else start
-        prefix = prefix[start:]
-    if keep_suffix < len(suffix):
-        end = keep_suffix
-        if not _line_start(suffix, end):
-            lo = end - keep_suffix // 2
-            ends = [m.end() for m in _BREAK.finditer(suffix, lo, end)]
-            ends = [e for e in ends if _line_start(suffix, e)]
-            end = ends[-1] if ends else end
-        suffix = suffix[:end]
-    return prefix, suffix
-
-
-def _line_start(s: str, i: int) -> bool:
-    """Whether offset `i` of `s` starts a line (not inside a \r\n)."""
-    if i <= 0 or i >= len(s):
-        return True
-    return s[i - 1] == "\n" or (s[i - 1] == "\r" and s[i] != "\n")

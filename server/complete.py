@@ -6,9 +6,10 @@ from pathlib import Path
 
 from .backends import choose_local, make_local, make_remote
 from .config import Settings
-from .context import PositionError, make_context, offset_of
+from .context import make_context
 from .gate import Anchor, language_of, make_gate
 from .pipeline import CompletionContext, Pipeline
+from .positions import PositionOutOfRange, Text, line_text
 from .record import RouteDecision
 from .syntax import SyntaxDocument
 
@@ -25,19 +26,27 @@ def prepare(settings: Settings, path: Path, line: int, col: int) -> CompletionCo
         raise CompleteError(f"no such file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CompleteError(f"cannot read {path}: {exc}") from exc
+    doc = Text(text, "utf-32")  # columns in code points, lines as LSP counts them
+    if line >= len(doc.starts):
+        raise CompleteError(
+            f"{path}: line {line + 1} is past the end of the file ({len(doc.starts)} lines)"
+        )
     try:
-        offset = offset_of(text, line, col)
-    except PositionError as exc:
-        raise CompleteError(f"{path}: {exc}") from None
+        offset = doc.offset(line, col)
+    except PositionOutOfRange:
+        width = len(line_text(text, doc.starts, line))
+        raise CompleteError(
+            f"{path}: column {col + 1} is past the end of line {line + 1} ({width} characters)"
+        ) from None
     language = language_of(str(path))
-    doc = SyntaxDocument(text, language or None)  # the gate judges the whole file
+    syntax = SyntaxDocument(doc, language or None)  # the gate judges the whole file
     return make_context(
-        text,
+        doc,
         offset,
         context_lines=settings.completion.context_lines,
         language=language,
         path=str(path.resolve()),
-        document=Anchor(doc, (line, col)),
+        document=Anchor(syntax, (line, col)),
     )
 
 

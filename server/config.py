@@ -76,6 +76,13 @@ class LocalSettings:
         lo=256,
     )
     keep_alive: str = _doc("30m", "How long Ollama keeps the model loaded after a request.")
+    max_prompt_chars: int = _doc(
+        10000,
+        "Most characters of code (prefix + suffix) sent to the local model; the cut "
+        "falls far from the cursor, at a line start where possible (~3 characters a "
+        "token: keep it under `num_ctx`).",
+        lo=256,
+    )
 
 
 @attrs.define
@@ -99,6 +106,12 @@ class RemoteSettings:
     )
     template: str = _doc("", "FIM template family; empty = detect from the model name.")
     timeout: float = _doc(10.0, "Seconds to wait for the cluster.", lo=0.1)
+    max_prompt_chars: int = _doc(
+        32000,
+        "Most characters of code (prefix + suffix) sent to the cluster in one request; "
+        "the cut falls far from the cursor, at a line start where possible.",
+        lo=256,
+    )
 
     @property
     def all_urls(self) -> list[str]:
@@ -178,7 +191,11 @@ class CompletionSettings:
         4000.0, "Overall deadline of one completion request, both tiers included.", lo=50
     )
     context_lines: int = _doc(
-        200, "Lines of prefix and of suffix around the cursor sent to the models.", lo=1
+        200,
+        "Lines of prefix and of suffix around the cursor sent to the models (lines end "
+        "at `\\n`, `\\r\\n` or `\\r`, as LSP counts them); each tier's "
+        "`max_prompt_chars` also caps their characters.",
+        lo=1,
     )
 
 

@@ -3,40 +3,11 @@
 from __future__ import annotations
 
 from .pipeline import CompletionContext
-
-
-class PositionError(ValueError):
-    """A cursor position outside the document (the message says where)."""
-
-
-def offset_of(text: str, line: int, column: int) -> int:
-    """Character offset of 0-based (line, column in code points); lines split on \\n only.
-
-    A column past the end of its line is an error rather than silently clamped:
-    the caller has a stale or wrong position.
-    """
-    if line < 0 or column < 0:
-        raise PositionError(f"position {line + 1}:{column + 1} is before the start of the file")
-    start = 0
-    for _ in range(line):
-        nl = text.find("\n", start)
-        if nl < 0:
-            total = text.count("\n") + 1
-            raise PositionError(f"line {line + 1} is past the end of the file ({total} lines)")
-        start = nl + 1
-    end = text.find("\n", start)
-    end = len(text) if end < 0 else end
-    if end > start and text[end - 1] == "\r":
-        end -= 1  # CRLF: the \r is not part of the line's text
-    if start + column > end:
-        raise PositionError(
-            f"column {column + 1} is past the end of line {line + 1} ({end - start} characters)"
-        )
-    return start + column
+from .positions import Text, scrub_surrogates
 
 
 def make_context(
-    text: str,
+    text: str | Text,
     offset: int,
     *,
     context_lines: int,
@@ -44,20 +15,22 @@ def make_context(
     path: str = "",
     document: object | None = None,
 ) -> CompletionContext:
-    """Prefix = up to `context_lines` lines before the cursor, suffix = as many after."""
-    prefix, suffix = text[:offset], text[offset:]
-    cut = len(prefix)
-    for _ in range(context_lines + 1):
-        cut = prefix.rfind("\n", 0, cut)
-        if cut < 0:
-            break
-    prefix = prefix if cut < 0 else prefix[cut + 1 :]
-    end = -1
-    for _ in range(context_lines + 1):
-        end = suffix.find("\n", end + 1)
-        if end < 0:
-            break
-    suffix = suffix if end < 0 else suffix[: end + 1]
+    """Prefix = up to `context_lines` lines before the cursor's line, suffix = as many
+    after it; lines as LSP counts them (\\r\\n, \\r, \\n; not U+2028 or form feed).
+
+    Lone surrogates become U+FFFD (one code point each, so nothing moves): the
+    window must be encodable to be sent and parsed.
+    """
+    doc = text if isinstance(text, Text) else Text(text)
+    starts, full = doc.starts, doc.text
+    line = doc.line_of(offset)
+    first = starts[max(0, line - context_lines)]
+    last = line + context_lines + 1
+    end = starts[last] if last < len(starts) else len(full)
     return CompletionContext(
-        prefix=prefix, suffix=suffix, language=language, path=path, document=document
+        prefix=scrub_surrogates(full[first:offset]),
+        suffix=scrub_surrogates(full[offset:end]),
+        language=language,
+        path=path,
+        document=document,
     )

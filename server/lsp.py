@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Generator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -11,12 +12,13 @@ from lsprotocol import types as t
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 
 from . import __version__, config
 from .card import route_card, summary
 from .ledger import Ledger
 from .positions import Encoding, PositionOutOfRange, advance
-from .session import Completed, Edit, Session
+from .session import Completed, DocumentNotOpen, Edit, Session
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,32 @@ class _Protocol(LanguageServerProtocol):
             text = f"synconfroute: invalid {data['method']} request: {cause}"
             self._send_response(data["id"], error=JsonRpcInvalidParams(text).to_response_error())
             return SimpleNamespace(jsonrpc="answered")  # handle_message ignores it
+
+    # The session keeps the one copy of each open document (LSP line rule, see
+    # server/positions.py). pygls' workspace copy breaks lines with str.splitlines, and
+    # an error in it would stop our handler: keep none, just pass the notification on
+    # (pygls runs these only as generator functions).
+    def _forward(self, method: str, params: Any) -> Generator[Any, Any, None]:
+        if (handler := self.fm.features.get(method)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(t.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(
+        self, params: t.DidOpenTextDocumentParams
+    ) -> Generator[Any, Any, None]:
+        yield from self._forward(t.TEXT_DOCUMENT_DID_OPEN, params)
+
+    @lsp_method(t.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(
+        self, params: t.DidChangeTextDocumentParams
+    ) -> Generator[Any, Any, None]:
+        yield from self._forward(t.TEXT_DOCUMENT_DID_CHANGE, params)
+
+    @lsp_method(t.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(
+        self, params: t.DidCloseTextDocumentParams
+    ) -> Generator[Any, Any, None]:
+        yield from self._forward(t.TEXT_DOCUMENT_DID_CLOSE, params)
 
 
 class SynConfRouteServer(LanguageServer):
@@ -133,7 +161,7 @@ def create_server(
     @server.feature(t.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: SynConfRouteServer, params: t.DidOpenTextDocumentParams) -> None:
         doc = params.text_document
-        session.open(doc.uri, doc.text, doc.language_id, doc.uri)
+        session.open(doc.uri, doc.text, doc.language_id)
 
     @server.feature(t.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: SynConfRouteServer, params: t.DidChangeTextDocumentParams) -> None:
@@ -158,12 +186,11 @@ def create_server(
     async def _complete(
         ls: SynConfRouteServer, uri: str, pos: t.Position, invoked: bool
     ) -> Completed | None:
-        if uri not in ls.workspace.text_documents:
-            # pygls would read the file from disk; a completion needs the live buffer.
-            raise JsonRpcInvalidParams(f"synconfroute: {uri} is not open (send didOpen first)")
-        text = ls.workspace.get_text_document(uri).source
         try:
-            done = await session.complete(uri, text, pos.line, pos.character, invoked=invoked)
+            # The session's own text, never pygls' workspace copy (other line rule).
+            done = await session.complete(uri, pos.line, pos.character, invoked=invoked)
+        except DocumentNotOpen as exc:
+            raise JsonRpcInvalidParams(f"synconfroute: {exc.args[0]}") from exc
         except PositionOutOfRange as exc:
             raise JsonRpcInvalidParams(f"synconfroute: {exc}") from exc
         if done is not None and session.settings.editor.diagnostics:
@@ -303,6 +330,6 @@ def _publish_route(ls: SynConfRouteServer, uri: str, done: Completed) -> None:
         source="synconfroute",
     )
     ls.text_document_publish_diagnostics(t.PublishDiagnosticsParams(uri=uri, diagnostics=[diag]))
-    st = ls.session.documents.get(uri)
+    st = ls.session.document(uri)
     if st is not None:
         st.diagnostics_shown = True

@@ -21,6 +21,7 @@ from clients.types import Backend, CompletionRequest
 from . import router
 from .cache import CompletionCache
 from .config import Settings
+from .positions import cap_window
 from .record import RouteDecision, SyntaxInfo
 from .router import LocalEvidence, Reason, RemoteAccess, Rules, SyntaxStatus
 
@@ -160,11 +161,14 @@ class Pipeline:
             missing_logprobs=r.missing_logprobs,
         )
 
-    def _request(self, ctx: CompletionContext, deadline: float) -> CompletionRequest:
+    def _request(
+        self, ctx: CompletionContext, deadline: float, max_chars: int
+    ) -> CompletionRequest:
         c = self.settings.completion
+        prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)  # per tier
         return CompletionRequest(
-            prefix=ctx.prefix,
-            suffix=ctx.suffix,
+            prefix=prefix,
+            suffix=suffix,
             language=ctx.language,
             path=ctx.path,
             max_tokens=c.max_tokens,
@@ -244,7 +248,9 @@ class Pipeline:
         remote_text, remote_ok = "", False
         t_remote = self._clock()
         try:
-            result = await self.remote.complete(self._request(ctx, deadline))
+            result = await self.remote.complete(
+                self._request(ctx, deadline, self.settings.remote.max_prompt_chars)
+            )
             remote_text = post_process(result.text, ctx.suffix, multiline=multiline)
             remote_ok = True
             rec.bytes_sent += result.bytes_sent
@@ -293,7 +299,9 @@ class Pipeline:
             run.error = BackendError("no local backend configured", backend="local")
             return run
         started = self._clock()
-        stream = self.local.stream(self._request(ctx, deadline))
+        stream = self.local.stream(
+            self._request(ctx, deadline, self.settings.local.max_prompt_chars)
+        )
         try:
             async for chunk in stream:
                 if chunk.text and run.first_token_s is None:

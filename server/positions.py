@@ -6,6 +6,7 @@ U+2028 ...), while LSP counts lines only at \\n, \\r\\n and \\r; we do our own m
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Literal
 
@@ -42,32 +43,37 @@ def to_offset(text: str, line: int, character: int, encoding: Encoding) -> int:
         raise PositionOutOfRange(
             f"position {line}:{character} is outside the document ({len(starts)} lines)"
         )
-    row = line_text(text, starts, line)
-    units = 0
+    return starts[line] + _in_row(line_text(text, starts, line), line, character, encoding)
+
+
+def _in_row(row: str, line: int, character: int, encoding: Encoding) -> int:
+    """Offset in `row` (one line's text) of `character` units."""
+    if encoding == "utf-32" or row.isascii():
+        if character <= len(row):
+            return character
+        n = len(row) if encoding == "utf-32" else units(row, encoding)
+        raise PositionOutOfRange(
+            f"character {character} is past the end of line {line} ({n} {encoding} units)"
+        )
+    count = 0
     for i, ch in enumerate(row):
-        if units >= character:
-            if units > character:  # inside a surrogate pair / multibyte char
+        if count >= character:
+            if count > character:  # inside a surrogate pair / multibyte char
                 raise PositionOutOfRange(f"position {line}:{character} splits a character")
-            return starts[line] + i
-        units += _units(ch, encoding)
-    if units == character:
-        return starts[line] + len(row)
+            return i
+        count += _units(ch, encoding)
+    if count == character:
+        return len(row)
     raise PositionOutOfRange(
-        f"character {character} is past the end of line {line} ({units} {encoding} units)"
+        f"character {character} is past the end of line {line} ({count} {encoding} units)"
     )
 
 
 def to_position(text: str, offset: int, encoding: Encoding) -> tuple[int, int]:
     """The LSP (line, character) of a code-point offset."""
     starts = line_starts(text)
-    lo, hi = 0, len(starts) - 1
-    while lo < hi:  # last line start <= offset
-        mid = (lo + hi + 1) // 2
-        if starts[mid] <= offset:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo, sum(_units(ch, encoding) for ch in text[starts[lo] : offset])
+    line = bisect.bisect_right(starts, offset) - 1
+    return line, units(text[starts[line] : offset], encoding)
 
 
 def word_before(text: str, offset: int) -> str:
@@ -83,3 +89,152 @@ def advance(line: int, character: int, inserted: str, encoding: Encoding) -> tup
     if len(parts) == 1:
         return line, character + sum(_units(c, encoding) for c in inserted)
     return line + len(parts) - 1, sum(_units(c, encoding) for c in parts[-1])
+
+
+def clamp_offset(
+    text: str, starts: list[int], line: int, character: int, encoding: Encoding
+) -> int:
+    """Offset of an edit position, lenient as LSP asks: a character past the end of its
+    line means the line's end, a line past the last one means the end of the text, a
+    position inside a character means that character's start."""
+    if line < 0:
+        return 0
+    if line >= len(starts):
+        return len(text)
+    start = starts[line]
+    end = starts[line + 1] if line + 1 < len(starts) else len(text)
+    while end > start and text[end - 1] in "\r\n":  # the line break is not in the line
+        end -= 1
+    if encoding == "utf-32" or character <= 0:
+        return start + max(0, min(character, end - start))
+    units = 0
+    for i in range(start, end):
+        units += _units(text[i], encoding)
+        if units > character:
+            return i
+    return end
+
+
+class Text:
+    """One open document's text: the only copy the server keeps, with LSP line starts.
+
+    Lines break at \\r\\n, \\r and \\n only (not at U+2028, U+0085, form feed ...);
+    positions count in the negotiated encoding. Edits update the line table locally.
+    """
+
+    __slots__ = ("_starts", "_text", "encoding", "version")
+
+    def __init__(self, text: str, encoding: Encoding = "utf-16") -> None:
+        self._text = text
+        self._starts: list[int] | None = None
+        self.encoding: Encoding = encoding
+        self.version = 0
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    @property
+    def starts(self) -> list[int]:
+        """Code-point offsets of the line starts."""
+        if self._starts is None:
+            self._starts = line_starts(self._text)
+        return self._starts
+
+    def offset(self, line: int, character: int) -> int:
+        """Offset of a request position; PositionOutOfRange if it is not in the text."""
+        starts = self.starts
+        if line < 0 or character < 0 or line >= len(starts):
+            raise PositionOutOfRange(
+                f"position {line}:{character} is outside the document ({len(starts)} lines)"
+            )
+        row = line_text(self._text, starts, line)
+        return starts[line] + _in_row(row, line, character, self.encoding)
+
+    def edit_offset(self, line: int, character: int) -> int:
+        """Offset of a didChange position (clamped, see `clamp_offset`)."""
+        return clamp_offset(self._text, self.starts, line, character, self.encoding)
+
+    def line_of(self, offset: int) -> int:
+        return bisect.bisect_right(self.starts, offset) - 1
+
+    def position(self, offset: int) -> tuple[int, int]:
+        line = self.line_of(offset)
+        return line, units(self._text[self.starts[line] : offset], self.encoding)
+
+    def replace(self, start: int, end: int, new: str) -> None:
+        """Replace code points [start, end) with `new`."""
+        old = self._text
+        if not 0 <= start <= end <= len(old):
+            raise ValueError(f"edit range {start}..{end} is outside the text (0..{len(old)})")
+        text = old[:start] + new + old[end:]
+        self._text = text
+        self.version += 1
+        starts = self._starts
+        if starts is None:
+            return
+        # A break ending before `start` keeps its extent (the character after it is
+        # unchanged); one ending at >= end + 2 lies wholly in the unchanged tail. Rescan
+        # in between: a \r before the edit may now meet a \n, and so on.
+        new_end = start + len(new)
+        delta = new_end - end
+        lo = bisect.bisect_left(starts, max(start, 1))  # 0 always starts a line
+        hi = bisect.bisect_left(starts, end + 2)
+        a = max(0, start - 1)
+        b = min(len(text), new_end + 2)
+        mid = [m.end() for m in _LINE.finditer(text, a, b) if start <= m.end() < new_end + 2]
+        tail = starts[hi:]
+        self._starts = starts[:lo] + mid + ([s + delta for s in tail] if delta else tail)
+
+
+def units(s: str, encoding: Encoding) -> int:
+    """Length of `s` in position units."""
+    if encoding == "utf-32" or s.isascii():
+        return len(s)
+    if encoding == "utf-8":
+        return len(s.encode("utf-8", "surrogatepass"))
+    return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub_surrogates(s: str) -> str:
+    """Lone surrogates (a Python str holds no other kind) replaced by U+FFFD, one code
+    point for one: positions do not move, and the text can be encoded to UTF-8."""
+    return _SURROGATE.sub("\ufffd", s) if _SURROGATE.search(s) else s
+
+
+def cap_window(prefix: str, suffix: str, limit: int) -> tuple[str, str]:
+    """At most `limit` characters of prefix + suffix, cut where the model needs them
+    least: far from the cursor. The prefix gets three quarters of the budget (FIM
+    models lean on the code before the cursor), the suffix the rest, and either side's
+    unused share goes to the other. A cut moves to a line boundary when one lies in
+    the outer half of what is kept (a single huge line is cut where it must be)."""
+    if limit <= 0 or len(prefix) + len(suffix) <= limit:
+        return prefix, suffix
+    keep_suffix = min(len(suffix), max(limit // 4, limit - len(prefix)))
+    keep_prefix = min(len(prefix), limit - keep_suffix)
+    if keep_prefix < len(prefix):
+        start = len(prefix) - keep_prefix
+        if not _line_start(prefix, start):
+            m = _LINE.search(prefix, start)
+            if m is not None and _line_start(prefix, m.end()):
+                start = m.end() if m.end() <= start + keep_prefix // 2 else start
+        prefix = prefix[start:]
+    if keep_suffix < len(suffix):
+        end = keep_suffix
+        if not _line_start(suffix, end):
+            lo = end - keep_suffix // 2
+            ends = [m.end() for m in _LINE.finditer(suffix, lo, end)]
+            ends = [e for e in ends if _line_start(suffix, e)]
+            end = ends[-1] if ends else end
+        suffix = suffix[:end]
+    return prefix, suffix
+
+
+def _line_start(s: str, i: int) -> bool:
+    """Whether offset `i` of `s` starts a line (not inside a \r\n)."""
+    if i <= 0 or i >= len(s):
+        return True
+    return s[i - 1] == "\n" or (s[i - 1] == "\r" and s[i] != "\n")

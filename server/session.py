@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote, unquote, urlsplit
 
 import attrs
 
@@ -28,7 +28,7 @@ from .context import make_context
 from .gate import Anchor, SyntaxGate, make_gate
 from .ledger import Ledger
 from .pipeline import Pipeline
-from .positions import Encoding, advance, to_offset, word_before
+from .positions import Encoding, Text, advance, word_before
 from .record import RouteDecision
 from .syntax import SyntaxDocument, detect_language
 
@@ -50,11 +50,17 @@ class Edit:
     end: tuple[int, int] | None = None
 
 
+class DocumentNotOpen(KeyError):
+    """A request for a document the editor has not opened (or has closed)."""
+
+
 @attrs.define
 class DocState:
-    uri: str
+    uri: str  # as the editor spelled it (for messages back to it)
     language: str
-    syntax: SyntaxDocument
+    path: str  # decoded file path (never_send, language detection), or the URI
+    text: Text  # the one copy of the document's text
+    syntax: SyntaxDocument  # its tree, sharing `text`
     keystrokes: deque[float] = attrs.field(factory=lambda: deque(maxlen=12))
     generation: int = 0  # bumps with every completion request: newer supersedes older
     inner: asyncio.Task[RouteDecision] | None = None
@@ -182,15 +188,22 @@ class Session:
             self._pipeline = None
 
     # -- documents ------------------------------------------------------------
-    def open(self, uri: str, text: str, language_id: str | None, path: str | None) -> None:
+    def document(self, uri: str) -> DocState | None:
+        """The open document behind `uri`, however the editor percent-encodes it."""
+        return self.documents.get(uri_key(uri))
+
+    def open(self, uri: str, text: str, language_id: str | None, path: str | None = None) -> None:
+        path = path or path_of(uri)
         language = detect_language(language_id, path) or ""
+        doc = Text(text, self.encoding)
         # Lazy: a document gets its tree at its first completion, not at open.
-        doc = SyntaxDocument(text, language or None, encoding=self.encoding, lazy=True)
-        self.documents[uri] = DocState(uri, language, doc)
+        tree = SyntaxDocument(doc, language or None, lazy=True)
+        self.documents[uri_key(uri)] = DocState(uri, language, path, doc, tree)
 
     def change(self, uri: str, edits: Sequence[Edit]) -> bool:
-        """Apply edits to the document's tree; True if diagnostics should be cleared."""
-        st = self.documents.get(uri)
+        """Apply edits (LSP line rule, negotiated encoding) to the document's one text;
+        its tree follows. True if diagnostics should be cleared."""
+        st = self.document(uri)
         if st is None:
             return False
         accepted = self._is_acceptance(st, edits)
@@ -209,10 +222,10 @@ class Session:
         cleared, st.diagnostics_shown = st.diagnostics_shown, False
         return cleared
 
-    def _touch(self, uri: str) -> None:
+    def _touch(self, key: str) -> None:
         """Mark a document as in use; drop the trees of the least recently used ones."""
-        self._hot[uri] = None
-        self._hot.move_to_end(uri)
+        self._hot[key] = None
+        self._hot.move_to_end(key)
         while len(self._hot) > _TREES_KEPT:
             old, _ = self._hot.popitem(last=False)
             if (st := self.documents.get(old)) is not None:
@@ -233,8 +246,9 @@ class Session:
         return None
 
     def close(self, uri: str) -> None:
-        self._hot.pop(uri, None)
-        st = self.documents.pop(uri, None)
+        key = uri_key(uri)
+        self._hot.pop(key, None)
+        st = self.documents.pop(key, None)
         if st is not None and st.inner is not None:
             st.inner.cancel()
 
@@ -251,22 +265,28 @@ class Session:
 
     # -- completion -----------------------------------------------------------
     async def complete(
-        self, uri: str, text: str, line: int, character: int, *, invoked: bool
+        self, uri: str, line: int, character: int, *, invoked: bool
     ) -> Completed | None:
-        """One completion at an LSP position; None when superseded or nothing to offer.
+        """One completion at an LSP position of the session's own text; None when
+        superseded or nothing to offer.
 
-        Raises PositionOutOfRange for a position outside the document, and
-        CancelledError when the request itself was cancelled.
+        Raises DocumentNotOpen, PositionOutOfRange for a position outside the
+        document, and CancelledError when the request itself was cancelled.
         """
-        st = self.documents.get(uri)
-        if st is None:  # a client that completes before didOpen: judge the text alone
-            self.open(uri, text, None, uri)
-            st = self.documents[uri]
-        offset = to_offset(text, line, character, self.encoding)
-        if st.syntax.text != text:  # never gate against a stale copy (costs a memcmp)
-            log.warning("syntax tree of %s was out of sync with the editor; reparsed", uri)
-            st.syntax.replace_all(text)
-        self._touch(uri)
+        key = uri_key(uri)
+        st = self.documents.get(key)
+        if st is None:
+            raise DocumentNotOpen(f"{uri} is not open (send didOpen first)")
+        offset = st.text.offset(line, character)
+        text, version = st.text.text, st.text.version  # the request's snapshot (a str)
+        window = make_context(
+            st.text,
+            offset,
+            context_lines=self.settings.completion.context_lines,
+            language=st.language,
+            path=st.path,
+        )
+        self._touch(key)
         st.generation += 1
         mine = st.generation
         if st.inner is not None and not st.inner.done():
@@ -279,17 +299,12 @@ class Session:
         if st.generation != mine:
             return None
         anchor_doc = st.syntax
-        if isinstance(pipeline.gate, SyntaxGate) and pipeline.gate.blocking:
-            # The check runs in a thread while edits may arrive: give it its own copy.
-            anchor_doc = SyntaxDocument(text, st.language or None, encoding=self.encoding)
-        ctx = make_context(
-            text,
-            offset,
-            context_lines=self.settings.completion.context_lines,
-            language=st.language,
-            path=_path_of(uri),
-            document=Anchor(anchor_doc, (line, character)),
-        )
+        blocking = isinstance(pipeline.gate, SyntaxGate) and pipeline.gate.blocking
+        if blocking or st.text.version != version:
+            # The check runs in a thread while edits may arrive, or edits came in since
+            # the request: check against the request's text, in a copy of its own.
+            anchor_doc = SyntaxDocument(Text(text, self.encoding), st.language or None)
+        ctx = attrs.evolve(window, document=Anchor(anchor_doc, (line, character)))
         inner = asyncio.ensure_future(pipeline.complete(ctx))
         st.inner = inner
         try:
@@ -330,7 +345,7 @@ class Session:
 
     # -- hover, commands ------------------------------------------------------
     def hover(self, uri: str, line: int) -> str | None:
-        st = self.documents.get(uri)
+        st = self.document(uri)
         if st is None or st.last is None:
             return None
         did, first, last = st.last
@@ -389,7 +404,26 @@ class Session:
         }
 
 
-def _path_of(uri: str) -> str:
-    if uri.startswith("file://"):
-        return unquote(urlparse(uri).path)
-    return uri
+def uri_key(uri: str) -> str:
+    """One spelling per document: editors percent-encode URIs differently
+    (`My%20Project`, `c%3A`, `%40types`) and pygls unquotes them. File URIs are
+    decoded, re-encoded one way, with a lower-case Windows drive letter."""
+    if not uri.startswith("file:"):
+        return uri
+    parts = urlsplit(uri)
+    path = unquote(parts.path)
+    if len(path) >= 3 and path[0] == "/" and path[2] == ":" and path[1].isalpha():
+        path = "/" + path[1].lower() + path[2:]
+    return f"file://{unquote(parts.netloc).lower()}{quote(path, safe='/:', errors='surrogatepass')}"
+
+
+def path_of(uri: str) -> str:
+    """The decoded file path of a file URI (`/c:/x` -> `c:/x`); other URIs as they are."""
+    if not uri.startswith("file:"):
+        return uri
+    parts = urlsplit(uri)
+    path = unquote(parts.path)
+    if len(path) >= 3 and path[0] == "/" and path[2] == ":" and path[1].isalpha():
+        path = path[1:]  # a Windows drive
+    host = unquote(parts.netloc)
+    return f"//{host}{path}" if host and host != "localhost" else path

@@ -53,15 +53,14 @@ async def test_only_recent_documents_keep_trees(fake: FakeOllama) -> None:
         session.open(f"file:///d{i}.py", texts[i], "python", None)
     assert not any(st.syntax.has_tree for st in session.documents.values())  # lazy at open
     for i in range(n):
-        done = await session.complete(f"file:///d{i}.py", texts[i], 1, 11, invoked=True)
+        done = await session.complete(f"file:///d{i}.py", 1, 11, invoked=True)
         assert done is not None and done.insert_text == " x"
     kept = [uri for uri, st in session.documents.items() if st.syntax.has_tree]
     assert kept == [f"file:///d{i}.py" for i in range(n - _TREES_KEPT, n)]
     # An evicted document still follows edits and checks correctly.
     session.change("file:///d0.py", [Edit("y +", (1, 11), (1, 11))])
-    again = await session.complete(
-        "file:///d0.py", "def f0(x):\n    return y +\n", 1, 14, invoked=True
-    )
+    again = await session.complete("file:///d0.py", 1, 14, invoked=True)
+    assert session.documents["file:///d0.py"].text.text == "def f0(x):\n    return y +\n"
     assert again is not None and again.decision.syntax is not None
     assert again.decision.syntax.status == "valid", (again.decision.syntax, again.insert_text)
     await session.shutdown()
@@ -108,7 +107,7 @@ async def test_accepting_the_offer_keeps_the_hover_card(fake: FakeOllama) -> Non
     )
     uri = "file:///acc.py"
     session.open(uri, TEXT, "python", None)
-    done = await session.complete(uri, TEXT, 1, 11, invoked=True)
+    done = await session.complete(uri, 1, 11, invoked=True)
     assert done is not None and session.hover(uri, 1) is not None
     session.change(uri, [Edit(" x", (1, 11), (1, 11))])  # the editor inserts the item
     card = session.hover(uri, 1)

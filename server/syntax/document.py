@@ -7,12 +7,12 @@ incrementally (or from scratch with `full=True`, for benchmarks).
 
 from __future__ import annotations
 
-import bisect
 import time
 from typing import Literal
 
 import tree_sitter
 
+from ..positions import Encoding, Text, to_position
 from . import _cmacros, _compilers
 from ._compilers import DEFAULT_CONFIG, CompilerConfig, CompilerResult, Judgement
 from ._pyindent import indentation_sites
@@ -21,36 +21,23 @@ from .languages import LANGUAGES, UnsupportedLanguage, detect_language, parser_f
 from .verdict import DEFAULT_BUDGET_S, MODES, Mode, Verdict
 
 Position = tuple[int, int]  # (line, character), 0-based; character in the document's encoding
-Encoding = Literal["utf-32", "utf-16", "utf-8"]
 
 _WS = frozenset(b" \t\r\n")
 
 
-def _units(raw: bytes, encoding: Encoding) -> int:
-    """Length of UTF-8 `raw` in the position encoding's units."""
-    if encoding == "utf-8":
-        return len(raw)
-    text = raw.decode("utf-8", "replace")
-    if encoding == "utf-32" or text.isascii():
-        return len(text)
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # lone surrogates too: never raise
 
 
-def _prefix_bytes(line: bytes, units: int, encoding: Encoding) -> int:
-    """Bytes of the first `units` position units of `line` (clamped to the line)."""
-    if units <= 0:
-        return 0
-    if encoding == "utf-8" or line.isascii():
-        return min(units, len(line))
-    text = line.decode("utf-8", "replace")
-    if encoding == "utf-32":
-        return len(text[:units].encode("utf-8", "surrogatepass"))
-    count = 0
-    for i, ch in enumerate(text):
-        if count >= units:
-            return len(text[:i].encode("utf-8", "surrogatepass"))
-        count += 2 if ord(ch) > 0xFFFF else 1
-    return len(line)
+def _decode_to(data: bytes, offset: int) -> str:
+    """The text of `data[:offset]`, the offset moved back to a character boundary."""
+    offset = max(0, min(offset, len(data)))
+    while 0 < offset < len(data) and data[offset] & 0xC0 == 0x80:
+        offset -= 1
+    try:
+        return data[:offset].decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:  # a check at a byte offset inside a character
+        return data[:offset].decode("utf-8", "replace")
 
 
 class _Stage:
@@ -64,18 +51,20 @@ class _Stage:
 
 
 class SyntaxDocument:
-    """Text + tree of one document. Not thread-safe: one owner at a time.
+    """The tree of one document, following its one `Text`. Not thread-safe: one owner.
 
-    Positions are (line, character), 0-based, lines split at '\\n' (a '\\r' before it belongs
-    to the line), character counted in `encoding` units: "utf-32" (code points, default),
-    "utf-16" (the LSP default) or "utf-8" (bytes).
+    Positions are (line, character), 0-based, with LSP's line breaks (\\r\\n, \\r, \\n;
+    see server/positions.py), character counted in `encoding` units: "utf-32" (code
+    points, default), "utf-16" (the LSP default) or "utf-8" (bytes). Given a `Text`, the
+    document shares it (the session's one copy) and applies edits to it; given a str,
+    it wraps it. The UTF-8 bytes tree-sitter parses are derived from that text.
     Edits only edit the tree; the incremental reparse happens once, at the next check or
     `tree` access, however many edits came in between.
     """
 
     def __init__(
         self,
-        text: str,
+        text: str | Text,
         language: str | None,
         *,
         encoding: Encoding = "utf-32",
@@ -83,12 +72,11 @@ class SyntaxDocument:
         lazy: bool = False,
     ) -> None:
         self.language = language
-        self.encoding: Encoding = encoding
+        self.source = text if isinstance(text, Text) else Text(text, encoding)
         self.compilers = compilers
         self.version = 0
-        self._data = text.encode("utf-8", "surrogatepass")
-        self._text: str | None = text
-        self._starts = self._line_starts(self._data)
+        self._followed = self.source.version  # the text version the tree/bytes follow
+        self._bytes: bytes | None = None
         self._unsupported = ""
         self._tree: tree_sitter.Tree | None = None
         self._stale = False
@@ -110,7 +98,7 @@ class SyntaxDocument:
             if lazy:
                 self._released = True
             else:
-                self._tree = parse(self._parser(), self._data)
+                self._tree = parse(self._parser(), self.data)
 
     @classmethod
     def open(
@@ -133,14 +121,29 @@ class SyntaxDocument:
         return not self._unsupported
 
     @property
+    def encoding(self) -> Encoding:
+        return self.source.encoding
+
+    @property
     def data(self) -> bytes:
-        return self._data
+        """The text as tree-sitter parses it (UTF-8, derived and cached)."""
+        self._sync()
+        if self._bytes is None:
+            self._bytes = _utf8(self.source.text)
+        return self._bytes
 
     @property
     def text(self) -> str:
-        if self._text is None:
-            self._text = self._data.decode("utf-8", "surrogatepass")
-        return self._text
+        return self.source.text
+
+    def _sync(self) -> None:
+        """The text was changed behind our back (not through `edit`): start afresh."""
+        if self._followed != self.source.version:
+            self._followed = self.source.version
+            self._bytes = None
+            self.version += 1
+            if self._tree is not None:
+                self.release_tree()
 
     @property
     def has_tree(self) -> bool:
@@ -154,16 +157,18 @@ class SyntaxDocument:
             self._tree = None
             self._stale = False
             self._released = True
+        self._bytes = None  # derived: rebuilt with the tree
 
     @property
     def tree(self) -> tree_sitter.Tree | None:
         """The tree of the current text (reparsed incrementally if edits are pending)."""
+        self._sync()
         if self._released:
-            self._tree = parse(self._parser(), self._data)
+            self._tree = parse(self._parser(), self.data)
             self._released = False
             self._stale = False
         if self._stale and self._tree is not None:
-            self._tree = parse(self._parser(), self._data, self._tree)
+            self._tree = parse(self._parser(), self.data, self._tree)
             self._stale = False
         return self._tree
 
@@ -171,90 +176,78 @@ class SyntaxDocument:
         assert self.language is not None
         return parser_for(self.language)
 
-    @staticmethod
-    def _line_starts(data: bytes) -> list[int]:
-        starts = [0]
-        pos = data.find(b"\n")
-        while pos >= 0:
-            starts.append(pos + 1)
-            pos = data.find(b"\n", pos + 1)
-        return starts
-
     # ------------------------------------------------------------ positions
+
+    def _byte_at(self, offset: int) -> int:
+        """Byte offset of a code-point offset of the current text."""
+        data = self.data
+        if len(data) == len(self.source.text):  # ASCII
+            return offset
+        return len(_utf8(self.source.text[:offset]))
 
     def byte_offset(self, position: Position) -> int:
         """Byte offset of (line, character); past the end of a line means its end, past the
         last line means the end of the text (as LSP asks)."""
-        line, character = position
-        if line < 0:
-            return 0
-        if line >= len(self._starts):
-            return len(self._data)
-        ls = self._starts[line]
-        le = self._starts[line + 1] - 1 if line + 1 < len(self._starts) else len(self._data)
-        return ls + _prefix_bytes(self._data[ls:le], character, self.encoding)
+        return self._byte_at(self.source.edit_offset(*position))
 
     def position(self, offset: int) -> Position:
         """(line, character) of a byte offset of the current text."""
-        return self._position_in(self._data, self._starts, offset)
+        return self.source.position(len(_decode_to(self.data, offset)))
 
-    def _position_in(self, data: bytes, starts: list[int] | None, offset: int) -> Position:
-        offset = max(0, min(offset, len(data)))
-        if starts is None:
-            row = data.count(b"\n", 0, offset)
-            ls = data.rfind(b"\n", 0, offset) + 1
-        else:
-            row = bisect.bisect_right(starts, offset) - 1
-            ls = starts[row]
-        return row, _units(data[ls:offset], self.encoding)
-
-    def _point(self, offset: int) -> tuple[int, int]:
-        """tree-sitter point (row, byte column) of a byte offset of the current text."""
-        row = bisect.bisect_right(self._starts, offset) - 1
-        return row, offset - self._starts[row]
+    def _position_after(self, after: bytes, offset: int) -> Position:
+        """(line, character) of a byte offset of `after` (the text with a completion)."""
+        head = _decode_to(after, offset)
+        return to_position(head, len(head), self.encoding)
 
     # ------------------------------------------------------------ edits
 
     def edit_bytes(self, start: int, end: int, new_text: str) -> None:
         """Replace bytes [start, end) of the text with `new_text`."""
-        n = len(self._data)
+        data = self.data
+        n = len(data)
         if not 0 <= start <= end <= n:
             raise ValueError(f"edit range {start}..{end} is outside the text (0..{n})")
-        new = new_text.encode("utf-8", "surrogatepass")
-        srow, scol = self._point(start)
-        erow, ecol = self._point(end)
-        nl = new.count(b"\n")
-        if nl:
-            new_end_point = (srow + nl, len(new) - new.rfind(b"\n") - 1)
-        else:
-            new_end_point = (srow, scol + len(new))
-        delta = len(new) - (end - start)
-        added = []
-        pos = new.find(b"\n")
-        while pos >= 0:
-            added.append(start + pos + 1)
-            pos = new.find(b"\n", pos + 1)
-        tail = self._starts[erow + 1 :]
-        self._starts = self._starts[: srow + 1] + added + [s + delta for s in tail]
-        self._data = self._data[:start] + new + self._data[end:]
-        self._text = None
-        self.version += 1
-        if self._tree is not None:
-            self._tree.edit(start, end, start + len(new), (srow, scol), (erow, ecol), new_end_point)
-            self._stale = True
+        cs = len(data[:start].decode("utf-8", "surrogatepass"))
+        ce = cs + len(data[start:end].decode("utf-8", "surrogatepass"))
+        self.edit_offsets(cs, ce, new_text)
 
     def edit(self, start: Position, end: Position, new_text: str) -> None:
-        """Replace the range [start, end) (LSP-style positions) with `new_text`."""
-        self.edit_bytes(self.byte_offset(start), self.byte_offset(end), new_text)
+        """Replace the range [start, end) (LSP didChange positions, clamped) with `new_text`."""
+        a, b = self.source.edit_offset(*start), self.source.edit_offset(*end)
+        self.edit_offsets(min(a, b), max(a, b), new_text)
+
+    def edit_offsets(self, start: int, end: int, new_text: str) -> None:
+        """Replace code points [start, end) of the text with `new_text`; the tree follows."""
+        self._sync()
+        src = self.source
+        if self._tree is None and self._bytes is None:
+            src.replace(start, end, new_text)  # nothing derived to update
+        else:
+            # tree-sitter wants byte offsets and (row, byte column) points, rows counted
+            # at \n only (its own rule), all computed from the text before the edit.
+            bs, be = self._byte_at(start), self._byte_at(end)
+            sp, ep = _point(self.data, bs), _point(self.data, be)
+            new = _utf8(new_text)
+            nl = new_text.count("\n")
+            np_ = (sp[0] + nl, len(new) - new.rfind(b"\n") - 1) if nl else (sp[0], sp[1] + len(new))
+            src.replace(start, end, new_text)
+            if self._bytes is not None:
+                self._bytes = self._bytes[:bs] + new + self._bytes[be:]
+            if self._tree is not None:
+                self._tree.edit(bs, be, bs + len(new), sp, ep, np_)
+                self._stale = True
+        self._followed = src.version
+        self.version += 1
 
     def replace_all(self, text: str) -> None:
         """A full-text change: parse from scratch."""
-        self._data = text.encode("utf-8", "surrogatepass")
-        self._text = text
-        self._starts = self._line_starts(self._data)
+        self._sync()
+        self.source.replace(0, len(self.source.text), text)
+        self._followed = self.source.version
+        self._bytes = None
         self.version += 1
         if self._tree is not None:
-            self._tree = parse(self._parser(), self._data)
+            self._tree = parse(self._parser(), self.data)
             self._stale = False
 
     # ------------------------------------------------------------ the gate
@@ -290,14 +283,15 @@ class SyntaxDocument:
                 message=self._unsupported,
                 elapsed_s=time.perf_counter() - t0,
             )
+        data = self.data
         start = at if isinstance(at, int) else self.byte_offset(at)
         old_end = start if end is None else (end if isinstance(end, int) else self.byte_offset(end))
-        if not 0 <= start <= old_end <= len(self._data):
+        if not 0 <= start <= old_end <= len(data):
             raise ValueError(
-                f"completion range {start}..{old_end} is outside the text (0..{len(self._data)})"
+                f"completion range {start}..{old_end} is outside the text (0..{len(data)})"
             )
-        ins = completion.encode("utf-8", "surrogatepass")
-        after = self._data[:start] + ins + self._data[old_end:]
+        ins = _utf8(completion)
+        after = data[:start] + ins + data[old_end:]
         splice = Splice(start, old_end, start + len(ins))
         if not ins and start == old_end:
             verdict = self._verdict("valid", mode, "tree-sitter", detail="empty completion")
@@ -339,7 +333,7 @@ class SyntaxDocument:
         if cached is not None and cached[0] == self.version:
             return cached[1]
         tree = self.tree
-        sites = collect_sites(tree, self._data) if tree is not None else []
+        sites = collect_sites(tree, self.data) if tree is not None else []
         self._before_sites = (self.version, sites)
         return sites
 
@@ -372,7 +366,7 @@ class SyntaxDocument:
             collect_sites(new, after),
             self._sites_before(),
             splice,
-            self._data,
+            self.data,
             enclosing_is_old=old_ok,
         )
         intro.sort(key=lambda s: s.start)
@@ -380,7 +374,7 @@ class SyntaxDocument:
             macros = _cmacros.statement_macros(after)
             if macros:
                 # Rare path: full parses of both texts with the macro invocations rewritten.
-                nb = _cmacros.neutralize(self._data, macros)
+                nb = _cmacros.neutralize(self.data, macros)
                 na = _cmacros.neutralize(after, macros)
                 tb = parse(parser, nb, None, deadline)
                 ta = parse(parser, na, None, deadline)
@@ -404,11 +398,11 @@ class SyntaxDocument:
         self, tree: tree_sitter.Tree, splice: Splice, after: bytes
     ) -> tree_sitter.Tree:
         start, old_end, new_end = splice.start, splice.old_end, splice.new_end
+        data = self.data
         if start == old_end:
             # Same text, cheaper edit: tree-sitter reparses far less when an insertion that ends
             # in whitespace is moved left over equal whitespace (e.g. "x\n" after a "\n" becomes
             # "\nx" before it); an edit at the start of a line reuses little of the old tree.
-            data = self._data
             while start > 0 and new_end > start:
                 c = data[start - 1]
                 if c not in _WS or after[new_end - 1] != c:
@@ -417,8 +411,8 @@ class SyntaxDocument:
                 old_end -= 1
                 new_end -= 1
         copy = tree.copy()
-        sp = self._point(start)
-        ep = self._point(old_end)
+        sp = _point(data, start)
+        ep = _point(data, old_end)
         seg = after[start:new_end]
         nl = seg.count(b"\n")
         if nl:
@@ -444,7 +438,7 @@ class SyntaxDocument:
             "invalid",
             mode,
             "tree-sitter",
-            where=self._position_in(after, None, site.where),
+            where=self._position_after(after, site.where),
             message=site.message(),
             detail=detail,
         )
@@ -460,8 +454,9 @@ class SyntaxDocument:
         assert checker is not None
         text = self.text
         # character offsets for the compiler side
-        cs = len(self._data[: splice.start].decode("utf-8", "replace"))
-        ce = cs + len(self._data[splice.start : splice.old_end].decode("utf-8", "replace"))
+        data = self.data
+        cs = len(_decode_to(data, splice.start))
+        ce = len(_decode_to(data, splice.old_end))
         csplice = Splice(cs, ce, cs + len(completion))
         after_text = text[:cs] + completion + text[ce:]
         res = _compilers.run_checker(checker, after_text, deadline, self.compilers)
@@ -486,10 +481,7 @@ class SyntaxDocument:
             return None
         text = self.text
         after_text = text[: csplice.start] + completion + text[csplice.old_end :]
-        before = after_text[:offset]
-        line = before.count("\n")
-        col_text = before[before.rfind("\n") + 1 :]
-        return line, _units(col_text.encode("utf-8", "surrogatepass"), self.encoding)
+        return to_position(after_text, offset, self.encoding)
 
     def _compiler_mode(
         self, completion: str, after: bytes, splice: Splice, deadline: float, full: bool
@@ -591,6 +583,10 @@ def check_completion(
 ) -> Verdict:
     """One-shot gate: parse `prefix + suffix`, then check `completion` between them."""
     doc = SyntaxDocument(prefix + suffix, language, compilers=compilers)
-    return doc.check(
-        completion, len(prefix.encode("utf-8", "surrogatepass")), mode=mode, budget_s=budget_s
-    )
+    return doc.check(completion, len(_utf8(prefix)), mode=mode, budget_s=budget_s)
+
+
+def _point(data: bytes, offset: int) -> tuple[int, int]:
+    """tree-sitter point (row, byte column) of a byte offset: rows counted at \\n only,
+    tree-sitter's own rule (LSP positions are another matter: server/positions.py)."""
+    return data.count(b"\n", 0, offset), offset - (data.rfind(b"\n", 0, offset) + 1)

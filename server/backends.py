@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 
 import attrs
 import httpx
@@ -10,6 +11,8 @@ import httpx
 from clients.types import Backend
 
 from .config import LocalSettings, RemoteSettings
+
+log = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -39,7 +42,7 @@ async def choose_local(local: LocalSettings) -> Choice:
         return Choice(local.backend, "set in local.backend")
     if await ollama_answers(local.url):
         return Choice("ollama", f"auto: Ollama answers at {local.url}")
-    return Choice("embedded", f"auto: no Ollama at {local.url}, using llama.cpp in process")
+    return Choice("embedded", f"auto: no Ollama at {local.url}, using the embedded llama.cpp")
 
 
 def make_local(local: LocalSettings, kind: str) -> Backend:
@@ -65,6 +68,20 @@ def make_local(local: LocalSettings, kind: str) -> Backend:
     from clients.embedded import EmbeddedBackend
 
     return EmbeddedBackend(local.model_path or None, template=local.template or "auto")
+
+
+async def warm(backend: Backend) -> None:
+    """Start and load an in-process tier ahead of the first request, so that request's
+    deadline is spent generating, not starting llama.cpp. A failure is left for the
+    request to report."""
+    from clients.embedded import EmbeddedBackend
+    from clients.errors import BackendError
+
+    if isinstance(backend, EmbeddedBackend):
+        try:
+            await backend.load()
+        except BackendError as exc:
+            log.info("could not load the embedded model ahead of time: %s", exc)
 
 
 def make_remote(remote: RemoteSettings) -> Backend | None:

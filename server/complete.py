@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .backends import choose_local, make_local, make_remote
+from .backends import choose_local, make_local, make_remote, warm
 from .config import Settings
 from .context import make_context
 from .gate import Anchor, language_of, make_gate
@@ -56,6 +56,7 @@ async def run(settings: Settings, ctx: CompletionContext) -> RouteDecision:
     local = make_local(settings.local, choice.kind)
     remote = make_remote(settings.remote)
     try:
+        await warm(local)  # a one-shot command: the model's start is not the request's
         pipeline = Pipeline(settings, local, remote, make_gate(settings.routing))
         return await pipeline.complete(ctx)
     finally:

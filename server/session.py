@@ -22,7 +22,7 @@ import attrs
 from clients.types import Backend
 
 from . import config
-from .backends import choose_local, make_local, make_remote
+from .backends import choose_local, make_local, make_remote, warm
 from .card import route_card, summary
 from .context import make_context
 from .gate import Anchor, SyntaxGate, make_gate
@@ -164,6 +164,10 @@ class Session:
         log.info("local tier: %s", choice.reason)
         local: Backend = make_local(settings.local, choice.kind)
         remote = make_remote(settings.remote)
+        # Load the embedded model now, in the background: not on the first keystroke.
+        task = asyncio.ensure_future(warm(local))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
         return Pipeline(settings, local, remote, make_gate(settings.routing))
 
     def _drop_pipeline(self) -> None:

@@ -165,6 +165,32 @@ async def test_local_only_switched_on_mid_request_stops_its_escalation(
         await stop(client)
 
 
+async def test_local_only_switched_on_during_the_remote_call_cancels_it(
+    tmp_path: object, fakes: tuple[FakeOllama, FakeOpenAI]
+) -> None:
+    local, remote = fakes
+    local.script(INVALID)
+    remote.script(TokenScript(hang=True))
+    assert isinstance(tmp_path, type(ROOT))
+    cfg = write_config(tmp_path, local_url=local.url, remote_url=remote.base_url)
+    client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
+    try:
+        open_doc(client, URI, TEXT)
+        pending = asyncio.ensure_future(
+            client.text_document_inline_completion_async(inline_request(URI, CURSOR))
+        )
+        assert await asyncio.to_thread(remote.wait_for, lambda: calls(remote) == 1)
+        await client.workspace_execute_command_async(
+            t.ExecuteCommandParams("synconfroute.toggleLocalOnly", [])
+        )
+        result = await asyncio.wait_for(pending, 2.0)  # not the 4 s deadline
+        assert isinstance(result, t.InlineCompletionList) and not result.items
+        call = remote.received("/v1/completions")[0]
+        assert await asyncio.to_thread(remote.wait_for, lambda: call.disconnected)
+    finally:
+        await stop(client)
+
+
 async def test_settings_change_mid_request_does_not_fail_it(
     tmp_path: object, fakes: tuple[FakeOllama, FakeOpenAI]
 ) -> None:

@@ -21,6 +21,9 @@ class BackendError(Exception):
         self.message = message
         self.backend = backend
         self.hint = hint
+        # Request bytes that left the process before the failure (a remote backend's
+        # `complete()` fills it in), so the ledger counts only what was really sent.
+        self.bytes_sent = 0
 
 
 class BackendUnavailable(BackendError):

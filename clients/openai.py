@@ -246,8 +246,12 @@ class OpenAIBackend:
     async def complete(self, request: CompletionRequest) -> Completion:
         started = time.monotonic()
         sent = _Sent()
-        async with aclosing(self._generate(request, sent)) as chunks:
-            done = await collect(chunks, backend=BACKEND, model=self._model, started=started)
+        try:
+            async with aclosing(self._generate(request, sent)) as chunks:
+                done = await collect(chunks, backend=BACKEND, model=self._model, started=started)
+        except BackendError as exc:
+            exc.bytes_sent = sent.n
+            raise
         return attrs.evolve(done, bytes_sent=sent.n)
 
     async def _generate(

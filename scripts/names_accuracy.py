@@ -84,10 +84,14 @@ def speed() -> None:
         names_ms.append((t2 - t1) * 1000)
     q = statistics.quantiles
     print(f"speed on a {lines}-line file (200 checks):")
-    print(f"  incremental parse  p50 {statistics.median(parse_ms):.3f} ms  "
-          f"p90 {q(parse_ms, n=10)[8]:.3f} ms")
-    print(f"  names check        p50 {statistics.median(names_ms):.3f} ms  "
-          f"p90 {q(names_ms, n=10)[8]:.3f} ms")
+    print(
+        f"  incremental parse  p50 {statistics.median(parse_ms):.3f} ms  "
+        f"p90 {q(parse_ms, n=10)[8]:.3f} ms"
+    )
+    print(
+        f"  names check        p50 {statistics.median(names_ms):.3f} ms  "
+        f"p90 {q(names_ms, n=10)[8]:.3f} ms"
+    )
 
 
 def _point(data: bytes, offset: int) -> tuple[int, int]:

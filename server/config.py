@@ -83,6 +83,20 @@ class LocalSettings:
         "token: keep it under `num_ctx`).",
         lo=256,
     )
+    first_token_ms: float = _doc(
+        1500.0,
+        "When the request may escalate: give up on the local tier if its first token has "
+        "not come within this time, and ask the remote (a hung or still-loading local "
+        "server must not eat the whole `completion.deadline_ms`).",
+        lo=10,
+    )
+    total_ms: float = _doc(
+        2500.0,
+        "When the request may escalate: give up on the local tier if its completion has "
+        "not ended within this time, and ask the remote. Where nothing may leave the "
+        "machine, neither budget applies: the local tier has the whole deadline.",
+        lo=10,
+    )
 
 
 @attrs.define
@@ -171,8 +185,10 @@ class PrivacySettings:
     local_only: bool = _doc(False, "Never send code to the remote tier.")
     never_send: list[str] = _doc(
         [],
-        "Glob patterns (e.g. `**/secrets/**`, `*.env`) of files whose code never "
-        "leaves the machine.",
+        "Files whose code never leaves the machine, as gitignore-style patterns matched "
+        "against the path relative to each workspace folder (and the absolute path): "
+        "`secrets/**` or `/secrets/` (that folder at the top), `secrets/` or "
+        "`**/secrets/**` (any folder named secrets), `*.env` (anywhere). No `!` negation.",
     )
 
 
@@ -436,12 +452,111 @@ def load(
     return Loaded(settings, tuple(issues), path, found)
 
 
-def merge(base: Settings, overrides: Mapping[str, Any]) -> tuple[Settings, list[SettingsIssue]]:
+def merge(
+    base: Settings, overrides: Mapping[str, Any], source: str = "editor settings"
+) -> tuple[Settings, list[SettingsIssue]]:
     """A copy of `base` with LSP-side overrides applied (bad values reported, skipped)."""
     copy = _converter.structure(_converter.unstructure(base), Settings)
     issues: list[SettingsIssue] = []
-    _apply(copy, overrides, "editor settings", issues)
+    _apply(copy, overrides, source, issues)
     return copy, issues
+
+
+# -- workspace scope: may only tighten what leaves the machine ------------------
+#
+# User scope: the settings file, the environment, the editor's initializationOptions
+# (user-level editor settings). Workspace scope: workspace/configuration answers and
+# didChangeConfiguration, which a cloned repository's .vscode/settings.json (or a
+# project-local Neovim config) can fill. A workspace may keep code on the machine,
+# never send more of it, nor send it elsewhere, nor with another secret.
+
+WORKSPACE = "workspace settings"
+
+# Set only at user scope (VS Code scope `machine`): they say where code goes.
+USER_ONLY_KEYS = ("local.url", "remote.url", "remote.urls", "remote.api_key_env")
+# A workspace may set these only in the direction that sends less.
+TIGHTEN_ONLY_KEYS = (
+    "remote.backend",
+    "remote.model",
+    "routing.policy",
+    "routing.threshold",
+    "routing.thresholds",
+    "routing.missing_logprobs",
+    "privacy.local_only",
+    "privacy.never_send",
+    "completion.context_lines",
+    "remote.max_prompt_chars",
+)
+
+# Which local completions each policy may send to the remote: a workspace policy must
+# send a subset of what the user's policy sends.
+_POLICY_SENDS: dict[str, frozenset[str]] = {
+    "local": frozenset(),
+    "confidence": frozenset({"unconfident"}),
+    "syntax": frozenset({"invalid"}),
+    "synconf": frozenset({"unconfident", "invalid"}),
+    "remote": frozenset({"unconfident", "invalid", "all"}),
+}
+
+
+def merge_workspace(
+    user: Settings, overrides: Mapping[str, Any]
+) -> tuple[Settings, list[SettingsIssue]]:
+    """`user` settings with workspace-scope overrides applied, minus every change that
+    would widen what leaves the machine (each refused key reported once, by name)."""
+    merged, issues = merge(user, overrides, WORKSPACE)
+    return merged, issues + tighten_only(user, merged)
+
+
+def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
+    """Undo, in place in `ws`, the workspace changes that widen what leaves the machine."""
+    refused: list[SettingsIssue] = []
+
+    def refuse(key: str, why: str) -> None:
+        section, name = key.split(".")
+        setattr(getattr(ws, section), name, getattr(getattr(user, section), name))
+        refused.append(
+            SettingsIssue(
+                WORKSPACE,
+                key,
+                f"refused: {why}; a workspace may only tighten what leaves the machine "
+                "(set it in your user settings or the settings file)",
+            )
+        )
+
+    if ws.local.url != user.local.url:
+        refuse("local.url", "it would send every request to another server")
+    if user.remote.backend == "none" and ws.remote.backend != "none":
+        refuse("remote.backend", "it would enable the remote tier")
+    known = user.remote.all_urls
+    if ws.remote.url and ws.remote.url not in known:
+        refuse("remote.url", "it would send code to a server you did not configure")
+    if any(u not in known for u in ws.remote.urls):
+        refuse("remote.urls", "it would send code to a server you did not configure")
+    if ws.remote.api_key_env not in ("", user.remote.api_key_env):
+        refuse("remote.api_key_env", "it would send another environment variable as the key")
+    if not _POLICY_SENDS[ws.routing.policy] <= _POLICY_SENDS[user.routing.policy]:
+        why = f"{ws.routing.policy!r} escalates more than {user.routing.policy!r}"
+        refuse("routing.policy", why)
+    if ws.routing.threshold > user.routing.threshold:
+        refuse("routing.threshold", "a higher threshold escalates more")
+    models = {*user.routing.thresholds, *ws.routing.thresholds}
+    if any(ws.routing.threshold_for(m) > user.routing.threshold_for(m) for m in models):
+        refuse("routing.thresholds", "a higher threshold escalates more")
+    if not user.remote.configured and ws.remote.configured:
+        refuse("remote.model", "it would enable the remote tier")
+    if user.routing.missing_logprobs == "trust" and ws.routing.missing_logprobs != "trust":
+        refuse("routing.missing_logprobs", "it escalates more")
+    if user.privacy.local_only and not ws.privacy.local_only:
+        refuse("privacy.local_only", "it would let code leave the machine")
+    # Patterns add up: a workspace may add files to keep, never take yours away.
+    extra = [p for p in ws.privacy.never_send if p not in user.privacy.never_send]
+    ws.privacy.never_send = [*user.privacy.never_send, *extra]
+    if ws.completion.context_lines > user.completion.context_lines:
+        refuse("completion.context_lines", "it would send more of each file")
+    if ws.remote.max_prompt_chars > user.remote.max_prompt_chars:
+        refuse("remote.max_prompt_chars", "it would send more of each file")
+    return refused
 
 
 def documented_fields() -> Iterator[tuple[str, Any, str, str]]:
@@ -472,6 +587,19 @@ def settings_markdown() -> str:
         "`SYNCONFROUTE_<SECTION>_<KEY>` (lists comma-separated); the editor's "
         "initializationOptions and workspace configuration (section `synconfroute`). "
         "A bad value is reported with its key and the default stays.",
+        "",
+        "Who may set what: the settings file, the environment and the editor's "
+        "initializationOptions (user-level editor settings) are yours; the "
+        "workspace configuration (`workspace/configuration`, `didChangeConfiguration`: "
+        "what a cloned repository's `.vscode/settings.json` can fill) may only "
+        "tighten what leaves the machine. A workspace may not set "
+        + ", ".join(f"`{k}`" for k in USER_ONLY_KEYS)
+        + " to anything but your value (VS Code scope `machine`: user settings only), "
+        "and may change "
+        + ", ".join(f"`{k}`" for k in TIGHTEN_ONLY_KEYS)
+        + " only towards sending less (turn local-only on, add `never_send` patterns, "
+        "lower the thresholds, a policy that escalates less, fewer context lines, no "
+        "remote). A refused value is reported once, naming the key, and yours stays.",
         "",
         "| key | type | default | environment | meaning |",
         "|---|---|---|---|---|",

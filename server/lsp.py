@@ -127,6 +127,7 @@ def create_server(
         loaded or config.load(),
         show_message=lambda level, text: _show(server, level, text),
         ledger=Ledger(ledger_path),
+        roots=lambda: _workspace_roots(server),
     )
     session = server.session
     logging.getLogger().addHandler(_ClientLogHandler(server))
@@ -287,6 +288,19 @@ def create_server(
         await session.shutdown()
 
     return server
+
+
+def _workspace_roots(ls: LanguageServer) -> list[str]:
+    """The workspace folders' URIs (pygls keeps them current through
+    didChangeWorkspaceFolders), and the root URI of clients that send only that."""
+    try:
+        ws = ls.workspace
+    except RuntimeError:  # before initialize
+        return []
+    uris = [f.uri for f in ws.folders.values()]
+    if ws.root_uri and ws.root_uri not in uris:
+        uris.append(ws.root_uri)
+    return uris
 
 
 async def _pull_configuration(ls: SynConfRouteServer) -> None:

@@ -7,7 +7,6 @@ The pipeline owns timing and failure handling; the decision itself is the pure
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import logging
 import time
 from collections.abc import Callable
@@ -15,12 +14,12 @@ from typing import Protocol
 
 import attrs
 
-from clients.errors import BackendError
-from clients.types import Backend, CompletionRequest
+from clients.errors import BackendError, BackendTimeout
+from clients.types import Backend, Completion, CompletionRequest
 
-from . import router
+from . import privacy, router
 from .cache import CompletionCache
-from .config import Settings
+from .config import PrivacySettings, Settings
 from .positions import cap_window
 from .record import RouteDecision, SyntaxInfo
 from .router import LocalEvidence, Reason, RemoteAccess, Rules, SyntaxStatus
@@ -44,6 +43,7 @@ class CompletionContext:
     language: str = ""
     path: str = ""
     document: object | None = None  # the gate's per-document state (incremental parse)
+    roots: tuple[str, ...] = ()  # workspace folders (paths): never_send is relative to them
 
 
 class Gate(Protocol):
@@ -99,21 +99,16 @@ def post_process(text: str, suffix: str, *, multiline: bool) -> str:
     return text.rstrip() if text.strip() == "" else text
 
 
-def remote_access(settings: Settings, remote: Backend | None, path: str) -> RemoteAccess:
+def remote_access(
+    settings: Settings, remote: Backend | None, path: str, roots: tuple[str, ...] = ()
+) -> RemoteAccess:
     if remote is None:
         return "not-configured"
     if settings.privacy.local_only:
         return "local-only"
-    if path and any(_glob(path, pat) for pat in settings.privacy.never_send):
+    if privacy.never_send(settings.privacy.never_send, path, roots):
         return "privacy-blocked"
     return "ok"
-
-
-def _glob(path: str, pattern: str) -> bool:
-    # "**/x/**" style patterns: fnmatch's "*" already crosses "/"; also try the
-    # basename so "*.env" matches anywhere.
-    base = path.rsplit("/", 1)[-1]
-    return fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(base, pattern)
 
 
 @attrs.define
@@ -125,6 +120,12 @@ class _LocalRun:
     error: BackendError | None = None
     first_token_s: float | None = None
     total_s: float = 0.0
+    timed_out: bool = False  # cut by the local budget (local.first_token_ms / total_ms)
+
+    @property
+    def cut(self) -> bool:
+        """We stopped the stream ourselves: the text is partial."""
+        return self.cancelled_early or self.timed_out
 
     @property
     def available(self) -> bool:
@@ -150,6 +151,46 @@ class Pipeline:
         self.gate = gate
         self.cache = cache if cache is not None else CompletionCache()
         self._clock = clock
+        # Lifetime: the session holds the pipeline for each request it runs, and closes
+        # the backends of a replaced pipeline only once it is idle.
+        self._users = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        # Remote calls in flight, so a privacy change can stop them.
+        self._remote_calls: dict[asyncio.Future[Completion], CompletionContext] = {}
+        self._revoked: set[asyncio.Future[Completion]] = set()
+        self.remote_revoked = False  # the settings no longer name this remote
+
+    # -- lifetime and live privacy -------------------------------------------
+    def hold(self) -> None:
+        self._users += 1
+        self._idle.clear()
+
+    def release(self) -> None:
+        self._users -= 1
+        if self._users <= 0:
+            self._users = 0
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    def access(self, ctx: CompletionContext) -> RemoteAccess:
+        """May `ctx` go to the remote tier, under the privacy settings of right now?"""
+        if self.remote_revoked:
+            return "not-configured"
+        return remote_access(self.settings, self.remote, ctx.path, ctx.roots)
+
+    def update_privacy(self, privacy: PrivacySettings, *, remote_revoked: bool = False) -> None:
+        """New privacy settings, for the requests in flight too: each is checked again
+        before it escalates, and a remote call they no longer allow is cancelled."""
+        self.settings = attrs.evolve(self.settings, privacy=privacy)
+        self.remote_revoked = self.remote_revoked or remote_revoked
+        for call, ctx in self._remote_calls.items():
+            if not call.done() and self.access(ctx) != "ok":
+                log.info("privacy settings changed: cancelling a remote request in flight")
+                self._revoked.add(call)
+                call.cancel()
 
     def rules(self) -> Rules:
         r = self.settings.routing
@@ -181,7 +222,7 @@ class Pipeline:
         t0 = self._clock()
         deadline = t0 + self.settings.completion.deadline_ms / 1000
         rules = self.rules()
-        access = remote_access(self.settings, self.remote, ctx.path)
+        access = self.access(ctx)
         rec = RouteDecision(
             completion="",
             route="none",
@@ -215,9 +256,7 @@ class Pipeline:
         rec.latency_ms["local_total"] = run.total_s * 1000
         if run.first_token_s is not None:
             rec.latency_ms["local_first_token"] = run.first_token_s * 1000
-        if run.error is not None:
-            rec.errors.append(f"local: {run.error}")
-            rec.error_kinds.append(f"local:{type(run.error).__name__}")
+        self._note_local_error(rec, run)
         multiline = wants_multiline(ctx.prefix, self.settings.completion.multiline)
         local_text = post_process(run.text, ctx.suffix, multiline=multiline)
         rec.local_completion = local_text
@@ -226,13 +265,14 @@ class Pipeline:
         ev = LocalEvidence(
             available=run.available,
             # Cut early, the text is partial: it only needs to show there was output.
-            text=run.text if run.cancelled_early else local_text,
+            text=run.text if run.cut else local_text,
             logprobs=run.logprobs,
             has_logprobs=run.has_logprobs,
+            timed_out=run.timed_out,
         )
 
         # 2. Gate, only when the verdict depends on it.
-        if router.needs_syntax(ev, rules, access) and not run.cancelled_early:
+        if router.needs_syntax(ev, rules, access) and not run.cut:
             ev = await self._gate(ctx, local_text, ev, rec)
 
         verdict = router.decide(ev, rules, access)
@@ -243,34 +283,22 @@ class Pipeline:
             rec.completion = local_text if rec.route == "local" else ""
             return self._finish(rec, t0, cache_key, ctx)
 
-        # 3. Remote tier.
-        assert self.remote is not None
-        remote_text, remote_ok = "", False
-        t_remote = self._clock()
-        try:
-            result = await self.remote.complete(
-                self._request(ctx, deadline, self.settings.remote.max_prompt_chars)
-            )
-            remote_text = post_process(result.text, ctx.suffix, multiline=multiline)
-            remote_ok = True
-            rec.bytes_sent += result.bytes_sent
-            if result.first_token_s is not None:
-                rec.latency_ms["remote_first_token"] = result.first_token_s * 1000
-        except BackendError as exc:
-            rec.errors.append(f"remote: {exc}")
-            rec.error_kinds.append(f"remote:{type(exc).__name__}")
-            # We may have sent the request before it failed: count it, to be safe.
-            rec.bytes_sent += len((ctx.prefix + ctx.suffix).encode())
-        rec.latency_ms["remote_total"] = (self._clock() - t_remote) * 1000
+        # 3. Remote tier, if privacy still allows it at this moment: local-only may
+        # have been switched on (or the settings changed) while the local tier ran.
+        access = self.access(ctx)
+        called = await self._call_remote(ctx, deadline, rec, multiline) if access == "ok" else None
+        if called is None:
+            return await self._blocked_late(ctx, rec, run, ev, rules, deadline, multiline, t0)
+        remote_ok, remote_text = called
 
-        if not remote_ok and run.cancelled_early and self._clock() < deadline:
+        if not remote_ok and run.cut and self._clock() < deadline:
             # We cut the local stream for an escalation that failed: finish the
             # local completion after all, so the user may still get something.
             run = await self._run_local(ctx, deadline, rules, "not-configured")
             rec.latency_ms["local_rerun"] = run.total_s * 1000
             local_text = post_process(run.text, ctx.suffix, multiline=multiline)
             rec.local_completion = local_text
-            ev = attrs.evolve(ev, available=run.available, text=local_text)
+            ev = attrs.evolve(ev, available=run.available, text=local_text, timed_out=run.timed_out)
         if not remote_ok and ev.syntax is None and ev.available and local_text:
             # Could we still keep the local completion? Only if it passes the gate.
             ev = await self._gate(ctx, local_text, ev, rec)
@@ -279,6 +307,93 @@ class Pipeline:
         rec.reasons = [str(r) for r in final.reasons]
         rec.completion = {"remote": remote_text, "local": local_text}.get(final.route, "")
         return self._finish(rec, t0, cache_key, ctx)
+
+    @staticmethod
+    def _note_local_error(rec: RouteDecision, run: _LocalRun) -> None:
+        if run.error is not None:
+            rec.errors.append(f"local: {run.error}")
+            rec.error_kinds.append(f"local:{type(run.error).__name__}")
+
+    async def _call_remote(
+        self, ctx: CompletionContext, deadline: float, rec: RouteDecision, multiline: bool
+    ) -> tuple[bool, str] | None:
+        """(remote ok, its text), or None when a privacy change cancelled the call."""
+        assert self.remote is not None
+        t_remote = self._clock()
+        call = asyncio.ensure_future(
+            self.remote.complete(
+                self._request(ctx, deadline, self.settings.remote.max_prompt_chars)
+            )
+        )
+        self._remote_calls[call] = ctx
+        try:
+            result = await call
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if call not in self._revoked or (task is not None and task.cancelling()):
+                raise
+            # The request may already be on the wire: count it, to be safe.
+            rec.bytes_sent += len((ctx.prefix + ctx.suffix).encode())
+            rec.errors.append("remote: cancelled: privacy settings changed during the request")
+            return None
+        except BackendError as exc:
+            rec.errors.append(f"remote: {exc}")
+            rec.error_kinds.append(f"remote:{type(exc).__name__}")
+            rec.bytes_sent += exc.bytes_sent  # what went out before it failed (often 0)
+            return False, ""
+        finally:
+            self._remote_calls.pop(call, None)
+            self._revoked.discard(call)
+            rec.latency_ms["remote_total"] = (self._clock() - t_remote) * 1000
+        rec.bytes_sent += result.bytes_sent
+        if result.first_token_s is not None:
+            rec.latency_ms["remote_first_token"] = result.first_token_s * 1000
+        return True, post_process(result.text, ctx.suffix, multiline=multiline)
+
+    async def _blocked_late(
+        self,
+        ctx: CompletionContext,
+        rec: RouteDecision,
+        run: _LocalRun,
+        ev: LocalEvidence,
+        rules: Rules,
+        deadline: float,
+        multiline: bool,
+        t0: float,
+    ) -> RouteDecision:
+        """The request wanted to escalate, but privacy forbids it now: decide as if it
+        had been forbidden from the start (finishing a local stream we cut)."""
+        access = self.access(ctx)
+        if access == "ok":  # pragma: no cover - only called once access changed
+            access = "local-only"
+        if rec.bytes_sent == 0:
+            rec.remote_model = None
+        local_text = rec.local_completion
+        if run.cut and self._clock() >= deadline:
+            ev = attrs.evolve(ev, text=local_text)
+        elif run.cut:
+            run = await self._run_local(ctx, deadline, rules, access)
+            rec.latency_ms["local_rerun"] = run.total_s * 1000
+            self._note_local_error(rec, run)
+            local_text = post_process(run.text, ctx.suffix, multiline=multiline)
+            rec.local_completion = local_text
+            rec.local_tokens = len(run.logprobs)
+            ev = LocalEvidence(
+                available=run.available,
+                text=local_text,
+                logprobs=run.logprobs,
+                has_logprobs=run.has_logprobs,
+            )
+        if router.needs_syntax(ev, rules, access) and ev.syntax is None:
+            ev = await self._gate(ctx, local_text, ev, rec)
+        verdict = router.decide(ev, rules, access)
+        rec.confidence = verdict.confidence
+        rec.route = "local" if verdict.action == "keep-local" else "none"
+        rec.reasons = [str(r) for r in verdict.reasons]
+        rec.completion = local_text if rec.route == "local" else ""
+        # Not cached: the key names the remote model, which this answer never saw.
+        rec.latency_ms["total"] = (self._clock() - t0) * 1000
+        return rec
 
     def _finish(
         self, rec: RouteDecision, t0: float, cache_key: str, ctx: CompletionContext
@@ -299,11 +414,37 @@ class Pipeline:
             run.error = BackendError("no local backend configured", backend="local")
             return run
         started = self._clock()
+        first_end: float | None = None
+        total_end: float | None = None
+        if access == "ok" and rules.policy != "local":
+            # The request may escalate: a slow or hung local tier must leave the remote
+            # time to answer. Where it cannot escalate, the local tier has the deadline.
+            b = self.settings.local
+            total_end = min(deadline, started + b.total_ms / 1000)
+            first_end = min(total_end, started + b.first_token_ms / 1000)
         stream = self.local.stream(
             self._request(ctx, deadline, self.settings.local.max_prompt_chars)
         )
         try:
-            async for chunk in stream:
+            while True:
+                end = first_end if run.first_token_s is None else total_end
+                try:
+                    async with asyncio.timeout(
+                        None if end is None else max(0.0, end - self._clock())
+                    ):
+                        chunk = await anext(stream)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    run.timed_out = True
+                    b = self.settings.local
+                    what = (
+                        f"no first token within {b.first_token_ms:g} ms (local.first_token_ms)"
+                        if run.first_token_s is None
+                        else f"not done within {b.total_ms:g} ms (local.total_ms)"
+                    )
+                    run.error = BackendTimeout(f"{what}; escalated", backend=self.local.name)
+                    break
                 if chunk.text and run.first_token_s is None:
                     run.first_token_s = self._clock() - started
                 run.text += chunk.text

@@ -31,6 +31,7 @@ class Reason(StrEnum):
     POLICY_LOCAL = "policy-local"
     POLICY_REMOTE = "policy-remote"
     LOCAL_UNAVAILABLE = "local-unavailable"
+    LOCAL_TIMEOUT = "local-timeout"  # the local tier's budget ran out (local.*_ms)
     REMOTE_OK = "remote-ok"
     REMOTE_FAILED = "remote-failed"
     REMOTE_FAILED_KEPT_LOCAL = "remote-failed-kept-local"
@@ -81,6 +82,7 @@ class LocalEvidence:
     logprobs: Sequence[float] = ()
     has_logprobs: bool = True  # False: the server reported none
     syntax: SyntaxStatus | None = None  # None: not checked (yet)
+    timed_out: bool = False  # unavailable because its time budget ran out
 
 
 @attrs.frozen
@@ -148,7 +150,11 @@ def _want(
     ev: LocalEvidence, rules: Rules
 ) -> tuple[Literal["keep-local", "escalate"], tuple[Reason, ...], float | None]:
     if not ev.available:
-        return "escalate", (Reason.LOCAL_UNAVAILABLE,), None
+        return (
+            "escalate",
+            (Reason.LOCAL_TIMEOUT if ev.timed_out else Reason.LOCAL_UNAVAILABLE,),
+            None,
+        )
     if rules.policy == "remote":
         return "escalate", (Reason.POLICY_REMOTE,), None
     ok, conf, why = is_confident(ev, rules)

@@ -89,6 +89,7 @@ class Session:
         show_message: Callable[[str, str], None] = lambda level, text: None,
         make_pipeline: Callable[[config.Settings], Pipeline] | None = None,
         ledger: Ledger | None = None,
+        roots: Callable[[], Sequence[str]] = lambda: (),  # workspace folder URIs
     ) -> None:
         self.base = loaded.settings
         self.load_issues = list(loaded.issues)  # reported to the editor at initialize
@@ -106,6 +107,10 @@ class Session:
         self._make_pipeline = make_pipeline
         self._pipeline: Pipeline | None = None
         self._pipeline_lock = asyncio.Lock()
+        self._settings_gen = 0  # bumps when the pipeline must be rebuilt
+        self._retiring: set[Pipeline] = set()  # replaced, closed once their requests end
+        self._refusals_shown: set[str] = set()
+        self._roots = roots  # never_send patterns are relative to these folders
         self._troubles: set[str] = set()
         self._hot: OrderedDict[str, None] = OrderedDict()  # docs whose tree is kept
         self._closing: set[asyncio.Future[None]] = set()
@@ -118,43 +123,65 @@ class Session:
         init: Mapping[str, Any] | None = None,
         workspace: Mapping[str, Any] | None = None,
     ) -> list[config.SettingsIssue]:
-        """Merge editor settings over file + env: initializationOptions, then the
-        workspace configuration. A source passed as None keeps its last value; a new
+        """Merge editor settings over file + env: initializationOptions (user scope),
+        then the workspace configuration (workspace scope: it may only tighten what
+        leaves the machine). A source passed as None keeps its last value; a new
         workspace configuration replaces the old one (a removed key goes back to the
-        file's value)."""
+        user's value). A refused workspace value is reported once."""
         if init is not None:
             self.init_options = dict(init)
         if workspace is not None:
             self.workspace_options = dict(workspace)
-        merged: dict[str, Any] = {}
-        for src in (self.init_options, self.workspace_options):
-            for section, values in src.items():
-                if isinstance(values, Mapping):
-                    merged.setdefault(section, {}).update(values)
-                else:
-                    merged[section] = values
-        settings, issues = config.merge(self.base, merged)
+        user, issues = config.merge(self.base, self.init_options)
+        settings, ws_issues = config.merge_workspace(user, self.workspace_options)
+        for issue in ws_issues:
+            if issue.message.startswith("refused:"):
+                if str(issue) in self._refusals_shown:
+                    continue
+                self._refusals_shown.add(str(issue))
+                log.warning("%s", issue)
+            issues.append(issue)
         if self.local_only_override is not None:
             settings.privacy.local_only = self.local_only_override
         changed = settings != self.settings
-        self.settings = settings
+        old, self.settings = self.settings, settings
         if changed:
             self._drop_pipeline()
+            self._push_privacy(old)
         return issues
 
     def toggle_local_only(self) -> bool:
         self.local_only_override = not self.settings.privacy.local_only
         self.settings.privacy.local_only = self.local_only_override
+        self._push_privacy(self.settings)
         return self.local_only_override
+
+    def _push_privacy(self, old: config.Settings) -> None:
+        """Requests in flight see the new privacy settings at once (they check again
+        before escalating; a remote call they may no longer make is cancelled)."""
+        new = self.settings
+        revoked = not new.remote.configured or not set(old.remote.all_urls) <= set(
+            new.remote.all_urls
+        )
+        for p in self._live():
+            p.update_privacy(new.privacy, remote_revoked=revoked)
+
+    def _live(self) -> list[Pipeline]:
+        return [*([self._pipeline] if self._pipeline is not None else []), *self._retiring]
 
     # -- pipeline -------------------------------------------------------------
     async def pipeline(self) -> Pipeline:
         async with self._pipeline_lock:
-            if self._pipeline is None:
+            while self._pipeline is None:
+                gen, settings = self._settings_gen, self.settings
                 if self._make_pipeline is not None:
-                    self._pipeline = self._make_pipeline(self.settings)
+                    built = self._make_pipeline(settings)
                 else:
-                    self._pipeline = await self._build(self.settings)
+                    built = await self._build(settings)
+                if gen == self._settings_gen:
+                    self._pipeline = built
+                else:  # the settings changed while we built it: build again
+                    self._retire(built)
             self._pipeline.settings = self.settings  # privacy toggles apply at once
             return self._pipeline
 
@@ -171,11 +198,26 @@ class Session:
         return Pipeline(settings, local, remote, make_gate(settings.routing))
 
     def _drop_pipeline(self) -> None:
+        self._settings_gen += 1
         old, self._pipeline = self._pipeline, None
         if old is not None:
-            task = asyncio.ensure_future(self._close(old))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+            self._retire(old)
+
+    def _retire(self, old: Pipeline) -> None:
+        """Close `old`'s backends once the requests it is running have ended: closing
+        them under a request fails it ("the client has been closed")."""
+        self._retiring.add(old)
+
+        async def close_when_idle() -> None:
+            try:
+                await old.wait_idle()
+                await self._close(old)
+            finally:
+                self._retiring.discard(old)
+
+        task = asyncio.ensure_future(close_when_idle())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     @staticmethod
     async def _close(p: Pipeline) -> None:
@@ -190,6 +232,8 @@ class Session:
         if self._pipeline is not None:
             await self._close(self._pipeline)
             self._pipeline = None
+        if self._closing:  # retired pipelines close as their cancelled requests end
+            await asyncio.wait(set(self._closing), timeout=2.0)
 
     # -- documents ------------------------------------------------------------
     def document(self, uri: str) -> DocState | None:
@@ -309,7 +353,12 @@ class Session:
             # the request: check against the request's text, in a copy of its own.
             anchor_doc = SyntaxDocument(Text(text, self.encoding), st.language or None)
         ctx = attrs.evolve(window, document=Anchor(anchor_doc, (line, character)))
+        roots = tuple(path_of(u) for u in self._roots() if u.startswith("file:"))
+        ctx = attrs.evolve(ctx, roots=roots)
+        # Held until the request ends, so a settings change cannot close its backends.
+        pipeline.hold()
         inner = asyncio.ensure_future(pipeline.complete(ctx))
+        inner.add_done_callback(lambda _: pipeline.release())
         st.inner = inner
         try:
             rec = await inner

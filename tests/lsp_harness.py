@@ -67,7 +67,10 @@ async def start(
     *,
     init_options: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    configuration: Any = None,
 ) -> tuple[LanguageClient, t.InitializeResult]:
+    """`configuration` is what the client answers workspace/configuration with, from the
+    server's first pull (at `initialized`) on."""
     server_env = dict(os.environ)
     server_env.update({"SYNCONFROUTE_CONFIG": str(config_path), "PYTHONPATH": str(ROOT)})
     server_env.update(env or {})
@@ -84,6 +87,8 @@ async def start(
     )
     client = await cfg.start()
     assert isinstance(client, LanguageClient)
+    if configuration is not None:
+        client.set_configuration(configuration)
     result = await client.initialize_session(
         t.InitializeParams(
             capabilities=caps,

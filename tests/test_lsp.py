@@ -316,24 +316,29 @@ async def test_workspace_configuration_and_did_change(
     local, remote = fakes
     local.script(VALID, always=True)
     remote.script(REMOTE)
-    cfg = write_config(tmp_path, local_url=local.url, remote_url=remote.base_url)
+    # Workspace settings may only tighten what leaves the machine: the file says "remote",
+    # the workspace narrows it (test_lsp_privacy.py shows it cannot widen it).
+    cfg = write_config(
+        tmp_path,
+        local_url=local.url,
+        remote_url=remote.base_url,
+        extra='[routing]\npolicy = "remote"',
+    )
     caps = capabilities("visual-studio-code", inline=True)
     client, _ = await start(cfg, caps)
     try:
-        client.set_configuration({"synconfroute": {"routing": {"policy": "remote"}}})
+        client.set_configuration({"synconfroute": {"routing": {"policy": "local"}}})
         client.workspace_did_change_configuration(t.DidChangeConfigurationParams(settings=None))
         await asyncio.sleep(0.3)
         open_doc(client, URI, TEXT)
         await client.text_document_inline_completion_async(inline_params())
-        assert len(remote.received("/v1/completions")) == 1  # the pulled policy applies
+        assert len(remote.received("/v1/completions")) == 0  # the pulled policy applies
         client.workspace_did_change_configuration(
-            t.DidChangeConfigurationParams(
-                settings={"synconfroute": {"routing": {"policy": "local"}}}
-            )
+            t.DidChangeConfigurationParams(settings={"synconfroute": {"routing": {}}})
         )
         await asyncio.sleep(0.2)
         await client.text_document_inline_completion_async(inline_params(t.Position(0, 0)))
-        assert len(remote.received("/v1/completions")) == 1  # pushed "local" applies
+        assert len(remote.received("/v1/completions")) == 1  # pushed: back to the file's
     finally:
         await stop(client)
 

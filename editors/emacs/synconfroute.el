@@ -60,7 +60,9 @@ The keys are those of docs/settings.md, for example
             :model \"Qwen/Qwen2.5-Coder-32B-Instruct\")
    :routing (:threshold -0.5))
 Use t and :json-false for booleans.  Per project, set
-`eglot-workspace-configuration' to (:synconfroute (...)) in .dir-locals.el."
+`eglot-workspace-configuration' to (:synconfroute (...)) in .dir-locals.el;
+the server treats those as workspace settings, which may only tighten what
+leaves the machine (a server URL there is refused)."
   :type 'sexp)
 
 (defvar synconfroute-last-route nil

@@ -99,7 +99,7 @@ def _field_of(parent: tree_sitter.Node, child: tree_sitter.Node) -> str | None:
 
 
 def _role(node: tree_sitter.Node) -> str:
-    """"use", "bind" or "skip" (attribute or keyword-argument name) for an identifier."""
+    """ "use", "bind" or "skip" (attribute or keyword-argument name) for an identifier."""
     parent = node.parent
     if parent is None:
         return "use"
@@ -170,4 +170,3 @@ def undefined_names(
             continue
         unknown.append(UnknownName(name, ident.start_byte, ident.end_byte))
     return unknown
-

@@ -69,6 +69,14 @@ SETTINGS_NOTE = (
 )
 
 
+def _scope_note(key: str) -> str:
+    if key in config.USER_ONLY_KEYS:
+        return " *User settings only: a workspace may not say where code goes.*"
+    if key in config.TIGHTEN_ONLY_KEYS:
+        return " *A workspace may only set this towards sending less off the machine.*"
+    return ""
+
+
 def _schema(hint: Any, field: attrs.Attribute[Any]) -> dict[str, Any]:
     if typing.get_origin(hint) is Literal:
         return {"type": "string", "enum": list(typing.get_args(hint))}
@@ -96,11 +104,14 @@ def server_properties() -> dict[str, dict[str, Any]]:
         for field in attrs.fields(section):
             prop = _schema(hints[field.name], field)
             prop["default"] = getattr(getattr(defaults, name), field.name)
-            prop["scope"] = "resource"
+            key = f"{name}.{field.name}"
+            # Where code goes is the user's call: a workspace's .vscode/settings.json
+            # must not set it (the server refuses it from workspace scope anyway).
+            prop["scope"] = "machine" if key in config.USER_ONLY_KEYS else "resource"
             prop["order"] = order
             env = config.ENV_PREFIX + f"{name}_{field.name}".upper()
             prop["markdownDescription"] = (
-                f"{field.metadata['doc']} (Environment: `{env}`.){SETTINGS_NOTE}"
+                f"{field.metadata['doc']} (Environment: `{env}`.){_scope_note(key)}{SETTINGS_NOTE}"
             )
             props[f"{SECTION}.{name}.{field.name}"] = prop
             order += 1

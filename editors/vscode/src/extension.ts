@@ -13,7 +13,14 @@ import {
 } from "vscode-languageclient/node";
 import { COMMANDS, LANGUAGES } from "./ids";
 import { resolveServerCommand } from "./serverCommand";
-import { SECTION, ServerSettings, serverKeys, toServerSettings } from "./settings";
+import {
+  SECTION,
+  ServerSettings,
+  serverKeys,
+  toServerSettings,
+  userOnlyKeys,
+  userValue,
+} from "./settings";
 import {
   Route,
   ServerStatus,
@@ -27,12 +34,20 @@ let client: LanguageClient | undefined;
 let output: vscode.LogOutputChannel;
 let statusItem: vscode.StatusBarItem;
 let keys: string[] = [];
+let userOnly: string[] = [];
 let lastRoute: Route | undefined;
 let localOnly = false;
 
 function settingsFor(scope?: vscode.Uri): ServerSettings {
   const cfg = vscode.workspace.getConfiguration(SECTION, scope);
   return toServerSettings(keys, (key) => cfg.inspect(key));
+}
+
+// initializationOptions: the user's own settings only (the server treats them as user scope;
+// workspace values reach it through workspace/configuration, where it lets them only tighten).
+function userSettings(): ServerSettings {
+  const cfg = vscode.workspace.getConfiguration(SECTION);
+  return toServerSettings(keys, (key) => cfg.inspect(key), userValue);
 }
 
 function refreshStatusBar(): void {
@@ -78,7 +93,7 @@ async function startClient(): Promise<void> {
       { scheme: "file", language },
       { scheme: "untitled", language },
     ]),
-    initializationOptions: settingsFor(),
+    initializationOptions: userSettings(),
     outputChannel: output,
     synchronize: { configurationSection: SECTION },
     middleware: {
@@ -171,7 +186,9 @@ async function restart(): Promise<void> {
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel("SynConfRoute", { log: true });
-  keys = serverKeys(context.extension.packageJSON.contributes.configuration.properties);
+  const properties = context.extension.packageJSON.contributes.configuration.properties;
+  keys = serverKeys(properties);
+  userOnly = userOnlyKeys(properties);
   localOnly = settingsFor().privacy?.local_only === true;
   statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
   statusItem.command = COMMANDS.showStatus;
@@ -183,9 +200,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand(COMMANDS.showStatus, showStatus),
     vscode.commands.registerCommand(COMMANDS.restartServer, restart),
     vscode.workspace.onDidChangeConfiguration(async (e) => {
-      if (e.affectsConfiguration(`${SECTION}.server`)) {
+      const where = userOnly.some((k) => e.affectsConfiguration(`${SECTION}.${k}`));
+      if (e.affectsConfiguration(`${SECTION}.server`) || where) {
         const choice = await vscode.window.showInformationMessage(
-          "SynConfRoute: the server program changed.",
+          where
+            ? "SynConfRoute: where completions are sent changed; it applies after a restart."
+            : "SynConfRoute: the server program changed.",
           "Restart Server",
         );
         if (choice !== undefined) {

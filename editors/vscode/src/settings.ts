@@ -45,19 +45,39 @@ export function explicitValue(inspected: Inspected | undefined): unknown {
   return undefined;
 }
 
+/** The value set in the user's own settings only (what initializationOptions carry). */
+export function userValue(inspected: Inspected | undefined): unknown {
+  const v = inspected?.globalValue;
+  return v === null ? undefined : v;
+}
+
+/**
+ * The server keys a workspace may not set (contributed with scope `machine`): changing them
+ * in user settings needs a server restart, since the server takes them from
+ * initializationOptions only.
+ */
+export function userOnlyKeys(properties: Record<string, unknown>): string[] {
+  return serverKeys(properties).filter(
+    (key) => (properties[`${SECTION}.${key}`] as { scope?: string }).scope === "machine",
+  );
+}
+
 /**
  * Nested server settings ({local: {backend: ...}}) from the values the user set in VS Code.
  *
  * Defaults are not sent: the server's own settings file and environment keep their say for
- * everything the user did not set here.
+ * everything the user did not set here. `pick` chooses the level: `explicitValue` (folder
+ * over workspace over user: the workspace/configuration answer, which the server treats as
+ * workspace scope) or `userValue` (user settings only: initializationOptions, user scope).
  */
 export function toServerSettings(
   keys: readonly string[],
   inspect: (key: string) => Inspected | undefined,
+  pick: (inspected: Inspected | undefined) => unknown = explicitValue,
 ): ServerSettings {
   const out: ServerSettings = {};
   for (const key of keys) {
-    const value = explicitValue(inspect(key));
+    const value = pick(inspect(key));
     if (value === undefined) {
       continue;
     }

@@ -2,7 +2,15 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
-import { Inspected, SERVER_SECTIONS, explicitValue, serverKeys, toServerSettings } from "../settings";
+import {
+  Inspected,
+  SERVER_SECTIONS,
+  explicitValue,
+  serverKeys,
+  toServerSettings,
+  userOnlyKeys,
+  userValue,
+} from "../settings";
 
 const packageJson = JSON.parse(
   fs.readFileSync(path.join(__dirname, "..", "..", "package.json"), "utf-8"),
@@ -50,4 +58,28 @@ test("explicitValue ignores null and missing levels", () => {
   assert.equal(explicitValue(undefined), undefined);
   assert.equal(explicitValue({ workspaceFolderValue: null, globalValue: 3 }), 3);
   assert.equal(explicitValue({ workspaceValue: 0 }), 0);
+});
+
+test("initializationOptions carry the user's settings only, never a workspace's", () => {
+  const set: Record<string, Inspected> = {
+    "remote.url": { globalValue: "http://a:8000/v1", workspaceValue: "http://evil/v1" },
+    "privacy.local_only": { globalValue: true, workspaceFolderValue: false },
+    "routing.policy": { workspaceValue: "remote" },
+  };
+  const settings = toServerSettings(serverKeys(properties), (k) => set[k] ?? {}, userValue);
+  assert.deepEqual(settings, {
+    remote: { url: "http://a:8000/v1" },
+    privacy: { local_only: true },
+  });
+});
+
+test("where code goes is a user setting (scope machine); the rest a workspace may tighten", () => {
+  assert.deepEqual(userOnlyKeys(properties).sort(), [
+    "local.url",
+    "remote.api_key_env",
+    "remote.url",
+    "remote.urls",
+  ]);
+  const scoped = properties as Record<string, { scope?: string }>;
+  assert.equal(scoped["synconfroute.privacy.local_only"].scope, "resource");
 });

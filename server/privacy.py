@@ -1,0 +1,97 @@
+"""`privacy.never_send` patterns, matched the way users write them: gitignore-style.
+
+A pattern is matched against the file's path relative to each workspace folder that
+holds it, and against its absolute path (so absolute patterns, and files outside any
+folder, work too). As in .gitignore:
+
+- a pattern without `/` (other than a trailing one) matches a name at any depth
+  (`*.env`, `secrets`);
+- a pattern with a `/` at the start or in the middle is anchored to the folder
+  (`secrets/**`, `/config/prod.py`);
+- `*` and `?` never cross `/`; `**` does (`**/secrets/**`, `a/**/b`);
+- a trailing `/` matches folders only;
+- a matched folder covers everything inside it.
+
+`!` negation is not supported (a pattern must never let code out): it is matched as
+a literal `!`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Sequence
+
+
+@functools.lru_cache(maxsize=512)
+def _compile(pattern: str) -> tuple[re.Pattern[str], bool] | None:
+    """(regex over a '/'-separated path, folder-only) or None for a blank pattern."""
+    p = pattern.strip()
+    if not p:
+        return None
+    dir_only = p.endswith("/")
+    p = p.rstrip("/")
+    if not p:
+        return None
+    anchored = "/" in p
+    p = p.lstrip("/")
+    if not anchored and not p.startswith("**"):
+        p = "**/" + p
+    out: list[str] = []
+    i = 0
+    while i < len(p):
+        if p.startswith("**/", i):
+            out.append("(?:.*/)?")  # zero or more folders
+            i += 3
+        elif p.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif p[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif p[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif p[i] == "[" and (end := p.find("]", i + 2)) > 0:
+            body = p[i + 1 : end]
+            if body[0] == "!":
+                body = "^" + body[1:]
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(p[i]))
+            i += 1
+    return re.compile("".join(out)), dir_only
+
+
+def _matches(pattern: str, path: str) -> bool:
+    compiled = _compile(pattern)
+    if compiled is None:
+        return False
+    regex, dir_only = compiled
+    parts = [part for part in path.split("/") if part]
+    # The file itself, and each folder above it (a matched folder covers its content).
+    for n in range(1, len(parts) + 1):
+        if dir_only and n == len(parts):
+            break
+        if regex.fullmatch("/".join(parts[:n])):
+            return True
+    return False
+
+
+def relative_paths(path: str, roots: Iterable[str]) -> list[str]:
+    """`path` relative to each root that holds it (nested folders give several)."""
+    out = []
+    for root in roots:
+        r = root.rstrip("/")
+        if r and path.startswith(r + "/"):
+            out.append(path[len(r) + 1 :])
+    return out
+
+
+def never_send(patterns: Sequence[str], path: str, roots: Iterable[str] = ()) -> bool:
+    """True when a pattern covers `path` (absolute, '/'-separated) in any root or at all."""
+    if not path or not patterns:
+        return False
+    candidates = [*relative_paths(path, roots), path]
+    return any(_matches(p, c) for p in patterns for c in candidates)

@@ -10,13 +10,13 @@ from typing import Any
 from lsprotocol import types as t
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
 
 from . import __version__, config
 from .card import route_card, summary
 from .ledger import Ledger
 from .positions import Encoding, PositionOutOfRange, advance
 from .session import Completed, Edit, Session
+from .transport import TransportProtocol
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ _LEVELS = {
 }
 
 
-class _Protocol(LanguageServerProtocol):
+class _Protocol(TransportProtocol):
     """pygls drops a request whose params do not deserialize, without a response;
     every request must get one, so answer it with InvalidParams here."""
 

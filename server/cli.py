@@ -121,6 +121,7 @@ def _log_to_file(level: int) -> Path | None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .lsp import create_server
+    from .transport import serve_stdio, serve_tcp
 
     loaded = _load(args)
     level = (
@@ -143,10 +144,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not port.isdigit():
             print(f"synconfroute serve: --tcp wants HOST:PORT, got {args.tcp!r}", file=sys.stderr)
             return 2
-        server.start_tcp(host or "127.0.0.1", int(port))
-    else:
-        server.start_io()
-    return 0
+        return serve_tcp(server, host or "127.0.0.1", int(port))
+    return serve_stdio(server)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -11,7 +11,6 @@ from typing import Any
 from lsprotocol import types as t
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from . import __version__, config
@@ -19,6 +18,7 @@ from .card import route_card, summary
 from .ledger import Ledger
 from .positions import Encoding, PositionOutOfRange, advance
 from .session import Completed, DocumentNotOpen, Edit, Session
+from .transport import TransportProtocol
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ _LEVELS = {
 }
 
 
-class _Protocol(LanguageServerProtocol):
+class _Protocol(TransportProtocol):
     """pygls drops a request whose params do not deserialize, without a response;
     every request must get one, so answer it with InvalidParams here."""
 

@@ -253,8 +253,10 @@ class Pipeline:
         except BackendError as exc:
             rec.errors.append(f"remote: {exc}")
             rec.error_kinds.append(f"remote:{type(exc).__name__}")
-            # We may have sent the request before it failed: count it, to be safe.
-            rec.bytes_sent += len((ctx.prefix + ctx.suffix).encode())
+            # We may have sent the request before it failed: count it, to be safe
+            # (unless the backend knows nothing left, e.g. while it backs off).
+            if not exc.sent_nothing:
+                rec.bytes_sent += len((ctx.prefix + ctx.suffix).encode())
         rec.latency_ms["remote_total"] = (self._clock() - t_remote) * 1000
 
         if not remote_ok and run.cancelled_early and self._clock() < deadline:

@@ -70,6 +70,45 @@ class StopCutter:
         return out
 
 
+class TokenCap:
+    """Counts streamed tokens against the request's max_tokens, on our side.
+
+    A server that ignores `num_predict` / `max_tokens` would stream on past the
+    deadline; the backend stops reading (and hangs up) once `reached`. A piece
+    without log-probs counts as one token per non-empty piece.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self.count = 0
+        self.cut = False  # a piece was shortened (or dropped) to stay under the cap
+
+    @property
+    def reached(self) -> bool:
+        return self.count >= self.limit
+
+    def take(
+        self, text: str, tokens: tuple[TokenLogprob, ...]
+    ) -> tuple[str, tuple[TokenLogprob, ...]]:
+        """The part of a piece that fits under the cap (all of it, mostly)."""
+        room = self.limit - self.count
+        if room <= 0:
+            self.cut = self.cut or bool(text or tokens)
+            return "", ()
+        if not tokens:
+            self.count += 1 if text else 0
+            return text, tokens
+        if len(tokens) <= room:
+            self.count += len(tokens)
+            return text, tokens
+        kept = tokens[:room]
+        self.count = self.limit
+        self.cut = True
+        if "".join(t.text for t in tokens) == text:  # cut the text with the tokens
+            text = "".join(t.text for t in kept)
+        return text, kept
+
+
 def trim_tokens(tokens: tuple[TokenLogprob, ...], text: str) -> tuple[TokenLogprob, ...]:
     """The leading tokens whose text makes up `text` (a stop cut may drop the tail)."""
     out: list[TokenLogprob] = []

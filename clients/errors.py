@@ -7,15 +7,61 @@ these `from` the underlying cause (httpx, llama.cpp), so logs keep the chain.
 
 from __future__ import annotations
 
+import json
+import re
+import threading
+
+# Every API key a backend was given. A server or proxy may echo our request
+# headers back in an error page; every error text we build passes `scrub`, so
+# the key never reaches a hover card, an LSP message, a log or `doctor`.
+_secrets: set[str] = set()
+_secrets_lock = threading.Lock()
+# Header values that are credentials whatever they are (a proxy's own, say).
+_AUTH_HEADER = re.compile(
+    r"""(?i)\b((?:proxy-)?authorization|api-key)(["']?\s*[:=]\s*["']?)[^\r\n"'<>,;]+"""
+)
+_BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}")
+REDACTED = "***"
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a credential so that `scrub` removes it from every error text."""
+    if value:
+        with _secrets_lock:
+            _secrets.add(value)
+
+
+def scrub(text: str) -> str:
+    """`text` without any registered secret or Authorization header value."""
+    with _secrets_lock:
+        secrets = sorted(_secrets, key=len, reverse=True)
+    for secret in secrets:
+        # Also the JSON-escaped spelling, as a JSON echo of our headers would carry it.
+        for form in {secret, json.dumps(secret)[1:-1]}:
+            text = text.replace(form, REDACTED)
+    text = _AUTH_HEADER.sub(rf"\1\2{REDACTED}", text)
+    return _BEARER.sub(rf"\1 {REDACTED}", text)
+
+
+def excerpt(text: str, limit: int) -> str:
+    """The start of a server's text for a message: scrubbed BEFORE it is cut, so that
+    a cut through the middle of a key cannot leave its first half behind."""
+    return scrub(text)[:limit]
+
 
 class BackendError(Exception):
     """Base of every error a model backend raises.
 
     `backend` names the tier ("ollama", "openai", "embedded"); `hint` is the fix
-    we suggest, already part of the message.
+    we suggest, already part of the message. Both are scrubbed of credentials.
+    `sent_nothing` is True when the request never left this process (e.g. the
+    tier is backing off), so callers need not count it as sent.
     """
 
-    def __init__(self, message: str, *, backend: str = "", hint: str = "") -> None:
+    def __init__(
+        self, message: str, *, backend: str = "", hint: str = "", sent_nothing: bool = False
+    ) -> None:
+        message, hint = scrub(message), scrub(hint)
         full = f"{message} ({hint})" if hint else message
         super().__init__(full)
         self.message = message
@@ -24,6 +70,7 @@ class BackendError(Exception):
         # Request bytes that left the process before the failure (a remote backend's
         # `complete()` fills it in), so the ledger counts only what was really sent.
         self.bytes_sent = 0
+        self.sent_nothing = sent_nothing
 
 
 class BackendUnavailable(BackendError):
@@ -59,6 +106,7 @@ class ProtocolError(BackendError):
 
 
 __all__ = [
+    "REDACTED",
     "BackendError",
     "BackendTimeout",
     "BackendUnavailable",
@@ -68,4 +116,7 @@ __all__ = [
     "ProtocolError",
     "RequestCancelled",
     "RequestRejected",
+    "excerpt",
+    "register_secret",
+    "scrub",
 ]

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import logging
 import re
 import time
 from collections import deque
@@ -23,7 +24,8 @@ import attrs
 import httpx
 
 from . import templates
-from ._stream import StopCutter, collect, next_before
+from ._backoff import Backoff, Kind, kind_of_status, retry_after
+from ._stream import StopCutter, TokenCap, collect, next_before
 from .errors import (
     BackendError,
     BackendTimeout,
@@ -34,6 +36,7 @@ from .errors import (
     ProtocolError,
     RequestCancelled,
     RequestRejected,
+    excerpt,
 )
 from .templates import FimTemplate
 from .types import (
@@ -45,6 +48,8 @@ from .types import (
     PromptMode,
     TokenLogprob,
 )
+
+log = logging.getLogger(__name__)
 
 BACKEND = "ollama"
 DEFAULT_URL = "http://127.0.0.1:11434"
@@ -97,7 +102,7 @@ def _error_text(resp: httpx.Response) -> str:
         data = None
     if isinstance(data, dict) and isinstance(data.get("error"), str):
         return str(data["error"])
-    return resp.text.strip()[:200] or resp.reason_phrase or f"HTTP {resp.status_code}"
+    return excerpt(resp.text.strip(), 200) or resp.reason_phrase or f"HTTP {resp.status_code}"
 
 
 def _template_from_show(text: str) -> FimTemplate | None:
@@ -147,6 +152,8 @@ class OllamaBackend:
         self._info: dict[str, Any] | None = None  # /api/show, asked once
         self._insert_rejected = False  # the server refused `suffix` despite /api/show
         self._logprobs: bool | None = None
+        # A settings change builds a new backend, which ends an "until the settings change" hold.
+        self._backoff = Backoff(BACKEND, log)
         self.last_timings: dict[str, int] = {}  # the last generation's server figures (ns)
 
     # -- identity ----------------------------------------------------------
@@ -195,6 +202,13 @@ class OllamaBackend:
 
     # -- HTTP helpers --------------------------------------------------------
     def _transport_error(self, exc: httpx.TransportError) -> BackendError:
+        err = self._transport_error_of(exc)
+        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+            # Down or restarting: a short exponential backoff, not a request per keystroke.
+            self._backoff.failed(self._url, err, "connect")
+        return err
+
+    def _transport_error_of(self, exc: httpx.TransportError) -> BackendError:
         if isinstance(exc, httpx.TimeoutException):
             return BackendTimeout(
                 f"Ollama at {self._url} did not answer within {self._timeout:g}s",
@@ -245,6 +259,12 @@ class OllamaBackend:
                 backend=BACKEND,
                 hint="it was aborted on the server (shutdown or model unload); retry",
             )
+        if status == 429:
+            return BackendUnavailable(
+                f"Ollama (or a proxy in front of it) is rate-limiting us: {msg}",
+                backend=BACKEND,
+                hint="requests resume by themselves after the server's Retry-After",
+            )
         if status == 503:
             return BackendUnavailable(
                 f"Ollama is busy: {msg}",
@@ -272,9 +292,14 @@ class OllamaBackend:
     async def _check(self, resp: httpx.Response, path: str) -> None:
         """Raise the mapped error unless the answer is 200."""
         if resp.status_code == 200:
+            self._backoff.succeeded(self._url)
             return
         await resp.aread()
         err = self._status_error(resp.status_code, _error_text(resp), path)
+        kind: Kind | None = kind_of_status(resp.status_code)
+        if kind is not None:
+            wait = retry_after(resp.headers.get("retry-after"))
+            self._backoff.failed(self._url, err, kind, seconds=wait)
         cause = httpx.HTTPStatusError(
             f"HTTP {resp.status_code} from {path}", request=resp.request, response=resp
         )
@@ -387,6 +412,8 @@ class OllamaBackend:
         return attrs.evolve(done, bytes_sent=sent.bytes)
 
     async def _stream(self, request: CompletionRequest, sent: _Sent) -> AsyncGenerator[Chunk, None]:
+        if (held := self._backoff.held(self._url)) is not None:
+            raise held  # backing off: fail at once, nothing is sent
         try:
             async with contextlib.AsyncExitStack() as stack:
                 opened = await self._open(stack, request, sent)
@@ -394,7 +421,7 @@ class OllamaBackend:
                     yield Chunk(text="", finish_reason="stop")
                     return
                 resp, plan = opened
-                async for chunk in self._chunks(resp, plan, request.deadline):
+                async for chunk in self._chunks(resp, plan, request):
                     yield chunk
         except httpx.TransportError as exc:
             raise self._transport_error(exc) from exc
@@ -431,11 +458,13 @@ class OllamaBackend:
         return None
 
     async def _chunks(
-        self, resp: httpx.Response, plan: _Plan, deadline: float | None
+        self, resp: httpx.Response, plan: _Plan, request: CompletionRequest
     ) -> AsyncGenerator[Chunk, None]:
-        """One Chunk per NDJSON line, cut client-side at the stop strings too."""
+        """One Chunk per NDJSON line, cut client-side at the stop strings and max_tokens too."""
+        deadline = request.deadline
         lines = resp.aiter_lines()
         cutter = StopCutter(plan.stop)
+        cap = TokenCap(request.max_tokens)
         queued: deque[tuple[int, TokenLogprob]] = deque()  # (start offset, token)
         received = emitted = 0
 
@@ -458,8 +487,7 @@ class OllamaBackend:
             if not line.strip():
                 continue
             obj = self._parse_line(line)
-            text: str = obj.get("response", "")
-            toks = self._parse_logprobs(obj)
+            text, toks = cap.take(obj.get("response", ""), self._parse_logprobs(obj))
             pos = received
             for tok in toks:
                 queued.append((min(pos, received + len(text)), tok))
@@ -487,6 +515,18 @@ class OllamaBackend:
                     finish_reason=reason if isinstance(reason, str) and reason else "stop",
                 )
                 return
+            if cap.reached:
+                # The server goes on past num_predict (some ignore it): stop reading.
+                # Leaving the `async with` closes the response: the server stops generating.
+                rest = cutter.flush()
+                emitted += len(rest)
+                yield Chunk(
+                    text=out + rest,
+                    tokens=release(everything=True),
+                    logprobs=has_lp,
+                    finish_reason="length",
+                )
+                return
             tokens = release()
             if out or tokens or not has_lp:
                 yield Chunk(text=out, tokens=tokens, logprobs=has_lp)
@@ -497,7 +537,7 @@ class OllamaBackend:
             obj = json.loads(line)
         except ValueError as exc:
             raise ProtocolError(
-                f"Ollama sent a line that is not JSON: {line[:80]!r}",
+                f"Ollama sent a line that is not JSON: {excerpt(line, 80)!r}",
                 backend=BACKEND,
                 hint=NOT_OLLAMA_HINT,
             ) from exc
@@ -517,7 +557,7 @@ class OllamaBackend:
             obj.get("done", False), bool
         ):
             raise ProtocolError(
-                f"Ollama sent a line of an unexpected shape: {line[:80]!r}",
+                f"Ollama sent a line of an unexpected shape: {excerpt(line, 80)!r}",
                 backend=BACKEND,
                 hint=NOT_OLLAMA_HINT,
             )
@@ -542,7 +582,7 @@ class OllamaBackend:
             else:
                 return tuple(out)
         raise ProtocolError(
-            f"Ollama sent log-probs of an unexpected shape: {str(items)[:80]}",
+            f"Ollama sent log-probs of an unexpected shape: {excerpt(str(items), 80)}",
             backend=BACKEND,
             hint=NOT_OLLAMA_HINT,
         )

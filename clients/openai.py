@@ -29,7 +29,8 @@ import attrs
 import httpx
 
 from . import templates
-from ._stream import StopCutter, collect, next_before, trim_tokens
+from ._backoff import Backoff, kind_of_status, retry_after
+from ._stream import StopCutter, TokenCap, collect, next_before, trim_tokens
 from .errors import (
     BackendError,
     BackendTimeout,
@@ -38,6 +39,8 @@ from .errors import (
     ModelNotFound,
     ProtocolError,
     RequestRejected,
+    excerpt,
+    register_secret,
 )
 from .types import (
     Chunk,
@@ -79,18 +82,33 @@ class _Piece:
 
 
 class _Retry(Exception):
-    """This server failed before we yielded anything: try the next URL."""
+    """This server failed before we yielded anything: try the next URL.
 
-    def __init__(self, reason: str) -> None:
+    `status` (429/503) or `connect` say whether the failure starts a backoff;
+    `retry_after` is the server's Retry-After in seconds, if it sent one.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        connect: bool = False,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.status = status
+        self.retry_after = retry_after
+        self.connect = connect
 
 
 class _Assembler:
     """Turns server pieces into our Chunks: stop strings cut, tokens kept aligned."""
 
-    def __init__(self, stops: Sequence[str]) -> None:
+    def __init__(self, stops: Sequence[str], max_tokens: int) -> None:
         self.cutter = StopCutter(stops)
+        self.cap = TokenCap(max_tokens)
         self.text = ""  # text handed out so far
         self.tokens: list[TokenLogprob] = []  # every token the server reported
         self.given = 0  # how many of them went out with the text
@@ -100,13 +118,18 @@ class _Assembler:
     def stopped(self) -> bool:
         return self.cutter.stopped
 
+    @property
+    def capped(self) -> bool:
+        return self.cap.reached
+
     def feed(self, piece: _Piece) -> Chunk | None:
+        text, tokens = self.cap.take(piece.text, piece.tokens or ())
         if piece.tokens is None:
-            if piece.text:
+            if text:
                 self.logprobs = False
         else:
-            self.tokens.extend(piece.tokens)
-        out = self.cutter.feed(piece.text)
+            self.tokens.extend(tokens)
+        out = self.cutter.feed(text)
         if self.cutter.stopped:
             return self._chunk(out, "stop")
         return self._chunk(out, None) if out else None
@@ -152,6 +175,7 @@ class OpenAIBackend:
         self._key_env = api_key_env
         key = os.environ.get(api_key_env, "").strip() if api_key_env else ""
         self._key = key or None
+        register_secret(self._key)  # scrubbed from every error text from now on
         if template:
             try:
                 self._template: templates.FimTemplate | None = templates.get(template)
@@ -167,6 +191,8 @@ class OpenAIBackend:
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
         )
         self._preferred = self._urls[0]
+        # Per base URL; a settings change builds a new backend, which ends every hold.
+        self._backoff = Backoff(BACKEND, log)
         self._ctx: int | None = None
         self._ctx_known = False
 
@@ -207,10 +233,6 @@ class OpenAIBackend:
     # -- requests ----------------------------------------------------------
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._key}"} if self._key else {}
-
-    def _scrub(self, text: str) -> str:
-        """Server messages are echoed to the user: make sure they never carry the key."""
-        return text.replace(self._key, "***") if self._key else text
 
     def _order(self) -> list[str]:
         i = self._urls.index(self._preferred)
@@ -260,19 +282,26 @@ class OpenAIBackend:
         body = self.payload(request)
         data = json.dumps(body).encode()
         failures: list[str] = []
+        held: list[BackendError] = []
         cause: BaseException | None = None
-        for url in self._order():
+        order = self._order()
+        for i, url in enumerate(order):
+            if (err := self._backoff.held(url)) is not None:
+                held.append(err)
+                failures.append(err.message)  # it names the URL already
+                continue
             try:
                 resp = await self._open(url, data, request, sent)
             except _Retry as exc:
-                log.warning("openai: %s failed (%s); trying the next URL", url, exc.reason)
+                self._failed(url, exc, order[i + 1 :])
                 failures.append(f"{url}: {exc.reason}")
                 cause = exc.__cause__ or exc
                 continue
+            self._backoff.succeeded(url)
             yielded = False
             try:
                 async with aclosing(self._pieces(resp, url)) as pieces:
-                    asm = _Assembler(body["stop"])
+                    asm = _Assembler(body["stop"], request.max_tokens)
                     finish: str | None = None
                     while True:
                         try:
@@ -290,8 +319,14 @@ class OpenAIBackend:
                             yielded = True
                             yield chunk
                         if piece.finish_reason is not None:
-                            finish = piece.finish_reason
+                            # A whole answer longer than max_tokens was cut by us.
+                            finish = "length" if asm.cap.cut else piece.finish_reason
                             await self._drain(pieces, request)
+                            break
+                        if asm.capped:
+                            # max_tokens reached and the server goes on (it ignores
+                            # max_tokens): hang up, which stops the generation.
+                            finish = "length"
                             break
                     self._preferred = url
                     yield asm.finish(finish)
@@ -303,16 +338,46 @@ class OpenAIBackend:
                         backend=BACKEND,
                         hint="retry; if it keeps happening, check the server's log",
                     ) from exc
-                log.warning("openai: %s failed (%s); trying the next URL", url, exc.reason)
+                if order[i + 1 :]:
+                    log.warning("openai: %s failed (%s); trying the next URL", url, exc.reason)
                 failures.append(f"{url}: {exc.reason}")
                 cause = exc.__cause__ or exc
             finally:
                 await resp.aclose()
+        if len(held) == len(order):
+            # Every server is backing off: fail at once with the tier's own error.
+            kinds = {type(e) for e in held}
+            kind = kinds.pop() if len(kinds) == 1 else BackendUnavailable
+            if len(held) == 1:
+                raise held[0]
+            raise kind(
+                "no OpenAI-compatible server asked: " + "; ".join(failures),
+                backend=BACKEND,
+                hint=held[0].hint,
+                sent_nothing=True,
+            )
         raise BackendUnavailable(
             "no OpenAI-compatible server answered: " + "; ".join(failures),
             backend=BACKEND,
             hint="check that the vLLM server(s) are up and the remote URL(s) are right",
+            sent_nothing=sent.n == 0,
         ) from cause
+
+    def _failed(self, url: str, exc: _Retry, rest: Sequence[str]) -> None:
+        """Back off from `url` when the failure will repeat; say so once, not per request."""
+        kind = "connect" if exc.connect else kind_of_status(exc.status or 0)
+        started = False
+        if kind is not None:
+            hint = (
+                "the server is down or unreachable; requests resume by themselves"
+                if kind == "connect"
+                else "the server asked us to wait (rate limit or overload); requests resume"
+                " by themselves"
+            )
+            err = BackendUnavailable(f"{url}: {exc.reason}", backend=BACKEND, hint=hint)
+            started = self._backoff.failed(url, err, kind, seconds=exc.retry_after)
+        if rest and not started:
+            log.warning("openai: %s failed (%s); trying the next URL", url, exc.reason)
 
     async def _drain(self, pieces: AsyncIterator[_Piece], request: CompletionRequest) -> None:
         left = request.remaining()
@@ -339,7 +404,7 @@ class OpenAIBackend:
                 try:
                     resp = await self._client.send(req, stream=True)
                 except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                    raise _Retry(f"cannot connect ({_describe(exc)})") from exc
+                    raise _Retry(f"cannot connect ({_describe(exc)})", connect=True) from exc
                 sent.n += len(data)
                 if resp.is_success:
                     return resp
@@ -367,10 +432,15 @@ class OpenAIBackend:
                 await resp.aclose()
         assert resp is not None  # only a non-2xx answer gets here
         status = resp.status_code
-        message = self._scrub(_error_message(raw))
+        message = _error_message(raw)
         if status >= 500 or status in (408, 429):
-            raise _Retry(f"HTTP {status}: {message}")
-        raise await self._http_error(url, status, message)
+            wait = retry_after(resp.headers.get("retry-after"))
+            raise _Retry(f"HTTP {status}: {message}", status=status, retry_after=wait)
+        err = await self._http_error(url, status, message)
+        if isinstance(err, BadCredentials):
+            # The same key will be refused again: stop asking until the settings change.
+            self._backoff.failed(url, err, "auth")
+        raise err
 
     async def _http_error(self, url: str, status: int, message: str) -> BackendError:
         if status in (401, 403):
@@ -445,7 +515,7 @@ class OpenAIBackend:
             raise _shape(url, "an answer that is not a JSON object")
         err = _error_in(obj)
         if err is not None:
-            raise _Retry(f"server error: {self._scrub(err)}")
+            raise _Retry(f"server error: {excerpt(err, 500)}")
         choices = obj.get("choices")
         if not isinstance(choices, list):
             raise _shape(url, "an answer without `choices`")
@@ -682,7 +752,7 @@ async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[str]:
             data.append(value[1:] if value.startswith(" ") else value)
         elif field not in ("", "event", "id", "retry"):
             raise ProtocolError(
-                f"not a server-sent event stream (line {line[:80]!r})",
+                f"not a server-sent event stream (line {excerpt(line, 80)!r})",
                 backend=BACKEND,
                 hint="the URL may point at something other than an OpenAI-compatible server",
             )
@@ -695,7 +765,7 @@ def _loads(text: str, url: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise ProtocolError(
-            f"{url} sent something that is not JSON: {text[:80]!r}",
+            f"{url} sent something that is not JSON: {excerpt(text, 80)!r}",
             backend=BACKEND,
             hint="the URL may point at something other than an OpenAI-compatible server",
         ) from exc
@@ -751,7 +821,7 @@ def _error_message(raw: bytes) -> str:
     try:
         obj = json.loads(text)
     except ValueError:
-        return text[:200] or "(empty body)"
+        return excerpt(text, 200) or "(empty body)"
     if isinstance(obj, dict):
         msg = _error_in(obj)
         if msg is None and "detail" in obj:  # FastAPI's default error shape
@@ -759,8 +829,8 @@ def _error_message(raw: bytes) -> str:
         if msg is None and "message" in obj:
             msg = str(obj["message"])
         if msg is not None:
-            return msg[:500]
-    return text[:200]
+            return excerpt(msg, 500)
+    return excerpt(text, 200)
 
 
 def _describe(exc: BaseException) -> str:

@@ -8,6 +8,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 import attrs
 
+from .errors import scrub
+
 
 @attrs.frozen(kw_only=True)
 class CompletionRequest:
@@ -75,11 +77,11 @@ class Completion:
 
 @attrs.frozen
 class Problem:
-    """Something `doctor` found, with the fix we suggest."""
+    """Something `doctor` found, with the fix we suggest (scrubbed of credentials)."""
 
     severity: Literal["error", "warning"]
-    message: str
-    fix: str = ""
+    message: str = attrs.field(converter=scrub)
+    fix: str = attrs.field(default="", converter=scrub)
 
 
 @attrs.frozen(kw_only=True)

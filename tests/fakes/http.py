@@ -28,6 +28,7 @@ REASONS = {
     403: "Forbidden",
     404: "Not Found",
     422: "Unprocessable Entity",
+    429: "Too Many Requests",
     499: "Client Closed Request",
     500: "Internal Server Error",
     502: "Bad Gateway",
@@ -42,7 +43,10 @@ class TokenScript:
     `tokens` are (text, logprob) pairs. `delay` is slept before every token
     (`first_delay` before the first one instead, if set). `error_after` sends a
     mid-stream error after that many tokens. `status`/`body` answer the request
-    with an error (or raw bytes) before any token.
+    with an error (or raw bytes) before any token; with `retry_after` that answer
+    carries a Retry-After header, and `echo_headers` makes its body a plain-text
+    page that echoes the request's headers (Authorization included), as a
+    misconfigured proxy does.
     """
 
     tokens: list[tuple[str, float]] = attrs.field(factory=list)
@@ -56,6 +60,8 @@ class TokenScript:
     finish_reason: str = "stop"
     garbage: bool = False  # stream lines that are not JSON
     hang: bool = False  # accept the request, then never answer
+    retry_after: str | None = None  # Retry-After header of a `status` answer
+    echo_headers: bool = False  # a `status` answer's body echoes the request headers
 
     @classmethod
     def of(cls, *texts: str, logprob: float = -0.1, **kw: Any) -> TokenScript:
@@ -90,11 +96,18 @@ class Responder:
     def client_gone(self) -> bool:
         return self._gone.is_set()
 
-    async def send(self, status: int, body: Any, content_type: str = "application/json") -> None:
+    async def send(
+        self,
+        status: int,
+        body: Any,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         head = (
             f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}\r\n"
-            f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n"
+            f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n{extra}"
             "Connection: close\r\n\r\n"
         )
         self._w.write(head.encode() + data)
@@ -276,6 +289,23 @@ class ScriptedServer(FakeHTTPServer):
     def _next_script(self) -> TokenScript:
         with self._lock:
             return self._scripts.popleft() if self._scripts else self.default
+
+
+async def send_status(req: Request, resp: Responder, script: TokenScript, body: Any) -> None:
+    """Answer with the script's error status: `body`, or the echo page, plus Retry-After."""
+    assert script.status is not None
+    headers = {"Retry-After": script.retry_after} if script.retry_after is not None else None
+    if not script.echo_headers:
+        await resp.send(script.status, body, headers=headers)
+        return
+    # A proxy's plain-text page: what it objected to, then every request header.
+    dump = "".join(f"{k}: {v}\n" for k, v in req.headers.items())
+    page = (
+        f"{script.status} {REASONS.get(script.status, '')}\n"
+        f"rejected: authorization: {req.headers.get('authorization', '-')}\n\n"
+        f"{req.method} {req.path}\n{dump}"
+    )
+    await resp.send(script.status, page.encode(), "text/plain", headers=headers)
 
 
 def closed_port() -> int:

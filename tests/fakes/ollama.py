@@ -13,7 +13,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from .http import Request, Responder, ScriptedServer, TokenScript
+from .http import Request, Responder, ScriptedServer, TokenScript, send_status
 
 DEFAULT_MODEL = "qwen2.5-coder:3b"
 
@@ -69,6 +69,7 @@ class FakeOllama(ScriptedServer):
         self.models = {canonical(k): self._complete_info(v) for k, v in models.items()}
         self.version = version
         self.honour_stop = True  # False: ignore `options.stop`, as a buggy server might
+        self.honour_num_predict = True  # False: ignore `options.num_predict` (seen in the wild)
         self.modes: list[str] = []  # per generation: "fim" | "raw" | "chat" | "load"
         self.routes.update(
             {
@@ -190,7 +191,7 @@ class FakeOllama(ScriptedServer):
     ) -> None:
         if script.status is not None:
             err = script.body if script.body is not None else {"error": ERRORS.get(script.status)}
-            await resp.send(script.status, err)
+            await send_status(req, resp, script, err)
             return
         streaming = body.get("stream", True) is not False
         # Servers before 0.12.11 silently ignore `logprobs`: script.logprobs=False.
@@ -198,7 +199,7 @@ class FakeOllama(ScriptedServer):
         top = int(body.get("top_logprobs") or 0)
         options = body.get("options") or {}
         stops = [s for s in options.get("stop") or [] if s] if self.honour_stop else []
-        num_predict = int(options.get("num_predict", -1))
+        num_predict = int(options.get("num_predict", -1)) if self.honour_num_predict else -1
         started = time.monotonic_ns()
         if streaming and not script.hang:
             await resp.start_stream("application/x-ndjson")

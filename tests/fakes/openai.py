@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from clients.templates import TEMPLATES
 
-from .http import Request, Responder, ScriptedServer, TokenScript
+from .http import Request, Responder, ScriptedServer, TokenScript, send_status
 
 ErrorStyle = Literal["nested", "flat"]
 
@@ -48,8 +48,8 @@ class FakeOpenAI(ScriptedServer):
 
     `script(...)` queues TokenScripts, one per completion request; `default`
     answers when the queue is empty (as in FakeOllama). `honour_stop=False`
-    plays a server that ignores stop strings, to exercise the client's own
-    cutting. Base URL for clients: `base_url`.
+    plays a server that ignores stop strings, `honour_max_tokens=False` one
+    that ignores max_tokens, to exercise the client's own cutting. Base URL for clients: `base_url`.
     """
 
     def __init__(
@@ -62,6 +62,7 @@ class FakeOpenAI(ScriptedServer):
         version: str = "0.11.0",
         special_tokens: Iterable[str] = SPECIAL_TOKENS,
         honour_stop: bool = True,
+        honour_max_tokens: bool = True,
         default: TokenScript | None = None,
     ) -> None:
         super().__init__(default if default is not None else DEFAULT_SCRIPT)
@@ -72,6 +73,7 @@ class FakeOpenAI(ScriptedServer):
         self.version = version
         self.special_tokens = frozenset(special_tokens)
         self.honour_stop = honour_stop
+        self.honour_max_tokens = honour_max_tokens  # False: stream on past max_tokens
         self._ids = itertools.count(1)
         self.routes = {
             ("POST", "/v1/completions"): self._completions,
@@ -171,7 +173,7 @@ class FakeOpenAI(ScriptedServer):
             payload = script.body
             if payload is None:
                 payload = self.error_body(script.error_message, script.status)
-            await resp.send(script.status, payload)
+            await send_status(req, resp, script, payload)
             return
         if script.hang:
             await resp.sleep(3600)  # returns as soon as the client hangs up
@@ -281,7 +283,7 @@ class _Generation:
         self.stops = [stop] if isinstance(stop, str) else [s for s in stop if s]
         if not fake.honour_stop:
             self.stops = []
-        max_tokens = body.get("max_tokens", 16)
+        max_tokens = body.get("max_tokens", 16) if fake.honour_max_tokens else len(script.tokens)
         self.tokens = script.tokens[:max_tokens]
         self.finish_reason = "length" if len(script.tokens) > max_tokens else script.finish_reason
         self.offset = 0

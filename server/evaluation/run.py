@@ -20,7 +20,7 @@ from ..backends import choose_local, make_local, make_remote
 from ..config import Settings
 from ..gate import SyntaxGate
 from ..syntax.verdict import Mode
-from . import datasets, report, scoring
+from . import ceiling, datasets, report, scoring
 from .datasets import DatasetError, Task
 from .execute import ExecResult, Toolchains, exec_key, execute
 from .generate import GenerationStopped, RemoteKind, generate_all, refresh_all
@@ -173,10 +173,21 @@ async def _probe_local(local: Backend, err: TextIO) -> str | None:
 
 
 def execute_all(
-    opts: EvalOptions, folder: RunFolder, err: TextIO, sandbox: Sandbox | None = None
+    opts: EvalOptions,
+    folder: RunFolder,
+    err: TextIO,
+    sandbox: Sandbox | None = None,
+    settings: Settings | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """Run every recorded completion that has no result yet; returns (count, sandbox info)."""
+    """Run every recorded completion that has no result yet, and with `settings` each
+    task's ground truth as the server would insert it (the pipeline's ceiling); returns
+    (count, sandbox info)."""
     jobs: dict[str, tuple[Task, str]] = {}
+    if settings is not None:
+        tasks = [rec.task for rec in folder.records.values()]
+        for key, job in ceiling.jobs(tasks, settings).items():
+            if key not in folder.execs:
+                jobs[key] = job
     for rec in folder.records.values():
         for gen in (rec.local, rec.remote):
             if gen is None or not gen.ok:
@@ -250,6 +261,7 @@ def score(
             "execution results (run `synconfroute eval` without --score-only first)"
         )
     remote = info.get("remote", opts.remote)
+    records = [rec.task for rec in folder.records.values()]
     return {
         "run": info,
         "remote": remote,
@@ -258,6 +270,7 @@ def score(
         "k": k,
         "gate_mode": mode,
         "incomplete": incomplete,
+        "ceiling": ceiling.summarize(records, settings, folder.execs, _gate(settings, mode)),
         "groups": {
             name: scoring.summarize(
                 items, threshold=threshold, k=k, missing_logprobs=settings.routing.missing_logprobs
@@ -300,7 +313,7 @@ def run_eval(
                 file=err,
             )
         try:
-            _, exec_info = execute_all(opts, folder, err)
+            _, exec_info = execute_all(opts, folder, err, settings=settings)
         except SandboxError as exc:
             raise EvalError(f"cannot run the tests: {exc}") from exc
         info = {**info, **exec_info}
@@ -311,6 +324,8 @@ def run_eval(
     (opts.out / SUMMARY).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     out.write(report.markdown(summary))
     out.flush()
+    for line in ceiling.warnings(summary["ceiling"]):
+        print(line, file=err)
     if opts.plot:
         try:
             for path in report.plot(summary, opts.out):

@@ -267,3 +267,28 @@ def test_humaneval_program_passes_in_private_area(box: sb.Sandbox, tools: Toolch
     )
     res = execute(task("he-style", program), "", box, tools, timeout_s=10)
     assert res.passed, res
+
+
+def test_ceiling_only_runs_the_ground_truths(tmp_path: Path) -> None:
+    """`eval --ceiling-only`: no model; each ground truth as the server would insert it is
+    run for real, and the table names what the server's rules cost."""
+    from server.config import Settings
+    from server.evaluation import run
+    from tests.test_eval_metrics import HE_ROWS
+
+    path = tmp_path / "he-mixed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in HE_ROWS))
+    opts = run.EvalOptions(
+        out=tmp_path / "out", datasets=(), files=(path,), workers=2, ceiling_only=True
+    )
+    out, err = io.StringIO(), io.StringIO()
+    result = run.run_eval(opts, Settings(), out=out, err=err)
+    g = result["ceiling"]["he-mixed/python"]
+    # The mid-line random span is cut to "s:" and fails; the other three pass.
+    assert (g["n"], g["intact"], g["passed"]) == (4, 3, 3)
+    assert g["causes"] == {"cut by single-line mode at a mid-line cursor": 1}
+    assert "| he-mixed/python | 4 | 75.0% | 75.0% | 0 |" in out.getvalue()
+    assert "warning: he-mixed/python: the pipeline's ceiling is 75.0 %" in err.getvalue()
+    assert (
+        json.loads((tmp_path / "out" / "ceiling.json").read_text())["ceiling"] == result["ceiling"]
+    )

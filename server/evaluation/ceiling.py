@@ -27,6 +27,7 @@ from .generate import context_for, multiline_for, treat
 from .records import Generation
 
 # Why a ground truth did not come through intact (the first rule that changed it).
+WHITESPACE = "whitespace only (the server inserts nothing)"
 STOP = "cut by a stop string"
 SINGLE_MID = "cut by single-line mode at a mid-line cursor"
 SINGLE_START = "cut by single-line mode at a line start"
@@ -54,7 +55,9 @@ def fate(task: Task, settings: Settings) -> TruthFate | None:
     text = treat(task, gen, settings).text
     if text == truth:
         return TruthFate(text=text, intact=True, cause=None)
-    if any(s in truth for s in REQUEST_STOPS):
+    if not truth.strip():
+        cause = WHITESPACE
+    elif any(s in truth for s in REQUEST_STOPS):
         cause = STOP
     elif not multiline_for(task, settings) and "\n" in truth.lstrip("\n"):
         line = context_for(task, settings).prefix.rsplit("\n", 1)[-1]

@@ -57,6 +57,7 @@ class EvalOptions:
     python: str | None = None
     generate: bool = True  # False: score the records already in `out`
     regate: bool = False  # recompute the gate verdicts instead of using the recorded ones
+    ceiling_only: bool = False  # no model: only the pipeline's ceiling of the tasks
     plot: bool = True
 
 
@@ -195,6 +196,16 @@ def execute_all(
             key = exec_key(rec.task, gen.text)
             if key not in folder.execs:
                 jobs.setdefault(key, (rec.task, gen.text))
+    return _execute(opts, folder, jobs, err, sandbox)
+
+
+def _execute(
+    opts: EvalOptions,
+    folder: RunFolder,
+    jobs: dict[str, tuple[Task, str]],
+    err: TextIO,
+    sandbox: Sandbox | None = None,
+) -> tuple[int, dict[str, Any]]:
     sandbox = sandbox or Sandbox(workers=opts.workers, isolate=opts.isolate)
     tools = Toolchains.find(opts.python)
     info = {"sandbox": sandbox.isolation.describe(), "workers": sandbox.workers}
@@ -280,12 +291,51 @@ def score(
     }
 
 
+CEILING = "ceiling.json"
+
+
+def run_ceiling(opts: EvalOptions, settings: Settings, out: TextIO, err: TextIO) -> dict[str, Any]:
+    """`eval --ceiling-only`: the pipeline's ceiling of the selected tasks, no model.
+    Results go to --out's exec.jsonl (so a rerun, or a later full run, reuses them)."""
+    try:
+        tasks = load_tasks(opts)
+    except DatasetError as exc:
+        raise EvalError(str(exc)) from exc
+    if not tasks:
+        raise EvalError("no task selected: check --datasets, --file, --langs and --limit")
+    print(f"{len(tasks)} tasks; pipeline ceiling only; results in {opts.out}", file=err)
+    folder = RunFolder(opts.out)
+    try:
+        jobs = {k: j for k, j in ceiling.jobs(tasks, settings).items() if k not in folder.execs}
+        try:
+            _, info = _execute(opts, folder, jobs, err)
+        except SandboxError as exc:
+            raise EvalError(f"cannot run the tests: {exc}") from exc
+        mode: Mode = opts.gate_mode or settings.routing.syntax
+        result = {
+            "sandbox": info["sandbox"],
+            "gate_mode": mode,
+            "ceiling": ceiling.summarize(tasks, settings, folder.execs, _gate(settings, mode)),
+        }
+    finally:
+        folder.close()
+    (opts.out / CEILING).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    out.write(report.ceiling_markdown(result["ceiling"]))
+    out.flush()
+    for line in ceiling.warnings(result["ceiling"]):
+        print(line, file=err)
+    print(f"ceiling: {opts.out / CEILING}", file=err)
+    return result
+
+
 def run_eval(
     opts: EvalOptions, settings: Settings, *, out: TextIO | None = None, err: TextIO | None = None
 ) -> dict[str, Any]:
     """The whole `eval` command; EvalError (or KeyboardInterrupt) stops it."""
     out = out or sys.stdout
     err = err or sys.stderr
+    if opts.ceiling_only:
+        return run_ceiling(opts, settings, out, err)
     folder = RunFolder(opts.out)
     try:
         if opts.generate:

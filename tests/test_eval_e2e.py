@@ -177,6 +177,7 @@ def test_oracle_on_multiline_and_random_span_files_reaches_the_ceiling(
     assert main(["--config", str(config), "eval", "--out", str(out), "--workers", "2", *args]) == 0
     shown = capsys.readouterr()
     assert "Pipeline ceiling" in shown.out
+    assert "- test programs ran in a sandbox: " in shown.out  # what is isolated, and what not
     summary = json.loads((out / "summary.json").read_text())
     ceiling = summary["ceiling"]
     assert set(ceiling) == {"he-multi-line/python", "he-random-span/python"}

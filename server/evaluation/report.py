@@ -119,6 +119,8 @@ def markdown(summary: dict[str, Any]) -> str:
         f"- threshold t = {summary['threshold']:.3f} on the mean log-prob of the first "
         f"{summary['k']} tokens; gate mode {summary['gate_mode']}",
     ]
+    if run.get("sandbox"):
+        head.append(f"- test programs ran in a sandbox: {run['sandbox']}")
     if summary.get("incomplete"):
         head.append(
             f"- {summary['incomplete']} recorded tasks lack execution results and are left out"

@@ -157,3 +157,36 @@ def test_eval_without_a_remote_model(
     else:
         assert rec.remote is None and "cannot be measured" in shown
         assert synconf["escalated"] == 0 or synconf["pass_at_1"] is None
+
+
+def test_oracle_on_multiline_and_random_span_files_reaches_the_ceiling(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 16: on HumanEval multi-line tasks always-remote with the oracle remote scored
+    22.5 %. Files in that format, built from the single-line release (tests/eval_fixtures),
+    must score always-remote at the pipeline's ceiling, and multi-line at 100 %."""
+    from tests import eval_fixtures as fx
+
+    rows = fx.single_line_rows(DATA / datasets.BUILTIN["humaneval"])
+    multi = fx.write(tmp_path / "he-multi-line.jsonl.gz", fx.multiline_rows(rows, 4, seed=1))
+    span = fx.write(tmp_path / "he-random-span.jsonl.gz", fx.random_span_rows(rows, 4, seed=1))
+    config = tmp_path / "config.toml"
+    config.write_text('[local]\nbackend = "embedded"\n')
+    out = tmp_path / "run"
+    args = ["--file", str(multi), "--file", str(span), "--remote", "oracle", "--no-plot"]
+    assert main(["--config", str(config), "eval", "--out", str(out), "--workers", "2", *args]) == 0
+    shown = capsys.readouterr()
+    assert "Pipeline ceiling" in shown.out
+    assert "- test programs ran in a sandbox: " in shown.out  # what is isolated, and what not
+    summary = json.loads((out / "summary.json").read_text())
+    ceiling = summary["ceiling"]
+    assert set(ceiling) == {"he-multi-line/python", "he-random-span/python"}
+    for name, c in ceiling.items():
+        remote = summary["groups"][name]["policies"]["always-remote"]
+        assert c["n"] == 4 and remote["pass_at_1"] == c["ceiling"], (name, c, remote)
+    assert ceiling["he-multi-line/python"]["ceiling"] == 1.0
+    assert ceiling["he-multi-line/python"]["intact"] == 4
+    # Every random-span loss has a named cause, and a warning says so when there is one.
+    span_c = ceiling["he-random-span/python"]
+    assert sum(span_c["causes"].values()) == span_c["n"] - span_c["passed"]
+    assert (span_c["ceiling"] < 0.99) == ("warning: he-random-span/python" in shown.err)

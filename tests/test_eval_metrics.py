@@ -11,6 +11,7 @@ import json
 import math
 from pathlib import Path
 
+import attrs
 import pytest
 
 from server.config import Settings, load
@@ -396,6 +397,110 @@ def test_humaneval_task_is_an_empty_line_in_an_editor(tmp_path: Path) -> None:
     assert task.program(task.truth) == "def f():\n    x = 1\n    return x\n\n" + row["test"] + (
         "\ncheck(f)\n"
     )
+
+
+# One function, four masks of it, as the human-eval-infilling release writes them.
+SOLUTION = "def f(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n"
+TEST = "def check(c):\n    assert c([1, 2]) == 3\n"
+
+
+def he_row(task_id: str, start: str, end: str) -> dict[str, str]:
+    """The row that masks SOLUTION from the first `start` to the end of the first `end`."""
+    i = SOLUTION.index(start)
+    j = SOLUTION.index(end) + len(end)
+    return {
+        "task_id": task_id,
+        "entry_point": "f",
+        "prompt": SOLUTION[:i],
+        "canonical_solution": SOLUTION[i:j],
+        "suffix": SOLUTION[j:],
+        "test": TEST,
+    }
+
+
+HE_ROWS = [
+    he_row("SingleLineInfilling/HumanEval/0/L0", "    total = 0\n", "    total = 0\n"),
+    he_row("MultiLineInfilling/HumanEval/0/L1_L2", "    for x", "total += x\n"),
+    he_row("RandomSpanInfilling/HumanEval/0/0", "s:\n        total", "    ret"),  # mid-line
+    he_row("RandomSpanInfilling/HumanEval/0/1", "\n        total", "+= x\n"),  # after ":"
+]
+
+
+def test_humaneval_tasks_load_by_what_they_are(tmp_path: Path) -> None:
+    """Issue 16: multi-line and random-span files in the HumanEval format were loaded as
+    single-line ones (one line kept, a newline added mid-line): the oracle scored 22.5 %."""
+    from server.evaluation.generate import multiline_for, treat
+
+    path = tmp_path / "he-mixed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in HE_ROWS))
+    single, multi, mid, opener = datasets.load_file(path)
+    settings = Settings()
+    for task, row in zip((single, multi, mid, opener), HE_ROWS, strict=True):
+        # Whatever the mask, the program is the one the official harness runs.
+        assert task.program(task.truth or "") == (
+            row["prompt"] + row["canonical_solution"] + row["suffix"] + "\n" + TEST + "\ncheck(f)\n"
+        )
+    # One whole line: today's treatment (an empty line in the editor, single-line mode).
+    assert single.truth == "    total = 0" and single.suffix.startswith("\n    for x")
+    assert not single.multiline and not multiline_for(single, settings)
+    # Several whole lines: the cursor on an empty line, where the server allows a block.
+    assert multi.prefix == "def f(xs):\n    total = 0\n"
+    assert multi.truth == "    for x in xs:\n        total += x"
+    assert multi.suffix == "\n    return total\n"
+    assert multi.multiline and multiline_for(multi, settings)
+    # A span starting mid-line keeps its prefix and suffix as they are (no newline added);
+    # the server answers one line at "for x in x|", as in the editor.
+    assert mid.prefix.endswith("    for x in x") and mid.suffix == "urn total\n"
+    assert mid.truth == "s:\n        total += x\n    ret"
+    assert mid.multiline and not multiline_for(mid, settings)
+    # After a block opener the server allows several lines.
+    assert opener.prefix.endswith("for x in xs:") and opener.truth == "\n        total += x"
+    assert opener.suffix == "\n    return total\n" and multiline_for(opener, settings)
+    for task in (single, multi, opener):
+        gen = Generation(backend="oracle", model="o", raw=task.truth or "", text="")
+        assert treat(task, gen, settings).text == task.truth
+    gen = Generation(backend="oracle", model="o", raw=mid.truth or "", text="")
+    assert treat(mid, gen, settings).text == "s:"  # what the editor's rule costs here
+
+
+def test_ceiling_names_what_cut_each_ground_truth(tmp_path: Path) -> None:
+    from server.evaluation import ceiling
+
+    path = tmp_path / "he-mixed.jsonl"
+    # Two blank lines in a body are valid Python, and one of the server's stop strings.
+    blank = he_row("MultiLineInfilling/HumanEval/0/L0_L2", "    total = 0", "total += x\n")
+    blank["canonical_solution"] = blank["canonical_solution"].replace("0\n", "0\n\n\n")
+    rows = [*HE_ROWS, blank]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tasks = datasets.load_file(path)
+    settings = Settings()
+    fates = [ceiling.fate(t, settings) for t in tasks]
+    assert [f.cause if f else "?" for f in fates] == [
+        None,
+        None,
+        ceiling.SINGLE_MID,
+        None,
+        ceiling.STOP,
+    ]
+    off = Settings(completion=attrs.evolve(settings.completion, multiline=False))
+    assert ceiling.fate(tasks[1], off) == ceiling.TruthFate(
+        text="    for x in xs:", intact=False, cause=ceiling.SINGLE_SETTING
+    )
+    # Execution results as the sandbox would give them: the cut truths fail.
+    execs = {}
+    for t, f in zip(tasks, fates, strict=True):
+        assert f is not None
+        execs[exec_key(t, f.text)] = ExecResult(
+            passed=f.intact, outcome="passed" if f.intact else "runtime-error"
+        )
+    summary = ceiling.summarize(tasks, settings, execs)
+    g = summary["he-mixed/python"]
+    assert (g["n"], g["intact"], g["passed"], g["ceiling"]) == (5, 3, 3, 0.6)
+    assert g["causes"] == {ceiling.SINGLE_MID: 1, ceiling.STOP: 1}
+    (line,) = ceiling.warnings(summary)
+    assert "he-mixed/python" in line and "60.0 %" in line
+    assert f"{ceiling.SINGLE_MID}: 50 %" in line and f"{ceiling.STOP}: 50 %" in line
+    assert ceiling.warnings({"x/python": {**g, "passed": 99, "n": 100, "ceiling": 0.99}}) == []
 
 
 def test_missing_control_split_says_where_to_get_it() -> None:

@@ -4,8 +4,11 @@ goes on, and the next task passes. Needs Linux (resource limits, /proc)."""
 from __future__ import annotations
 
 import io
+import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -163,3 +166,138 @@ def test_java_file_named_after_its_public_class(box: sb.Sandbox) -> None:
     )
     assert execute(t, "2 * n", box, tools).passed
     assert execute(t, "n +", box, tools).outcome == "compile-error"
+
+
+# Tries every way out of its private area; prints one JSON object: what -> "ok" or the error.
+ESCAPE_FS = """\
+import json, os, sys
+spec = json.loads(sys.argv[1])
+got = {}
+def attempt(what, fn):
+    try:
+        fn()
+        got[what] = "ok"
+    except OSError as exc:
+        got[what] = type(exc).__name__ + ": " + str(exc)
+def write(path):
+    with open(path, "wb") as fh:
+        fh.write(b"x" * 1024)
+for name, path in spec["write"].items():
+    attempt("write " + name, lambda p=path: write(p))
+for name, path in spec["read"].items():
+    attempt("read " + name, lambda p=path: open(p, "rb").read(16))
+attempt("list /", lambda: got.setdefault("root", sorted(os.listdir("/"))))
+def run(*argv):
+    import subprocess
+    res = subprocess.run(argv, capture_output=True, text=True)
+    if res.returncode:
+        raise OSError(res.returncode, res.stderr.strip())
+# Ways to lift the bound: remount the tmpfs larger, or mount a new one in a nested namespace.
+attempt("remount", lambda: run("/usr/bin/mount", "-o", "remount,size=1g", "/"))
+attempt("nested namespace", lambda: run("/usr/bin/unshare", "-rm", "true"))
+written = 0
+def fill(folder):
+    global written
+    for i in range(spec["fill_mb"]):
+        with open(os.path.join(folder, f"fill{i}"), "wb") as fh:
+            fh.write(b"\\0" * (1 << 20))
+        written += 1 << 20
+attempt("fill", lambda: (fill("."), fill(spec["tmp"])))
+got["written_mb"] = written >> 20
+print(json.dumps(got))
+"""
+
+
+def test_filesystem_private_and_bounded(tmp_path: Path, box: sb.Sandbox, tools: Toolchains) -> None:
+    """Issue 14 item 15: a program wrote 5 x 50 MB into /tmp and a world-writable folder and
+    read the project's source. Each run must see only a private, size-bounded area."""
+    iso = box.isolation
+    if not iso.filesystem:  # the kernel refused the namespaces (the probe says why)
+        pytest.skip(f"no file-system isolation here: {iso.describe()}")
+    shared = Path(tempfile.mkdtemp(prefix="synconfroute-test-ww-"))  # world-writable
+    home = Path(tempfile.mkdtemp(prefix="synconfroute-test-home-"))  # a 0755 home folder
+    try:
+        shared.chmod(0o777)
+        home.chmod(0o755)
+        (home / ".netrc").write_text("machine x password secret\n")
+        (home / ".netrc").chmod(0o644)
+        repo_file = Path(sb.__file__).resolve()
+        spec = {
+            "write": {
+                "/tmp": "/tmp/synconfroute-sandbox-escape",
+                "/dev/shm": "/dev/shm/synconfroute-sandbox-escape",
+                "world-writable folder": str(shared / "escape"),
+            },
+            "read": {
+                "repository source": str(repo_file),
+                "$HOME": str(Path.home() / ".bashrc"),
+                "a 0755 home": str(home / ".netrc"),
+            },
+            "fill_mb": 24,
+            "tmp": "/tmp",
+        }
+        limits = sb.Limits(wall_s=20, disk_mb=8)  # type: ignore[call-arg]
+        with box.slot() as slot, box.workdir(slot) as wd:
+            box.write(wd / "main.py", ESCAPE_FS, slot)
+            assert tools.python is not None
+            res = box.run(
+                [tools.python, "main.py", json.dumps(spec)], cwd=wd, slot=slot, limits=limits
+            )
+            left_in_wd = sorted(p.name for p in wd.iterdir())
+        assert res.returncode == 0, res.stderr
+        got = json.loads(res.stdout)
+        # /tmp and /dev/shm inside are the run's own (programs may need a temporary
+        # folder): writing there must not reach the machine's.
+        assert not Path("/tmp/synconfroute-sandbox-escape").exists()
+        assert not Path("/dev/shm/synconfroute-sandbox-escape").exists()
+        assert got["write world-writable folder"] != "ok" and not (shared / "escape").exists()
+        for what in ("read repository source", "read $HOME", "read a 0755 home"):
+            assert got[what] != "ok", (what, got[what])
+        assert not {"work", "root", "home"} & set(got["root"]), got["root"]
+        assert got["remount"] != "ok" and got["nested namespace"] != "ok", got
+        assert "No space left" in got["fill"], got["fill"]
+        assert got["written_mb"] < 8, got["written_mb"]
+        assert left_in_wd == ["main.py"]  # the run's files vanish with it
+    finally:
+        for name in ("/tmp/synconfroute-sandbox-escape", "/dev/shm/synconfroute-sandbox-escape"):
+            Path(name).unlink(missing_ok=True)
+        shutil.rmtree(shared, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_humaneval_program_passes_in_private_area(box: sb.Sandbox, tools: Toolchains) -> None:
+    """The isolation must not break an ordinary HumanEval-style program, including one that
+    uses a temporary file."""
+    program = (
+        GOOD
+        + "import tempfile, os\n"
+        + "with tempfile.NamedTemporaryFile('w', delete=False) as fh:\n    fh.write('x')\n"
+        + "assert open(fh.name).read() == 'x' and add(2, 3) == 5\n"
+    )
+    res = execute(task("he-style", program), "", box, tools, timeout_s=10)
+    assert res.passed, res
+
+
+def test_ceiling_only_runs_the_ground_truths(tmp_path: Path) -> None:
+    """`eval --ceiling-only`: no model; each ground truth as the server would insert it is
+    run for real, and the table names what the server's rules cost."""
+    from server.config import Settings
+    from server.evaluation import run
+    from tests.test_eval_metrics import HE_ROWS
+
+    path = tmp_path / "he-mixed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in HE_ROWS))
+    opts = run.EvalOptions(
+        out=tmp_path / "out", datasets=(), files=(path,), workers=2, ceiling_only=True
+    )
+    out, err = io.StringIO(), io.StringIO()
+    result = run.run_eval(opts, Settings(), out=out, err=err)
+    g = result["ceiling"]["he-mixed/python"]
+    # The mid-line random span is cut to "s:" and fails; the other three pass.
+    assert (g["n"], g["intact"], g["passed"]) == (4, 3, 3)
+    assert g["causes"] == {"cut by single-line mode at a mid-line cursor": 1}
+    assert "| he-mixed/python | 4 | 75.0% | 75.0% | 0 |" in out.getvalue()
+    assert "warning: he-mixed/python: the pipeline's ceiling is 75.0 %" in err.getvalue()
+    assert (
+        json.loads((tmp_path / "out" / "ceiling.json").read_text())["ceiling"] == result["ceiling"]
+    )

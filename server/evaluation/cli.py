@@ -141,7 +141,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-isolation",
         action="store_true",
-        help="no namespaces (network, PID) for test programs; limits still apply",
+        help="no namespaces (file system, network, PID) for test programs; limits still apply",
     )
     p.add_argument(
         "--python",
@@ -159,6 +159,12 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="recompute the syntax gate's verdicts while scoring (after a gate change) "
         "instead of using the recorded ones",
+    )
+    p.add_argument(
+        "--ceiling-only",
+        action="store_true",
+        help="no model: run each task's ground truth as the server would insert it and "
+        "print the pipeline's ceiling (the best pass@1 any model can reach)",
     )
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plots")
 
@@ -220,6 +226,7 @@ def run_eval_command(args: argparse.Namespace, loaded: Loaded) -> int:
         python=args.python,
         generate=not args.score_only,
         regate=args.regate,
+        ceiling_only=args.ceiling_only,
         plot=not args.no_plot,
     )
     try:

@@ -4,10 +4,16 @@ Every task is seen the way an editor sees it: `prefix` is the text before the cu
 `suffix` the text after it, and the program that is run is
 `prefix + completion + suffix + test_program`.
 
-HumanEval single-line infilling masks a whole line, newline included (the prompt ends with
-"\\n", the suffix starts on the next line). In an editor that is an empty line with the cursor
-on it, so the suffix we use starts with that line's "\\n" and the ground truth loses its
-trailing newline: `prompt + truth + suffix` is the same program either way.
+HumanEval infilling (single-line, multi-line, random-span) masks a span of the solution.
+Single-line masks a whole line, newline included (the prompt ends with "\\n", the suffix
+starts on the next line). In an editor that is an empty line with the cursor on it, so the
+suffix we use starts with that line's "\\n" and the ground truth loses its trailing newline:
+`prompt + truth + suffix` is the same program either way. The same move is made for any
+masked text that ends with a newline (several whole lines: the cursor on an empty line
+again). A task is loaded by what it is, not by its file: one whole line gets the editor's
+single-line mode, as the benchmark intends; several lines, or a span starting or ending in
+the middle of a line (random-span), get the decision the server makes at that cursor
+(`wants_multiline` on the prefix, see `generate.multiline_for`).
 
 Our own format (one JSON object a line, see docs/evaluation.md):
 
@@ -139,22 +145,34 @@ def _need(obj: dict[str, Any], key: str, where: str, kind: type = str) -> Any:
     return obj[key]
 
 
+def one_whole_line(prefix: str, masked: str) -> bool:
+    """Whether `masked` (after `prefix`) is exactly one whole line, its newline included:
+    a single-line infilling task."""
+    return (
+        (not prefix or prefix.endswith("\n")) and masked.endswith("\n") and masked.count("\n") == 1
+    )
+
+
 def load_humaneval(path: Path, dataset: str = "humaneval") -> list[Task]:
     out = []
     for n, r in _rows(path):
         where = f"{path}:{n}"
-        truth = _need(r, "canonical_solution", where)
+        masked = _need(r, "canonical_solution", where)
+        prompt = _need(r, "prompt", where)
+        suffix = _need(r, "suffix", where)
         entry = _need(r, "entry_point", where)
+        # The masked text's last newline belongs to the suffix (see the module doc); a span
+        # that ends inside a line keeps its suffix as it is.
+        moved = masked.endswith("\n")
         out.append(
             Task(
                 dataset=dataset,
                 task_id=_need(r, "task_id", where),
                 language="python",
-                prefix=_need(r, "prompt", where),
-                # The masked line's own newline belongs to the suffix (see the module doc).
-                suffix="\n" + _need(r, "suffix", where),
-                truth=truth[:-1] if truth.endswith("\n") else truth,
-                multiline=False,
+                prefix=prompt,
+                suffix="\n" + suffix if moved else suffix,
+                truth=masked[:-1] if moved else masked,
+                multiline=not one_whole_line(prompt, masked),
                 test_program="\n" + _need(r, "test", where) + f"\ncheck({entry})\n",
             )
         )

@@ -29,7 +29,7 @@ from typing import Literal
 import attrs
 
 from .datasets import Task
-from .sandbox import SANDBOX_PATH, Limits, RunResult, Sandbox, SandboxError
+from .sandbox import SANDBOX_PATH, SYSTEM_DIRS, Limits, RunResult, Sandbox, SandboxError
 
 Outcome = Literal[
     "passed",
@@ -185,6 +185,9 @@ class Toolchains:
                 args = ["-Xmx64m", *JVM_FLAGS, "-version"]
             if tool is None:
                 raise SandboxError(f"no {language} toolchain on PATH: install {fix}")
+            for t in (tool, self.javac if language == "java" else None):
+                if t is not None:
+                    _expose_tool(sandbox, t)
             with sandbox.slot() as slot, sandbox.workdir(slot) as wd:
                 res = sandbox.run([tool, *args], cwd=wd, slot=slot, limits=_limits(language))
             if res.returncode != 0:
@@ -214,6 +217,8 @@ class Toolchains:
             except OSError as exc:
                 self.notes.append(f"cannot write a precompiled header in {base}: {exc}")
                 continue
+            if built:
+                sandbox.expose(folder)
             if built and self._pch_works(sandbox, folder):
                 return folder
         self.notes.append("no precompiled <bits/stdc++.h>: C++ compiles take ~1 s each")
@@ -228,6 +233,7 @@ class Toolchains:
                 cwd=wd,
                 slot=slot,
                 limits=_limits("cpp", compile=True),
+                keep_files=True,
             )
             # The first line marker that names the header says where it is.
             found = re.search(rb'^# 1 "([^"]*/bits/stdc\+\+\.h)"', res.stdout, re.M)
@@ -239,6 +245,7 @@ class Toolchains:
                 cwd=wd,
                 slot=slot,
                 limits=_limits("cpp", compile=True),
+                keep_files=True,
             )
             if res.returncode != 0:
                 self.notes.append(f"precompiling <bits/stdc++.h> failed: {res.stderr[:200]}")
@@ -263,8 +270,18 @@ class Toolchains:
                 cwd=wd,
                 slot=slot,
                 limits=_limits("cpp", compile=True),
+                keep_files=True,
             )
         return res.returncode == 0
+
+
+def _expose_tool(sandbox: Sandbox, tool: str) -> None:
+    """Let the sandbox see a toolchain installed outside the system folders (/opt/jdk,
+    say): its installation folder, the parent of its bin/."""
+    real = Path(tool).resolve()
+    if any(real.is_relative_to(d) for d in SYSTEM_DIRS):
+        return
+    sandbox.expose(real.parent.parent if real.parent.name == "bin" else real.parent)
 
 
 def _world_traversable(path: Path) -> bool:
@@ -362,6 +379,7 @@ def _run_program(
             cwd=wd,
             slot=slot,
             limits=_limits(lang, compile=True),
+            keep_files=True,
         )
         spent += res.elapsed_s
         if res.returncode != 0:
@@ -376,6 +394,7 @@ def _run_program(
             cwd=wd,
             slot=slot,
             limits=_limits(lang, compile=True),
+            keep_files=True,
         )
         spent += res.elapsed_s
         if res.returncode != 0:

@@ -76,6 +76,14 @@ def _trim(tokens: tuple[tuple[str, float], ...], text: str) -> tuple[tuple[str, 
     return tuple(out)
 
 
+def multiline_for(task: Task, settings: Settings) -> bool:
+    """The server's single-line or multi-line decision at the task's cursor; a task may
+    ask for one line whatever the cursor (HumanEval single-line: the editor's single-line
+    mode, as the benchmark intends)."""
+    ctx = context_for(task, settings)
+    return task.multiline and wants_multiline(ctx.prefix, settings.completion.multiline)
+
+
 def treat(task: Task, gen: Generation, settings: Settings) -> Generation:
     """`gen` with `text` = what the server would insert for its `raw` generation, and the
     tokens cut to match (the confidence reads only tokens the model would have written)."""
@@ -84,8 +92,7 @@ def treat(task: Task, gen: Generation, settings: Settings) -> Generation:
     ctx = context_for(task, settings)
     raw = gen.raw
     cut = min((i for s in REQUEST_STOPS if (i := raw.find(s)) >= 0), default=len(raw))
-    multiline = task.multiline and wants_multiline(ctx.prefix, settings.completion.multiline)
-    text = post_process(raw[:cut], ctx.suffix, multiline=multiline)
+    text = post_process(raw[:cut], ctx.suffix, multiline=multiline_for(task, settings))
     return attrs.evolve(gen, text=text, tokens=_trim(gen.tokens, raw[:cut]))
 
 

@@ -119,6 +119,8 @@ def markdown(summary: dict[str, Any]) -> str:
         f"- threshold t = {summary['threshold']:.3f} on the mean log-prob of the first "
         f"{summary['k']} tokens; gate mode {summary['gate_mode']}",
     ]
+    if run.get("sandbox"):
+        head.append(f"- test programs ran in a sandbox: {run['sandbox']}")
     if summary.get("incomplete"):
         head.append(
             f"- {summary['incomplete']} recorded tasks lack execution results and are left out"
@@ -127,8 +129,36 @@ def markdown(summary: dict[str, Any]) -> str:
     return (
         "\n".join(head)
         + "\n"
+        + ceiling_markdown(summary.get("ceiling") or {})
         + "\n".join(group_markdown(name, g, summary) for name, g in summary["groups"].items())
     )
+
+
+def ceiling_markdown(ceiling: dict[str, Any]) -> str:
+    """The pipeline's ceiling table (see server.evaluation.ceiling); empty without one."""
+    if not ceiling:
+        return ""
+    rows = [
+        "### Pipeline ceiling: each ground truth as the server would insert it",
+        "",
+        "| dataset/language | tasks | intact | pass (ceiling) | gate rejects | causes of losses |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for name, g in ceiling.items():
+        causes = "; ".join(f"{c}: {k}" for c, k in g["causes"].items()) or "–"
+        rejects = "–" if g["gate_rejects"] is None else str(g["gate_rejects"])
+        rows.append(
+            f"| {name} | {g['n']} | {_pct(g['intact'] / g['n'])} | "
+            f"{_pct(g['ceiling'])} | {rejects} | {causes} |"
+        )
+    rows += [
+        "",
+        "No model can score above the ceiling through this pipeline; the oracle rows are "
+        "bounded by it. Gate rejects: correct ground truths the gate calls invalid (a local "
+        "model that wrote them would be escalated).",
+        "",
+    ]
+    return "\n".join(rows) + "\n"
 
 
 def _plot_groups(summary: dict[str, Any]) -> list[str]:

@@ -20,7 +20,7 @@ from ..backends import choose_local, make_local, make_remote
 from ..config import Settings
 from ..gate import SyntaxGate
 from ..syntax.verdict import Mode
-from . import datasets, report, scoring
+from . import ceiling, datasets, report, scoring
 from .datasets import DatasetError, Task
 from .execute import ExecResult, Toolchains, exec_key, execute
 from .generate import GenerationStopped, RemoteKind, generate_all, refresh_all
@@ -57,6 +57,7 @@ class EvalOptions:
     python: str | None = None
     generate: bool = True  # False: score the records already in `out`
     regate: bool = False  # recompute the gate verdicts instead of using the recorded ones
+    ceiling_only: bool = False  # no model: only the pipeline's ceiling of the tasks
     plot: bool = True
 
 
@@ -173,10 +174,21 @@ async def _probe_local(local: Backend, err: TextIO) -> str | None:
 
 
 def execute_all(
-    opts: EvalOptions, folder: RunFolder, err: TextIO, sandbox: Sandbox | None = None
+    opts: EvalOptions,
+    folder: RunFolder,
+    err: TextIO,
+    sandbox: Sandbox | None = None,
+    settings: Settings | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """Run every recorded completion that has no result yet; returns (count, sandbox info)."""
+    """Run every recorded completion that has no result yet, and with `settings` each
+    task's ground truth as the server would insert it (the pipeline's ceiling); returns
+    (count, sandbox info)."""
     jobs: dict[str, tuple[Task, str]] = {}
+    if settings is not None:
+        tasks = [rec.task for rec in folder.records.values()]
+        for key, job in ceiling.jobs(tasks, settings).items():
+            if key not in folder.execs:
+                jobs[key] = job
     for rec in folder.records.values():
         for gen in (rec.local, rec.remote):
             if gen is None or not gen.ok:
@@ -184,6 +196,16 @@ def execute_all(
             key = exec_key(rec.task, gen.text)
             if key not in folder.execs:
                 jobs.setdefault(key, (rec.task, gen.text))
+    return _execute(opts, folder, jobs, err, sandbox)
+
+
+def _execute(
+    opts: EvalOptions,
+    folder: RunFolder,
+    jobs: dict[str, tuple[Task, str]],
+    err: TextIO,
+    sandbox: Sandbox | None = None,
+) -> tuple[int, dict[str, Any]]:
     sandbox = sandbox or Sandbox(workers=opts.workers, isolate=opts.isolate)
     tools = Toolchains.find(opts.python)
     info = {"sandbox": sandbox.isolation.describe(), "workers": sandbox.workers}
@@ -250,6 +272,7 @@ def score(
             "execution results (run `synconfroute eval` without --score-only first)"
         )
     remote = info.get("remote", opts.remote)
+    records = [rec.task for rec in folder.records.values()]
     return {
         "run": info,
         "remote": remote,
@@ -258,6 +281,7 @@ def score(
         "k": k,
         "gate_mode": mode,
         "incomplete": incomplete,
+        "ceiling": ceiling.summarize(records, settings, folder.execs, _gate(settings, mode)),
         "groups": {
             name: scoring.summarize(
                 items, threshold=threshold, k=k, missing_logprobs=settings.routing.missing_logprobs
@@ -267,12 +291,51 @@ def score(
     }
 
 
+CEILING = "ceiling.json"
+
+
+def run_ceiling(opts: EvalOptions, settings: Settings, out: TextIO, err: TextIO) -> dict[str, Any]:
+    """`eval --ceiling-only`: the pipeline's ceiling of the selected tasks, no model.
+    Results go to --out's exec.jsonl (so a rerun, or a later full run, reuses them)."""
+    try:
+        tasks = load_tasks(opts)
+    except DatasetError as exc:
+        raise EvalError(str(exc)) from exc
+    if not tasks:
+        raise EvalError("no task selected: check --datasets, --file, --langs and --limit")
+    print(f"{len(tasks)} tasks; pipeline ceiling only; results in {opts.out}", file=err)
+    folder = RunFolder(opts.out)
+    try:
+        jobs = {k: j for k, j in ceiling.jobs(tasks, settings).items() if k not in folder.execs}
+        try:
+            _, info = _execute(opts, folder, jobs, err)
+        except SandboxError as exc:
+            raise EvalError(f"cannot run the tests: {exc}") from exc
+        mode: Mode = opts.gate_mode or settings.routing.syntax
+        result = {
+            "sandbox": info["sandbox"],
+            "gate_mode": mode,
+            "ceiling": ceiling.summarize(tasks, settings, folder.execs, _gate(settings, mode)),
+        }
+    finally:
+        folder.close()
+    (opts.out / CEILING).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    out.write(report.ceiling_markdown(result["ceiling"]))
+    out.flush()
+    for line in ceiling.warnings(result["ceiling"]):
+        print(line, file=err)
+    print(f"ceiling: {opts.out / CEILING}", file=err)
+    return result
+
+
 def run_eval(
     opts: EvalOptions, settings: Settings, *, out: TextIO | None = None, err: TextIO | None = None
 ) -> dict[str, Any]:
     """The whole `eval` command; EvalError (or KeyboardInterrupt) stops it."""
     out = out or sys.stdout
     err = err or sys.stderr
+    if opts.ceiling_only:
+        return run_ceiling(opts, settings, out, err)
     folder = RunFolder(opts.out)
     try:
         if opts.generate:
@@ -300,7 +363,7 @@ def run_eval(
                 file=err,
             )
         try:
-            _, exec_info = execute_all(opts, folder, err)
+            _, exec_info = execute_all(opts, folder, err, settings=settings)
         except SandboxError as exc:
             raise EvalError(f"cannot run the tests: {exc}") from exc
         info = {**info, **exec_info}
@@ -311,6 +374,8 @@ def run_eval(
     (opts.out / SUMMARY).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     out.write(report.markdown(summary))
     out.flush()
+    for line in ceiling.warnings(summary["ceiling"]):
+        print(line, file=err)
     if opts.plot:
         try:
             for path in report.plot(summary, opts.out):

@@ -2,10 +2,18 @@
 
 Each run goes through a small trampoline (this interpreter, `-I -S`) that sets the resource
 limits (RLIMIT_AS, RLIMIT_CPU, RLIMIT_NPROC, RLIMIT_FSIZE, no core files), drops to a
-dedicated user id when we run as root, and execs the program; the program runs in a
-temporary directory, in its own session, with a minimal environment. Where the OS allows,
-`unshare -rnpf --kill-child` also gives it no network (an empty network namespace) and its
-own PID namespace, so everything it forks dies with it. The wall timeout kills the whole
+dedicated user id when we run as root, and execs the program in its own session, with a
+minimal environment. Where the OS allows, the run also gets:
+- its own file system: the trampoline makes a user, mount and network namespace, mounts a
+  tmpfs of `Limits.disk_mb` as the new root (the only writable place: a copy of the work
+  folder, /tmp, /dev/shm), binds the system folders read-only, and pivots into it. Home
+  folders, the project, the machine's /tmp and other runs are not there at all, and no
+  nested user namespace may be made (in one, a program could mount an unbounded tmpfs);
+- no network (an empty network namespace);
+- its own PID namespace (`unshare -pf --kill-child`), so everything it forks dies with it;
+- no capabilities (`setpriv`): it cannot remount its tmpfs larger or undo the mounts.
+Each step falls back to the one before where the kernel refuses it (`unshare -rnpf`, then
+`-rn`, then nothing), and `Isolation` records what held. The wall timeout kills the whole
 process group.
 
 Why a dedicated user id when root: RLIMIT_NPROC counts the processes of a user and is not
@@ -20,6 +28,7 @@ worker threads, where `preexec_fn` can deadlock.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -37,20 +46,115 @@ SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 UID_BASE = 61000
 _TAIL = 4000  # bytes of stderr kept for the record
 
-# Runs as the harness's user; `resource` is imported before the uid changes (after it, the
-# interpreter's own library may no longer be readable). `os.execv` needs no import.
+# Runs as the harness's user; `resource`, `json` and `ctypes` are imported before the uid
+# changes (after it, the interpreter's own library may no longer be readable). argv: a JSON
+# config, then the command. With "fs", it builds the run's file system itself (the `unshare`
+# command cannot mount a tmpfs): a new user, mount and network namespace; a tmpfs of
+# "size_mb" as the new root, the only writable place; the system folders bound read-only;
+# the work folder copied in ("copy") or bound ("bind", for compilers, whose output the next
+# run needs); then pivot_root, and the host's file system is gone from the namespace.
 _TRAMPOLINE = """\
-import os, resource, sys
-for item in sys.argv[1].split(","):
-    name, soft, hard = item.split(":")
-    resource.setrlimit(getattr(resource, name), (int(soft), int(hard)))
-uid = int(sys.argv[2])
+import ctypes, json, os, resource, sys
+cfg = json.loads(sys.argv[1])
+for name, soft, hard in cfg["rlimits"]:
+    resource.setrlimit(getattr(resource, name), (soft, hard))
+uid = cfg["uid"]
 if uid >= 0:
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
-os.execv(sys.argv[3], sys.argv[3:])
+fs = cfg.get("fs")
+if fs:
+    libc = ctypes.CDLL(None, use_errno=True)
+    def check(rc, what):
+        if rc != 0:
+            err = ctypes.get_errno()
+            sys.stderr.write(f"sandbox: {what}: {os.strerror(err)}\\n")
+            os._exit(125)
+    def mount(src, dst, fstype, flags, data=None):
+        enc = lambda s: None if s is None else s.encode()
+        check(libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)), f"mount {dst}")
+    # A uid change made us non-dumpable, which makes /proc/self root's: writing our own
+    # uid_map needs it back.
+    libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+    outer_uid, outer_gid = os.getuid(), os.getgid()
+    check(libc.unshare(0x10000000 | 0x00020000 | 0x40000000), "unshare")  # user, mount, net
+    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {outer_uid} 1"),
+                       ("gid_map", f"0 {outer_gid} 1")):
+        with open(f"/proc/self/{name}", "w") as fh:
+            fh.write(text)
+    # No nested user namespace: in one, the program could mount a tmpfs of any size.
+    with open("/proc/sys/user/max_user_namespaces", "w") as fh:
+        fh.write("0")
+    MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
+        1, 2, 4, 32, 4096, 16384, 1 << 18)
+    KEEP = 2 | 4 | 8 | 1024 | 2048 | 4096  # nosuid nodev noexec noatime nodiratime relatime
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    root = fs["root"]
+    mount("synconfroute", root, "tmpfs", MS_NOSUID | MS_NODEV,
+          f"size={fs['size_mb']}m,nr_inodes={fs['inodes']},mode=755")
+    def bind(src, writable=False):
+        dst = root + src
+        if os.path.isdir(src):
+            os.makedirs(dst, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            open(dst, "w").close()
+        mount(src, dst, None, MS_BIND | MS_REC)
+        if not writable:  # a bind mount keeps its source's locked flags: pass them back
+            kept = os.statvfs(src).f_flag & KEEP
+            mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+    for path in fs["system"]:
+        if os.path.islink(path):
+            os.symlink(os.readlink(path), root + path)
+        elif os.path.exists(path):
+            bind(path)
+    for path in fs["expose"]:
+        if os.path.exists(path):
+            bind(path)
+    for dev in ("null", "zero", "full", "random", "urandom"):
+        bind("/dev/" + dev, writable=True)
+    for n, name in enumerate(("stdin", "stdout", "stderr")):
+        os.symlink(f"/proc/self/fd/{n}", f"{root}/dev/{name}")
+    os.symlink("/proc/self/fd", root + "/dev/fd")
+    for path in ("/tmp", "/dev/shm"):
+        os.makedirs(root + path, exist_ok=True)
+    # The PID namespace's own /proc is mounted over this by `unshare --mount-proc`; the
+    # kernel lets a user namespace mount a proc only where one is already fully visible.
+    bind("/proc", writable=True)
+    os.chmod(root + "/tmp", 0o1777)
+    os.chmod(root + "/dev/shm", 0o1777)
+    cwd = fs["cwd"]
+    if fs["mode"] == "bind":
+        bind(cwd, writable=True)
+    else:
+        def copy(folder):  # regular files and folders (javac writes packages as folders)
+            os.makedirs(root + folder, exist_ok=True)
+            for entry in os.scandir(folder):
+                dst = root + entry.path
+                if entry.is_dir(follow_symlinks=False):
+                    copy(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    with open(entry.path, "rb") as src, open(dst, "wb") as out:
+                        while chunk := src.read(1 << 20):
+                            out.write(chunk)
+                else:
+                    continue
+                os.chmod(dst, entry.stat(follow_symlinks=False).st_mode & 0o7777)
+        copy(cwd)
+    os.chdir(root)
+    check(libc.syscall(fs["pivot_root"], b".", b"."), "pivot_root")
+    check(libc.umount2(b".", 2), "umount the old root")  # MNT_DETACH
+    os.chdir(cwd)
+os.execv(cfg["argv"][0], cfg["argv"])
 """
+
+# The system folders a run sees, read-only (toolchains live here; /etc holds the JDK's
+# configuration on Debian).
+SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# pivot_root has no libc wrapper; its syscall number where we know it.
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+_DROP_CAPS = ("--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--")
 
 
 class SandboxError(Exception):
@@ -66,6 +170,9 @@ class Limits:
     memory_mb: int = 2048  # RLIMIT_AS (address space, not resident memory)
     nproc: int = 128  # processes and threads of the run's user
     fsize_mb: int = 64  # largest file the program may write (its stdout included)
+    # The run's private writable area (a tmpfs: its own copy of the work folder, /tmp,
+    # /dev/shm), where the file system is isolated. It is memory, so it stays small.
+    disk_mb: int = 64
 
     def rlimits(self) -> list[tuple[str, int, int]]:
         cpu = int(self.cpu_s if self.cpu_s is not None else self.wall_s + 1) + 1
@@ -106,12 +213,18 @@ class Isolation:
     network: bool  # no network: an empty network namespace
     pid_namespace: bool  # the program's processes die with it
     separate_uid: bool  # runs under a dedicated uid per worker (we are root)
+    # Own mount namespace: the run sees read-only system folders and its private tmpfs,
+    # nothing else of the machine (no home, no project, no /tmp, no other run).
+    filesystem: bool = False
     notes: tuple[str, ...] = ()
 
     def describe(self) -> str:
         parts = [
             "no network (network namespace)" if self.network else "network NOT isolated",
             "own PID namespace" if self.pid_namespace else "no PID namespace",
+            "private file system (tmpfs; system folders read-only; no home, project or /tmp)"
+            if self.filesystem
+            else "file system NOT isolated",
             "dedicated uid per worker" if self.separate_uid else "runs as the current user",
         ]
         return ", ".join(parts) + "".join(f"; {n}" for n in self.notes)
@@ -198,6 +311,8 @@ class Sandbox:
         self._root = os.geteuid() == 0
         self._unshare = shutil.which("unshare", path=SANDBOX_PATH) if isolate else None
         self._prefix: list[str] = []
+        self._fs = False  # build a private file system for each run (see _TRAMPOLINE)
+        self._expose: set[str] = set()
         self._slots: list[int] = list(range(self.workers))
         self._slot_lock = threading.Condition()
         self._extra_nproc = 0
@@ -230,29 +345,49 @@ class Sandbox:
                 network=False, pid_namespace=False, separate_uid=self._root, notes=tuple(notes)
             )
         true = shutil.which("true", path=SANDBOX_PATH) or "/bin/true"
+        setpriv = shutil.which("setpriv", path=SANDBOX_PATH)
+        pivot = _PIVOT_ROOT.get(os.uname().machine)
+        attempts: list[tuple[str, list[str], bool, bool]] = []
+        if setpriv is None or pivot is None:
+            why = (
+                "setpriv not found"
+                if setpriv is None
+                else f"unknown pivot_root on {os.uname().machine}"
+            )
+            notes.append(f"{why}: file system not isolated")
+        else:
+            # The trampoline makes the user, mount and network namespaces; unshare the PID one.
+            pid = [self._unshare, "-pf", "--kill-child", "--mount-proc", "--", setpriv]
+            attempts.append(("-pf (after the trampoline's -rmn)", [*pid, *_DROP_CAPS], True, True))
+        attempts.append(("-rnpf", [self._unshare, "-rnpf", "--kill-child", "--"], True, False))
+        attempts.append(("-rn", [self._unshare, "-rn", "--"], False, False))
         tmp = Path(tempfile.mkdtemp(prefix="synconfroute-probe-"))
         try:
             self._own(tmp, 0)
-            for flags, pidns in (("-rnpf", True), ("-rn", False)):
-                prefix = [self._unshare, flags, "--kill-child", "--"] if pidns else []
-                prefix = prefix or [self._unshare, flags, "--"]
-                self._prefix = prefix
+            for flags, prefix, pidns, fs in attempts:
+                self._prefix, self._fs = prefix, fs
                 res = self.run([true], cwd=tmp, slot=0, limits=Limits(wall_s=10))
                 if res.returncode == 0:
                     return Isolation(
                         network=True,
                         pid_namespace=pidns,
                         separate_uid=self._root,
+                        filesystem=fs,
                         notes=tuple(notes),
                     )
                 notes.append(f"unshare {flags} failed ({res.stderr.strip()[:200] or 'no output'})")
-            self._prefix = []
+            self._prefix, self._fs = [], False
             notes.append("falling back to no namespaces: network not isolated")
             return Isolation(
                 network=False, pid_namespace=False, separate_uid=self._root, notes=tuple(notes)
             )
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def expose(self, path: Path | str) -> None:
+        """Let runs read `path` (a toolchain outside the system folders, a precompiled
+        header), bound read-only at the same place."""
+        self._expose.add(str(Path(path).resolve()))
 
     # -- slots and work directories -----------------------------------------------
 
@@ -301,10 +436,15 @@ class Sandbox:
         limits: Limits,
         stdin: str | None = None,
         env: dict[str, str] | None = None,
+        keep_files: bool = False,
     ) -> RunResult:
         """Run `argv` (argv[0] an absolute path) in `cwd` under `limits`.
 
-        Never raises for what the program does; SandboxError only when nothing can start.
+        With file-system isolation the program works on a private copy of `cwd`, and what
+        it writes is gone after the run; `keep_files` binds `cwd` itself instead, for a
+        compiler whose output the next runs need (a trusted program, though its input is
+        not). Never raises for what the program does; SandboxError only when nothing can
+        start.
         """
         uid = self.uid(slot)
         rl = limits.rlimits()
@@ -315,12 +455,29 @@ class Sandbox:
                 else (n, s, h)
                 for n, s, h in rl
             ]
-        spec = ",".join(f"{n}:{s}:{h}" for n, s, h in rl)
-        cmd = [sys.executable, "-I", "-S", "-c", _TRAMPOLINE, spec, str(uid)]
-        target = [*self._prefix, *argv] if self._prefix else list(argv)
-        # Both outputs go to files in the work directory: RLIMIT_FSIZE then bounds them,
+        # Both outputs go to files in a folder of our own: RLIMIT_FSIZE then bounds them,
         # and no pipe can fill up and stall the program.
         io = Path(tempfile.mkdtemp(prefix="synconfroute-io-"))
+        cfg: dict[str, object] = {
+            "rlimits": rl,
+            "uid": uid,
+            "argv": [*self._prefix, *argv] if self._prefix else list(argv),
+        }
+        if self._fs:
+            # The new root's mount point: empty, and reachable by the run's user.
+            io.chmod(0o711)
+            (io / "root").mkdir(mode=0o755)
+            cfg["fs"] = {
+                "root": str(io / "root"),
+                "size_mb": limits.disk_mb,
+                "inodes": 4096 + 64 * limits.disk_mb,
+                "system": SYSTEM_DIRS,
+                "expose": sorted(self._expose),
+                "cwd": str(Path(cwd).resolve()),
+                "mode": "bind" if keep_files else "copy",
+                "pivot_root": _PIVOT_ROOT[os.uname().machine],
+            }
+        cmd = [sys.executable, "-I", "-S", "-c", _TRAMPOLINE, json.dumps(cfg)]
         base_env = {
             "PATH": SANDBOX_PATH,
             "HOME": str(cwd),
@@ -340,7 +497,7 @@ class Sandbox:
             ):
                 try:
                     proc = subprocess.Popen(
-                        [*cmd, *target],
+                        cmd,
                         cwd=cwd,
                         stdin=fin,
                         stdout=fout,

@@ -159,3 +159,16 @@ def test_no_key_in_log_file_or_ledger(suite: dict[str, Any]) -> None:
 
 def test_exit_status_says_whether_invariants_held(suite: dict[str, Any]) -> None:
     assert suite["returncode"] == (1 if suite["problems"] else 0)
+
+
+def test_short_soak_answers_every_request(tmp_path: Path) -> None:
+    """The soak mode in miniature (the 10,000-run figures are printed, not asserted)."""
+    out = tmp_path / "soak.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, str(SUITE), "--soak", "240", "--concurrency", "6"]
+    cmd += ["--deadline-ms", "400", "--json", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=200)
+    soak = json.loads(out.read_text())["soak"]
+    assert soak["requests"] == 240, proc.stdout
+    assert soak["unanswered"] == 0 and soak["crashes"] == 0, proc.stdout
+    assert "RSS after warm-up" in proc.stdout and "RSS at the end" in proc.stdout

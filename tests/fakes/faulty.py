@@ -121,7 +121,7 @@ class _Faults:
     def clear_mix(self) -> None:
         self._mix = None
 
-    def _take(self, req: Request) -> tuple[Fault, bool]:
+    def take(self, req: Request) -> tuple[Fault, bool]:
         """Count the request; the fault it gets and whether an `ok` answer is confident."""
         with self._mu:
             self._n += 1
@@ -183,7 +183,7 @@ class FaultyOllama(FakeOllama):
     async def _answer(
         self, req: Request, resp: Responder, body: dict[str, Any], name: str, script: TokenScript
     ) -> None:
-        fault, confident = self.faults._take(req)
+        fault, confident = self.faults.take(req)
         ok = self._script(confident)
         if fault == "ok":
             await super()._answer(req, resp, body, name, ok)
@@ -246,7 +246,7 @@ class FaultyOpenAI(FakeOpenAI):
         _listen(self, fault != "down")
 
     async def _completions(self, req: Request, resp: Responder) -> None:
-        fault, confident = self.faults._take(req)
+        fault, confident = self.faults.take(req)
         lp = CONFIDENT if confident else UNSURE
         ok = TokenScript.of("a", " +", " b", logprob=lp)
         if fault == "ok":

@@ -569,6 +569,8 @@ class Driver:
             await self._bury()
         keys, tbs = self._totals()
         fig.crashes += self.crashes - crashes0
+        if fig.crashes:  # two processes: their RSS difference means nothing
+            fig.rss_start_mb = fig.rss_end_mb = float("nan")
         fig.key_places.update(keys - keys0)
         fig.tracebacks += tbs - tb0
 

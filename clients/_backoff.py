@@ -15,9 +15,11 @@ privacy settings allow. The start of a backoff is logged once, and its end
 from __future__ import annotations
 
 import email.utils
+import ipaddress
 import logging
 import math
 import time
+import urllib.parse
 from collections.abc import Callable
 from datetime import UTC
 from typing import Literal
@@ -30,6 +32,9 @@ Kind = Literal["auth", "rate", "connect"]
 
 BASE_S = 0.5  # first hold after a connection failure or a 429/503 without Retry-After
 MAX_S = 15.0  # exponential holds stop growing here
+# A server on this machine (Ollama, llama.cpp's server) costs nothing to ask again and is
+# usually just restarting: come back to it within this long.
+LOOPBACK_MAX_S = 2.0
 RETRY_AFTER_MAX_S = 3600.0  # a Retry-After beyond an hour is a server bug: do not obey it blindly
 
 
@@ -116,7 +121,7 @@ class Backoff:
             hold = seconds
         else:
             n = self._streak.get(target, 0)
-            hold = min(MAX_S, BASE_S * 2**n)
+            hold = min(LOOPBACK_MAX_S if _loopback(target) else MAX_S, BASE_S * 2**n)
         if kind != "auth":
             self._streak[target] = self._streak.get(target, 0) + 1
         if hold <= 0:
@@ -141,6 +146,16 @@ class Backoff:
         if target in self._announced:
             self._announced.discard(target)
             self._log.warning("%s: %s answers again; backoff over", self._tier, target)
+
+
+def _loopback(target: str) -> bool:
+    host = (urllib.parse.urlsplit(target).hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 __all__ = ["Backoff", "Kind", "kind_of_status", "retry_after"]

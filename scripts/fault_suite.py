@@ -67,6 +67,17 @@ class Phase:
     remote: Fault
     local_confident: bool | None = True  # None: confident and unsure in turn
 
+    @property
+    def recovery(self) -> str | None:
+        """How a user gets the tiers back after this phase: a 401 backs off until the
+        settings change and a 429 for its Retry-After (30 s), so the server is restarted
+        (as a settings change would rebuild the backend); other faults back off for at
+        most a second or two, so time passes. None: nothing to recover from."""
+        faults = {self.local, self.remote}
+        if faults & {"401", "429"}:
+            return "restart"
+        return None if faults == {"ok"} else "wait"
+
     def completion_possible(self, mode: str) -> bool:
         """Could a correct server offer a completion here? A local tier that answers
         can; otherwise only a healthy remote that privacy lets us use (a runaway local
@@ -511,6 +522,15 @@ class Driver:
         await self.server.stop()
         self.server = None
 
+    async def restart(self) -> None:
+        """Stop the server on purpose (not a crash); the next request starts a new one."""
+        if self.server is None:
+            return
+        self.dead_key_places.update(self.server.key_places)
+        self.dead_tracebacks += self.server.tracebacks
+        await self.server.stop()
+        self.server = None
+
     def _totals(self) -> tuple[Counter[str], int]:
         live = self.server
         keys = self.dead_key_places + (live.key_places if live else Counter())
@@ -706,6 +726,10 @@ async def run_suite(args: argparse.Namespace) -> tuple[list[Figures], list[str]]
                     await driver.run(fig, args.requests)
                     driver.collect(fig, label, mode != "open")
                     rows.append(fig)
+                    if phase.recovery == "restart":
+                        await driver.restart()
+                    elif phase.recovery == "wait":
+                        await asyncio.sleep(args.settle_s)  # the backends' short backoff
                     if args.verbose:
                         print_table([fig], args.deadline_ms)
             finally:
@@ -825,6 +849,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument(
         "--grace-s", type=float, default=5.0, help="past deadline + this, a request is unanswered"
+    )
+    ap.add_argument(
+        "--settle-s",
+        type=float,
+        default=1.2,
+        help="pause after a faulty phase: the backends' connection backoff expires",
     )
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     ap.add_argument("--phases", nargs="+", choices=[p.name for p in PHASES])

@@ -413,3 +413,26 @@ async def test_route_card_does_not_show_an_echoed_key(monkeypatch: pytest.Monkey
     card = route_card(rec)
     assert "problem: remote" in card
     assert KEY[:10] not in card and all(KEY[:10] not in e for e in rec.errors)
+
+
+def test_connection_backoff_comes_back_to_a_loopback_server_sooner() -> None:
+    import logging
+
+    from clients._backoff import LOOPBACK_MAX_S, MAX_S, Backoff
+    from clients.errors import BackendUnavailable
+
+    now = [0.0]
+    b = Backoff("test", logging.getLogger("test"), clock=lambda: now[0])
+    err = BackendUnavailable("down")
+    for target in ("http://127.0.0.1:11434", "http://gpu-cluster:8000/v1"):
+        for _ in range(10):  # a long streak of failures
+            b.failed(target, err, "connect")
+            now[0] += 100
+            b.held(target)  # expired: the next failure grows the hold
+    b.failed("http://127.0.0.1:11434", err, "connect")
+    b.failed("http://gpu-cluster:8000/v1", err, "connect")
+    now[0] += LOOPBACK_MAX_S + 0.01
+    assert b.held("http://127.0.0.1:11434") is None
+    assert b.held("http://gpu-cluster:8000/v1") is not None
+    now[0] += MAX_S
+    assert b.held("http://gpu-cluster:8000/v1") is None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -51,6 +53,24 @@ class _Protocol(LanguageServerProtocol):
             text = f"synconfroute: invalid {data['method']} request: {cause}"
             self._send_response(data["id"], error=JsonRpcInvalidParams(text).to_response_error())
             return SimpleNamespace(jsonrpc="answered")  # handle_message ignores it
+
+    def _execute_handler(
+        self,
+        msg_id: str | int,
+        handler: Callable[..., Any],
+        callback: Callable[[Future[Any]], None],
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        """pygls files each handler's future under its message id (a fresh one for a
+        notification) and takes it out only when it answers a request: every didOpen,
+        didChange and didClose left a Future behind for the life of the server. Drop the
+        finished ones here (not from a done-callback: pygls' shutdown cancels pending
+        futures while iterating over that dict, and a Future runs callbacks at once)."""
+        futures = self._request_futures
+        for done in [k for k, f in futures.items() if f.done()]:
+            del futures[done]
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
 
 
 class SynConfRouteServer(LanguageServer):

@@ -36,8 +36,10 @@ log = logging.getLogger(__name__)
 # Backend problems worth one message to the user (timeouts are not: they are noise).
 _TROUBLE = {"BackendUnavailable", "ModelNotFound", "BadCredentials", "FimUnsupported"}
 _DECISIONS_KEPT = 256
-# Parse trees cost ~30x the text; keep them for the documents being completed in.
+# Parse trees cost ~40x the text; keep them for the documents being completed in, as
+# many as fit in both bounds (the current one's always, unless over syntax_max_bytes).
 _TREES_KEPT = 16
+_TREE_BYTES_KEPT = 8_000_000  # of text: about 320 MB of trees
 
 
 @attrs.define
@@ -212,10 +214,18 @@ class Session:
         """Mark a document as in use; drop the trees of the least recently used ones."""
         self._hot[uri] = None
         self._hot.move_to_end(uri)
-        while len(self._hot) > _TREES_KEPT:
-            old, _ = self._hot.popitem(last=False)
-            if (st := self.documents.get(old)) is not None:
-                st.syntax.release_tree()
+        too_big = self.settings.routing.syntax_max_bytes or float("inf")  # never get a tree
+        count = size = 0
+        for old in reversed(list(self._hot)):  # the most recent first
+            st = self.documents.get(old)
+            n = len(st.syntax.data) if st is not None else 0
+            if n > too_big:
+                continue
+            count, size = count + 1, size + n
+            if old != uri and (count > _TREES_KEPT or size > _TREE_BYTES_KEPT):
+                del self._hot[old]
+                if st is not None:
+                    st.syntax.release_tree()
 
     @staticmethod
     def _is_acceptance(st: DocState, edits: Sequence[Edit]) -> str | None:
@@ -279,8 +289,11 @@ class Session:
             return None
         anchor_doc = st.syntax
         if isinstance(pipeline.gate, SyntaxGate) and pipeline.gate.blocking:
-            # The check runs in a thread while edits may arrive: give it its own copy.
-            anchor_doc = SyntaxDocument(text, st.language or None, encoding=self.encoding)
+            # The check runs in a thread while edits may arrive: give it its own copy,
+            # parsed there (lazy), not here on the event loop, and not at all if too large.
+            anchor_doc = SyntaxDocument(
+                text, st.language or None, encoding=self.encoding, lazy=True
+            )
         ctx = make_context(
             text,
             offset,

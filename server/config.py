@@ -137,9 +137,9 @@ class RoutingSettings:
     syntax_budget_ms: float = _doc(50.0, "Time budget of one tree-sitter check.", lo=1)
     compiler_budget_ms: float = _doc(3000.0, "Time budget of one compiler check.", lo=10)
     syntax_max_bytes: int = _doc(
-        4_000_000,
+        2_000_000,
         "Files larger than this (bytes of UTF-8) get no syntax check and keep no parse tree "
-        "(a tree costs about 40x the text, and a first parse about 0.1 s per MB): their "
+        "(a tree costs about 40x the text, and a first parse 0.15 s or more per MB): their "
         "confident local completions escalate as unchecked (`syntax-skipped`), or are "
         "shown unconfirmed where nothing may leave the machine. 0 = no limit.",
         lo=0,

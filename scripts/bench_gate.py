@@ -7,8 +7,16 @@ one typed character in the open document (edit + incremental reparse).
 
     python scripts/bench_gate.py
     python scripts/bench_gate.py --sizes 2500 --reps 500 --langs python --json
+    python scripts/bench_gate.py --large 10   # a 10 MB file: gate and memory, limit off/on
+    python scripts/bench_gate.py --retain 300  # memory kept by 300 checks (leak check)
 
 Goal: incremental p50 under 0.5 ms at 2,500 lines.
+
+`--large MB` follows one file of that size as the server does (a lazy document, the gate
+of `server/gate.py` with the default 50 ms budget), once without a size limit
+(`routing.syntax_max_bytes = 0`, as before the limit existed) and once with the default
+limit, each in a fresh process: resident memory, the first completion's gate, the cost of
+one keystroke (the edit the server makes on didChange) and of a check after keystrokes.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -172,6 +181,124 @@ def bench(lang: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 1e6
+
+
+def large_one(mb: float, limit: int, checks: int, keys: int) -> dict[str, Any]:
+    """One large-file run; call it in a process of its own so the RSS figures are its own."""
+    from server import config
+    from server.gate import Anchor, make_gate
+    from server.pipeline import CompletionContext
+
+    lines = int(mb * 1e6 / 24)  # python_file averages about 24 bytes a line
+    text = python_file(lines)
+    doc = SyntaxDocument(text, "python", lazy=True)  # as Session.open makes it
+    routing = config.RoutingSettings()
+    routing.syntax_max_bytes = limit
+    gate = make_gate(routing)
+    line = lines // 2
+    while not text.split("\n", line + 1)[line].startswith("        total = 0.0"):
+        line += 1
+    line += 1  # the completion is a whole line after "total = 0.0"
+    del text
+    rss_open = _rss_mb()
+
+    def check() -> tuple[float, str]:
+        ctx = CompletionContext(prefix="", suffix="", document=Anchor(doc, (line, 0)))
+        t = time.perf_counter()
+        status = gate.check(ctx, "        total += self.height * 2.0\n").status
+        return time.perf_counter() - t, status
+
+    first_s, first_status = check()
+    rss_first = _rss_mb()
+    key_s: list[float] = []
+    check_s: list[float] = []
+    statuses: dict[str, int] = {}
+    for i in range(checks):
+        for _ in range(keys):  # type a character, then delete it
+            t = time.perf_counter()
+            doc.edit((line - 1, 8), (line - 1, 8), "x")
+            doc.edit((line - 1, 8), (line - 1, 9), "")
+            key_s.append((time.perf_counter() - t) / 2)
+        dt, status = check()
+        check_s.append(dt)
+        statuses[status] = statuses.get(status, 0) + 1
+        del i
+    return {
+        "bytes": len(doc.data),
+        "limit": limit,
+        "rss_open_mb": rss_open,
+        "rss_first_mb": rss_first,
+        "rss_end_mb": _rss_mb(),
+        "first_check_ms": first_s * 1000,
+        "first_status": first_status,
+        "keystroke_p50_ms": _p(key_s, 0.5),
+        "check_p50_ms": _p(check_s, 0.5),
+        "statuses": statuses,
+        "tree_kept": doc.has_tree,
+    }
+
+
+def retain(n: int) -> int:
+    """Memory still held after `n` checks of a 200 KB file (each check under a deadline)."""
+    import gc
+    import tracemalloc
+
+    text = python_file(8000)
+    doc = SyntaxDocument(text, "python")
+    lines = text.count("\n")
+    doc.check("x = 1\n", (lines // 2, 0))  # warm up
+    gc.collect()
+    rss0 = _rss_mb()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    for i in range(n):
+        doc.check("        total += 1\n", ((i * 37) % lines, 0), budget_s=5)
+    gc.collect()
+    kept = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    views = sum(1 for o in gc.get_objects() if isinstance(o, memoryview))
+    print(
+        f"{n} checks of a {len(doc.data):,}-byte file: {kept / 1e6:.2f} MB still allocated "
+        f"(tracemalloc), RSS +{_rss_mb() - rss0:.1f} MB, {views} memoryviews alive"
+    )
+    return 0
+
+
+def large(mb: float, args: argparse.Namespace) -> int:
+    from server import config
+
+    default = config.RoutingSettings().syntax_max_bytes
+    rows = []
+    for limit in (0, default):
+        spec = json.dumps([mb, limit, args.large_checks, args.large_keys])
+        out = subprocess.run(
+            [sys.executable, __file__, "--large-one", spec],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        rows.append(json.loads(out))
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(
+        f"{'bytes':>10} {'limit':>9} {'RSS open':>9} {'+ 1st chk':>9} {'end':>7} "
+        f"{'1st check':>10} {'keystroke':>10} {'check':>8}  statuses, tree kept"
+    )
+    for r in rows:
+        print(
+            f"{r['bytes']:10d} {r['limit'] or 'none':>9} {r['rss_open_mb']:7.0f}MB "
+            f"{r['rss_first_mb']:7.0f}MB {r['rss_end_mb']:5.0f}MB "
+            f"{r['first_check_ms']:8.0f}ms {r['keystroke_p50_ms']:8.2f}ms "
+            f"{r['check_p50_ms']:6.2f}ms  {r['first_status']} then {r['statuses']}, "
+            f"{r['tree_kept']}"
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -182,7 +309,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compiler-reps", type=int, default=10, help="repetitions of compiler checks")
     ap.add_argument("--no-compiler", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--large", type=float, metavar="MB", help="one file of MB megabytes")
+    ap.add_argument("--large-checks", type=int, default=10, help="checks in --large")
+    ap.add_argument("--large-keys", type=int, default=5, help="keystrokes before each check")
+    ap.add_argument("--large-one", help=argparse.SUPPRESS)
+    ap.add_argument("--retain", type=int, metavar="N", help="memory kept by N checks")
     args = ap.parse_args(argv)
+    if args.large_one:
+        print(json.dumps(large_one(*json.loads(args.large_one))))
+        return 0
+    if args.large:
+        return large(args.large, args)
+    if args.retain:
+        return retain(args.retain)
     sizes = [int(s) for s in args.sizes.split(",")]
     langs = [x.strip() for x in args.langs.split(",") if x.strip()]
     rows = []

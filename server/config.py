@@ -9,6 +9,7 @@ problem) and the default stays.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import tomllib
 import typing
@@ -163,6 +164,14 @@ class RoutingSettings:
     )
     syntax_budget_ms: float = _doc(50.0, "Time budget of one tree-sitter check.", lo=1)
     compiler_budget_ms: float = _doc(3000.0, "Time budget of one compiler check.", lo=10)
+    syntax_max_bytes: int = _doc(
+        2_000_000,
+        "Files larger than this (bytes of UTF-8) get no syntax check and keep no parse tree "
+        "(a tree costs about 40x the text, and a first parse 0.15 s or more per MB): their "
+        "confident local completions escalate as unchecked (`syntax-skipped`), or are "
+        "shown unconfirmed where nothing may leave the machine. 0 = no limit.",
+        lo=0,
+    )
     early_escalation: bool = _doc(
         True,
         "Cancel the local generation as soon as its first `confidence_tokens` tokens "
@@ -486,6 +495,7 @@ TIGHTEN_ONLY_KEYS = (
     "privacy.never_send",
     "completion.context_lines",
     "remote.max_prompt_chars",
+    "routing.syntax_max_bytes",
 )
 
 # Which local completions each policy may send to the remote: a workspace policy must
@@ -556,6 +566,10 @@ def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
         refuse("completion.context_lines", "it would send more of each file")
     if ws.remote.max_prompt_chars > user.remote.max_prompt_chars:
         refuse("remote.max_prompt_chars", "it would send more of each file")
+    limit = {0: math.inf}  # 0: no size limit
+    ws_max = limit.get(ws.routing.syntax_max_bytes, ws.routing.syntax_max_bytes)
+    if ws_max < limit.get(user.routing.syntax_max_bytes, user.routing.syntax_max_bytes):
+        refuse("routing.syntax_max_bytes", "files the gate skips escalate")
     return refused
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -79,6 +80,24 @@ class _Protocol(TransportProtocol):
         self, params: t.DidCloseTextDocumentParams
     ) -> Generator[Any, Any, None]:
         yield from self._forward(t.TEXT_DOCUMENT_DID_CLOSE, params)
+
+    def _execute_handler(
+        self,
+        msg_id: str | int,
+        handler: Callable[..., Any],
+        callback: Callable[[Future[Any]], None],
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        """pygls files each handler's future under its message id (a fresh one for a
+        notification) and takes it out only when it answers a request: every didOpen,
+        didChange and didClose left a Future behind for the life of the server. Drop the
+        finished ones here (not from a done-callback: pygls' shutdown cancels pending
+        futures while iterating over that dict, and a Future runs callbacks at once)."""
+        futures = self._request_futures
+        for done in [k for k, f in futures.items() if f.done()]:
+            del futures[done]
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
 
 
 class SynConfRouteServer(LanguageServer):

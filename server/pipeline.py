@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 REQUEST_STOPS = ("\n```", "\n\n\n")
 
 _STATUSES: dict[str, SyntaxStatus] = {
-    s: s for s in ("valid", "invalid", "timeout", "unsupported-language", "error")
+    s: s for s in ("valid", "invalid", "timeout", "unsupported-language", "error", "skipped")
 }
 
 

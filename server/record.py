@@ -11,7 +11,7 @@ from .router import Route
 
 @attrs.frozen
 class SyntaxInfo:
-    status: str  # valid | invalid | timeout | unsupported-language | error
+    status: str  # valid | invalid | timeout | unsupported-language | error | skipped
     mode: str
     line: int | None = None  # 0-based, in the completed file
     column: int | None = None

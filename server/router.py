@@ -15,7 +15,7 @@ import attrs
 
 Route = Literal["local", "remote", "none"]
 Policy = Literal["synconf", "confidence", "syntax", "local", "remote"]
-SyntaxStatus = Literal["valid", "invalid", "timeout", "unsupported-language", "error"]
+SyntaxStatus = Literal["valid", "invalid", "timeout", "unsupported-language", "error", "skipped"]
 
 
 class Reason(StrEnum):
@@ -28,6 +28,7 @@ class Reason(StrEnum):
     EMPTY_LOCAL = "empty-local"
     SYNTAX_INVALID = "syntax-invalid"
     SYNTAX_TIMEOUT = "syntax-timeout"
+    SYNTAX_SKIPPED = "syntax-skipped"  # file over routing.syntax_max_bytes: not checked
     POLICY_LOCAL = "policy-local"
     POLICY_REMOTE = "policy-remote"
     LOCAL_UNAVAILABLE = "local-unavailable"
@@ -172,6 +173,9 @@ def _want(
         return "escalate", (Reason.SYNTAX_INVALID,), conf
     if ev.syntax == "timeout":
         return "escalate", (Reason.SYNTAX_TIMEOUT,), conf
+    if ev.syntax == "skipped":
+        # Unchecked is not valid (the gate could run, we chose not to): as a timeout.
+        return "escalate", (Reason.SYNTAX_SKIPPED,), conf
     if ev.syntax in ("unsupported-language", "error", None):
         return "keep-local", (Reason.SYNTAX_UNCHECKED,), conf
     good = Reason.CONFIDENT_AND_VALID if rules.policy == "synconf" else Reason.SYNTAX_VALID

@@ -37,8 +37,10 @@ log = logging.getLogger(__name__)
 # Backend problems worth one message to the user (timeouts are not: they are noise).
 _TROUBLE = {"BackendUnavailable", "ModelNotFound", "BadCredentials", "FimUnsupported"}
 _DECISIONS_KEPT = 256
-# Parse trees cost ~30x the text; keep them for the documents being completed in.
+# Parse trees cost ~40x the text; keep them for the documents being completed in, as
+# many as fit in both bounds (the current one's always, unless over syntax_max_bytes).
 _TREES_KEPT = 16
+_TREE_BYTES_KEPT = 8_000_000  # of text: about 320 MB of trees
 
 
 @attrs.define
@@ -274,10 +276,18 @@ class Session:
         """Mark a document as in use; drop the trees of the least recently used ones."""
         self._hot[key] = None
         self._hot.move_to_end(key)
-        while len(self._hot) > _TREES_KEPT:
-            old, _ = self._hot.popitem(last=False)
-            if (st := self.documents.get(old)) is not None:
-                st.syntax.release_tree()
+        too_big = self.settings.routing.syntax_max_bytes or float("inf")  # never get a tree
+        count = size = 0
+        for old in reversed(list(self._hot)):  # the most recent first
+            st = self.documents.get(old)
+            n = len(st.text.text) if st is not None else 0  # ~bytes: code is mostly ASCII
+            if n > too_big:
+                continue
+            count, size = count + 1, size + n
+            if old != key and (count > _TREES_KEPT or size > _TREE_BYTES_KEPT):
+                del self._hot[old]
+                if st is not None:
+                    st.syntax.release_tree()
 
     @staticmethod
     def _is_acceptance(st: DocState, edits: Sequence[Edit]) -> str | None:
@@ -351,7 +361,8 @@ class Session:
         if blocking or st.text.version != version:
             # The check runs in a thread while edits may arrive, or edits came in since
             # the request: check against the request's text, in a copy of its own.
-            anchor_doc = SyntaxDocument(Text(text, self.encoding), st.language or None)
+            # Lazy: parsed where the check runs (a thread), not here on the event loop.
+            anchor_doc = SyntaxDocument(Text(text, self.encoding), st.language or None, lazy=True)
         ctx = attrs.evolve(window, document=Anchor(anchor_doc, (line, character)))
         roots = tuple(path_of(u) for u in self._roots() if u.startswith("file:"))
         ctx = attrs.evolve(ctx, roots=roots)

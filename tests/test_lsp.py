@@ -450,3 +450,51 @@ async def test_malformed_request_gets_an_error_and_the_server_lives_on(
     assert "invalid textDocument/inlineCompletion request" in str(info.value)
     ok = await vscode.text_document_inline_completion_async(inline_params())
     assert isinstance(ok, t.InlineCompletionList) and ok.items
+
+
+def test_notifications_leave_no_futures_behind() -> None:
+    # pygls files each notification's future under a fresh id in _request_futures and, for
+    # its built-in generator handlers (didOpen, didChange, didClose), never removes it: one
+    # concurrent.futures.Future per keystroke, kept for the life of the server.
+    import gc
+    import logging
+    from types import SimpleNamespace
+
+    from server import config
+    from server.lsp import create_server
+
+    loaded = config.Loaded(config.Settings(), (), config.default_config_path(), False)
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    server = create_server(loaded)
+    proto = server.protocol
+    sent: list[bytes] = []
+    proto.set_writer(SimpleNamespace(write=sent.append, close=lambda: None))
+
+    def send(method: str, params: dict[str, Any]) -> None:
+        msg = {"jsonrpc": "2.0", "method": method, "params": params}
+        proto.handle_message(proto.structure_message(msg))
+
+    def futures() -> int:
+        return sum(1 for o in gc.get_objects() if isinstance(o, Future))
+
+    try:
+        doc = {"uri": URI, "languageId": "python", "version": 1, "text": TEXT}
+        send("textDocument/didOpen", {"textDocument": doc})
+        gc.collect()
+        before = futures()
+        for i in range(200):
+            span = {"start": {"line": 1, "character": 11}, "end": {"line": 1, "character": 11}}
+            send(
+                "textDocument/didChange",
+                {
+                    "textDocument": {"uri": URI, "version": i + 2},
+                    "contentChanges": [{"range": span, "text": "x"}],
+                },
+            )
+        send("textDocument/didClose", {"textDocument": {"uri": URI}})
+        gc.collect()
+        assert futures() - before < 5
+        assert len(proto._request_futures) < 5
+    finally:
+        root.handlers[:] = handlers

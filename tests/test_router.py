@@ -44,6 +44,7 @@ def test_confidence_is_mean_of_first_k() -> None:
         ("synconf", ev(), "keep-local", (R.CONFIDENT_AND_VALID,)),
         ("synconf", ev(syntax="invalid"), "escalate", (R.SYNTAX_INVALID,)),
         ("synconf", ev(syntax="timeout"), "escalate", (R.SYNTAX_TIMEOUT,)),
+        ("synconf", ev(syntax="skipped"), "escalate", (R.SYNTAX_SKIPPED,)),
         ("synconf", ev(syntax="unsupported-language"), "keep-local", (R.SYNTAX_UNCHECKED,)),
         ("synconf", ev(syntax="error"), "keep-local", (R.SYNTAX_UNCHECKED,)),
         ("synconf", ev(lps=LOW), "escalate", (R.LOW_CONFIDENCE,)),
@@ -57,6 +58,7 @@ def test_confidence_is_mean_of_first_k() -> None:
         # syntax only
         ("syntax", ev(lps=LOW), "keep-local", (R.SYNTAX_VALID,)),
         ("syntax", ev(lps=LOW, syntax="invalid"), "escalate", (R.SYNTAX_INVALID,)),
+        ("syntax", ev(lps=LOW, syntax="skipped"), "escalate", (R.SYNTAX_SKIPPED,)),
         # fixed policies
         ("local", ev(lps=LOW, syntax="invalid"), "keep-local", (R.POLICY_LOCAL,)),
         ("remote", ev(), "escalate", (R.POLICY_REMOTE,)),
@@ -143,3 +145,16 @@ def test_needs_syntax() -> None:
     assert not needs_syntax(ev(text="", syntax=None), Rules())
     assert needs_syntax(ev(lps=LOW, syntax=None), Rules(), "local-only")  # gate decides display
     assert not needs_syntax(ev(syntax=None), Rules(policy="local"), "local-only")
+
+
+def test_a_skipped_gate_is_not_a_valid_one() -> None:
+    # A file too large for the gate: unchecked is not valid. Escalate where allowed; where
+    # not, show it unconfirmed (as any completion nobody could check); after a failed
+    # escalation, show nothing (as after a timeout).
+    skipped = ev(syntax="skipped")
+    blocked = decide(skipped, Rules(), "local-only")
+    assert blocked == Verdict(
+        "keep-local", (R.SYNTAX_SKIPPED, R.LOCAL_ONLY, R.KEPT_LOCAL_UNCONFIRMED), blocked.confidence
+    )
+    v = decide(skipped, Rules(), "ok")
+    assert after_remote(v, skipped, remote_ok=False, remote_text="").route == "none"

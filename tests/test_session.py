@@ -115,3 +115,64 @@ async def test_accepting_the_offer_keeps_the_hover_card(fake: FakeOllama) -> Non
     session.change(uri, [Edit("y", (1, 13), (1, 13))])  # any other edit: the card goes
     assert session.hover(uri, 1) is None
     await session.shutdown()
+
+
+async def test_a_file_over_the_size_limit_skips_the_gate_and_keeps_no_tree(
+    fake: FakeOllama,
+) -> None:
+    settings = config.Settings()
+    settings.editor.debounce_ms = 0
+    settings.routing.syntax_max_bytes = 10_000
+
+    def make(s: config.Settings) -> Pipeline:
+        return Pipeline(s, OllamaBackend(fake.url, "qwen2.5-coder:3b"), None, make_gate(s.routing))
+
+    session = Session(
+        config.Loaded(settings, (), config.default_config_path(), False), make_pipeline=make
+    )
+    big = "def g(y):\n    return y\n\n" * 600 + TEXT  # 14 KB
+    session.open("file:///big.py", big, "python", None)
+    session.open("file:///small.py", TEXT, "python", None)
+    line = big.count("\n") - 1
+    done = await session.complete("file:///big.py", line, 11, invoked=True)
+    assert done is not None and done.insert_text == " x"
+    rec = done.decision
+    assert rec.syntax is not None and rec.syntax.status == "skipped"
+    assert "routing.syntax_max_bytes" in rec.syntax.message
+    assert f"{len(big.encode()):,} bytes" in rec.syntax.message
+    # Nothing may leave (no remote): shown, but as unchecked and unconfirmed.
+    assert rec.reasons == ["syntax-skipped", "no-remote-configured", "kept-local-unconfirmed"]
+    card = session.hover("file:///big.py", line)
+    assert card is not None and "skipped" in card and "syntax_max_bytes" in card
+    assert not session.documents["file:///big.py"].syntax.has_tree
+    small = await session.complete("file:///small.py", 1, 11, invoked=True)
+    assert small is not None and small.decision.syntax is not None
+    assert small.decision.syntax.status == "valid"
+    assert session.documents["file:///small.py"].syntax.has_tree
+    await session.shutdown()
+
+
+async def test_kept_trees_are_bounded_by_text_size(
+    fake: FakeOllama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 16 trees of multi-MB files would cost gigabytes: count the text too.
+    monkeypatch.setattr("server.session._TREE_BYTES_KEPT", 25_000)
+    settings = config.Settings()
+    settings.editor.debounce_ms = 0
+
+    def make(s: config.Settings) -> Pipeline:
+        return Pipeline(s, OllamaBackend(fake.url, "qwen2.5-coder:3b"), None, make_gate(s.routing))
+
+    session = Session(
+        config.Loaded(settings, (), config.default_config_path(), False), make_pipeline=make
+    )
+    body = "def g(y):\n    return y\n\n" * 400  # 9.6 KB
+    for i in range(4):
+        text = body + f"def f{i}(x):\n    return \n"
+        session.open(f"file:///m{i}.py", text, "python", None)
+        done = await session.complete(f"file:///m{i}.py", 1201, 11, invoked=True)
+        assert done is not None and done.decision.syntax is not None
+        assert done.decision.syntax.status == "valid"
+    kept = [uri for uri, st in session.documents.items() if st.syntax.has_tree]
+    assert kept == ["file:///m2.py", "file:///m3.py"]  # 2 x 10 KB fit in 25 KB, 3 do not
+    await session.shutdown()

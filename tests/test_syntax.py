@@ -455,8 +455,10 @@ def test_incremental_and_full_reparse_agree() -> None:
     for _ in range(60):
         at = rng.randrange(len(doc.data) + 1)
         comp = rng.choice(["x += 1;", "f(a, b", "}", "int y = 2;\n", "\n  return 0;\n", ""])
-        v1 = doc.check(comp, at)
-        v2 = doc.check(comp, at, full=True)
+        # A generous budget: this compares the two parses, not their speed (a busy CI
+        # machine must not turn one of them into a timeout).
+        v1 = doc.check(comp, at, budget_s=5.0)
+        v2 = doc.check(comp, at, full=True, budget_s=5.0)
         assert (v1.status, v1.line, v1.column, v1.message) == (
             v2.status,
             v2.line,
@@ -508,6 +510,41 @@ def test_timeout_is_a_verdict() -> None:
     # top of 6,000 lines takes tree-sitter's error recovery a while: a bigger budget)
     assert doc.check("x = 1\n", 0, budget_s=5).status == "valid"
     assert doc.check("x = (1\n", 0, budget_s=5).status == "invalid"
+
+
+def test_checks_under_a_deadline_retain_nothing() -> None:
+    # py-tree-sitter 0.26 keeps a reference to every chunk its read callback returns: a
+    # memoryview slice pinned the whole text, one copy of the document per check.
+    import gc
+    import tracemalloc
+
+    from server.syntax._treesitter import parse
+
+    text = "def f(x):\n    return x + 1\n\n" * 2000  # about 50 KB
+    doc = SyntaxDocument(text, "python")
+    parser = parser_for("python")
+    data = doc.data
+
+    def views() -> int:
+        return sum(1 for o in gc.get_objects() if isinstance(o, memoryview))
+
+    for _ in range(3):  # warm up: caches, the parser's own buffers
+        doc.check("y = 2\n", (1000, 0), budget_s=5)
+    gc.collect()
+    views0 = views()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for i in range(100):
+            doc.check("y = 2\n", ((i * 37) % 6000, 0), budget_s=5)
+            assert parse(parser, data + b"#%d" % i, None, time.monotonic() + 5) is not None
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    # Leaking, 200 parses of a 50 KB text keep about 10 MB; fixed, a few KB of noise.
+    assert grown < 1_000_000, f"{grown / 1e6:.1f} MB retained by 200 parses"
+    assert views() - views0 < 20
 
 
 def test_default_budgets() -> None:

@@ -8,15 +8,49 @@ completion ("after") against those of the text without it ("before"), see `intro
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 import tree_sitter
 
-# Read the source in pieces: tree-sitter's progress callback (our deadline) exists only
-# for the callback form of Parser.parse.
-_CHUNK = 64 * 1024
+# tree-sitter's progress callback (our deadline) exists only for the callback form of
+# Parser.parse (py-tree-sitter 0.26 ignores it, with a warning, for bytes, and has no
+# timeout_micros any more). But that form keeps one reference to every object the read
+# callback returns, forever: slices of the text leaked one copy of the document per check.
+# So the callback returns only a fixed set of views over one scratch buffer per thread,
+# one view per power-of-two length: the leaked references pile up on those few objects,
+# which live for the whole process anyway. tree-sitter needs a chunk only until its next
+# read (py-tree-sitter relies on that too), so refilling the buffer is safe.
+_CHUNK_BITS = 16  # chunks of up to 64 KB
+_scratch = threading.local()
+
+
+def _views() -> list[memoryview]:
+    """This thread's views [0:1], [0:2], [0:4] ... [0:64K] of its scratch buffer."""
+    views: list[memoryview] | None = getattr(_scratch, "views", None)
+    if views is None:
+        whole = memoryview(bytearray(1 << _CHUNK_BITS))
+        views = [whole[: 1 << k] for k in range(_CHUNK_BITS + 1)]
+        _scratch.views = views
+    return views
+
+
+def _reader(data: bytes) -> Callable[[int, tree_sitter.Point], memoryview | bytes]:
+    src = memoryview(data)
+    size = len(data)
+    views = _views()
+
+    def read(offset: int, _point: tree_sitter.Point) -> memoryview | bytes:
+        rest = size - offset
+        if rest <= 0:
+            return b""  # a cached singleton: its leaked references cost nothing
+        view = views[min(_CHUNK_BITS, rest.bit_length() - 1)]
+        view[:] = src[offset : offset + len(view)]
+        return view
+
+    return read
 
 
 @attrs.frozen
@@ -71,11 +105,8 @@ def parse(
     """
     if deadline is None:
         return parser.parse(data) if old_tree is None else parser.parse(data, old_tree)
-    view = memoryview(data)
+    read = _reader(data)
     halted = False
-
-    def read(offset: int, _point: tree_sitter.Point) -> memoryview:
-        return view[offset : offset + _CHUNK]
 
     def progress(_offset: int, _has_error: bool) -> bool:
         nonlocal halted

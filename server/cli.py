@@ -13,6 +13,7 @@ from pathlib import Path
 import attrs
 
 from . import __version__, config
+from .errors import UsageError, UserError
 
 
 def _load(args: argparse.Namespace) -> config.Loaded:
@@ -67,29 +68,21 @@ def _parse_target(spec: str) -> tuple[Path, int, int]:
     """PATH:LINE:COL (1-based, as editors show them) -> (path, line0, col0)."""
     parts = spec.rsplit(":", 2)
     if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
-        raise ValueError(f"expected PATH:LINE:COL with 1-based numbers, got {spec!r}")
+        raise UsageError(f"expected PATH:LINE:COL with 1-based numbers, got {spec!r}")
     line, col = int(parts[1]), int(parts[2])
     if line < 1 or col < 1:
-        raise ValueError(f"line and column start at 1, got {line}:{col}")
+        raise UsageError(f"line and column start at 1, got {line}:{col}")
     return Path(parts[0]), line - 1, col - 1
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
     from . import complete
 
-    try:
-        path, line, col = _parse_target(args.target)
-    except ValueError as exc:
-        print(f"synconfroute complete: {exc}", file=sys.stderr)
-        return 2
+    path, line, col = _parse_target(args.target)
     loaded = _load(args)
     for issue in loaded.issues:
         print(f"warning: {issue}", file=sys.stderr)
-    try:
-        ctx = complete.prepare(loaded.settings, path, line, col)
-    except complete.CompleteError as exc:
-        print(f"synconfroute complete: {exc}", file=sys.stderr)
-        return 2
+    ctx = complete.prepare(loaded.settings, path, line, col)
     rec = asyncio.run(complete.run(loaded.settings, ctx))
     if args.json:
         print(json.dumps(rec.to_json(), indent=2))
@@ -279,6 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         code: int = args.func(args)
+    except UserError as exc:  # the one place: every command's user-facing errors
+        print(f"synconfroute {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
     return code

@@ -7,6 +7,7 @@ from pathlib import Path
 from .backends import choose_local, make_local, make_remote, warm
 from .config import Settings
 from .context import make_context
+from .errors import UsageError
 from .gate import Anchor, language_of, make_gate
 from .pipeline import CompletionContext, Pipeline
 from .positions import PositionOutOfRange, Text, line_text
@@ -14,7 +15,7 @@ from .record import RouteDecision
 from .syntax import SyntaxDocument
 
 
-class CompleteError(Exception):
+class CompleteError(UsageError):
     """A problem with the command's input (file, position), worded for the user."""
 
 

@@ -311,8 +311,7 @@ class Pipeline:
     @staticmethod
     def _note_local_error(rec: RouteDecision, run: _LocalRun) -> None:
         if run.error is not None:
-            rec.errors.append(f"local: {run.error}")
-            rec.error_kinds.append(f"local:{type(run.error).__name__}")
+            rec.fail("local", run.error)
 
     async def _call_remote(
         self, ctx: CompletionContext, deadline: float, rec: RouteDecision, multiline: bool
@@ -337,8 +336,7 @@ class Pipeline:
             rec.errors.append("remote: cancelled: privacy settings changed during the request")
             return None
         except BackendError as exc:
-            rec.errors.append(f"remote: {exc}")
-            rec.error_kinds.append(f"remote:{type(exc).__name__}")
+            rec.fail("remote", exc)
             rec.bytes_sent += exc.bytes_sent  # what went out before it failed (often 0)
             return False, ""
         finally:

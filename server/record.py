@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
+from clients.errors import BackendError
+
 from .router import Route
+
+Tier = Literal["local", "remote"]
+
+
+@attrs.frozen
+class TierFailure:
+    """A backend error as the tier raised it (type and all), for the server's own use."""
+
+    tier: Tier
+    error: BackendError
 
 
 @attrs.frozen
@@ -40,6 +52,14 @@ class RouteDecision:
     error_kinds: list[str] = attrs.field(factory=list)  # "tier:ExceptionClass", per error
     language: str = ""
     path: str = ""
+    # The errors themselves (not serialized: `errors`/`error_kinds` are their JSON form).
+    failures: list[TierFailure] = attrs.field(factory=list, eq=False, repr=False)
+
+    def fail(self, tier: Tier, error: BackendError, text: str | None = None) -> None:
+        """Record a tier's error: typed for the server, as text for the user and ledger."""
+        self.failures.append(TierFailure(tier, error))
+        self.errors.append(f"{tier}: {error if text is None else text}")
+        self.error_kinds.append(f"{tier}:{type(error).__name__}")
 
     @property
     def syntax_valid(self) -> bool | None:
@@ -48,6 +68,6 @@ class RouteDecision:
         return self.syntax.status == "valid"
 
     def to_json(self) -> dict[str, Any]:
-        d = attrs.asdict(self)
+        d = attrs.asdict(self, filter=lambda a, _: a.name != "failures")
         d["syntax_valid"] = self.syntax_valid
         return d

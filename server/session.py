@@ -19,6 +19,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import attrs
 
+from clients.errors import BackendUnavailable, BadCredentials, FimUnsupported, ModelNotFound
 from clients.types import Backend
 
 from . import config
@@ -35,7 +36,7 @@ from .syntax import SyntaxDocument, detect_language
 log = logging.getLogger(__name__)
 
 # Backend problems worth one message to the user (timeouts are not: they are noise).
-_TROUBLE = {"BackendUnavailable", "ModelNotFound", "BadCredentials", "FimUnsupported"}
+_TROUBLE = (BackendUnavailable, ModelNotFound, BadCredentials, FimUnsupported)
 _DECISIONS_KEPT = 256
 # Parse trees cost ~40x the text; keep them for the documents being completed in, as
 # many as fit in both bounds (the current one's always, unless over syntax_max_bytes).
@@ -398,11 +399,12 @@ class Session:
 
     def _notice_trouble(self, rec: RouteDecision) -> None:
         """One message per kind of backend trouble, until that tier works again."""
-        for kind, err in zip(rec.error_kinds, rec.errors, strict=False):
-            if kind.split(":", 1)[1] in _TROUBLE and kind not in self._troubles:
+        for f in rec.failures:
+            kind = f"{f.tier}:{type(f.error).__name__}"
+            if isinstance(f.error, _TROUBLE) and kind not in self._troubles:
                 self._troubles.add(kind)
-                self._show("error" if kind.startswith("local") else "warning", err)
-        if "local:" not in " ".join(rec.error_kinds) and rec.local_tokens:
+                self._show("error" if f.tier == "local" else "warning", f"{f.tier}: {f.error}")
+        if not any(f.tier == "local" for f in rec.failures) and rec.local_tokens:
             self._troubles = {k for k in self._troubles if not k.startswith("local:")}
         if rec.route == "remote":
             self._troubles = {k for k in self._troubles if not k.startswith("remote:")}

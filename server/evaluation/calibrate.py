@@ -24,6 +24,7 @@ import attrs
 import tomlkit
 
 from ..config import ENV_PREFIX, Settings, load
+from ..errors import UserError
 from ..gate import SyntaxGate
 from ..router import Rules
 from . import scoring
@@ -34,7 +35,7 @@ from .scoring import Point, TaskOutcome
 MAX_CANDIDATES = 400
 
 
-class CalibrationError(Exception):
+class CalibrationError(UserError):
     """Calibration cannot answer; worded for the user."""
 
 

@@ -193,7 +193,7 @@ def add_calibrate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_eval_command(args: argparse.Namespace, loaded: Loaded) -> int:
-    from .run import EvalError, EvalOptions, run_eval
+    from .run import EvalOptions, run_eval
 
     for issue in loaded.issues:
         print(f"warning: {issue}", file=sys.stderr)
@@ -229,16 +229,12 @@ def run_eval_command(args: argparse.Namespace, loaded: Loaded) -> int:
         ceiling_only=args.ceiling_only,
         plot=not args.no_plot,
     )
-    try:
-        run_eval(opts, loaded.settings)
-    except EvalError as exc:
-        print(f"synconfroute eval: {exc}", file=sys.stderr)
-        return 1
+    run_eval(opts, loaded.settings)  # an EvalError reaches cli.main's one handler
     return 0
 
 
 def run_calibrate_command(args: argparse.Namespace, loaded: Loaded) -> int:
-    from .calibrate import CalibrationError, choose, describe, write_threshold
+    from .calibrate import choose, describe, write_threshold
     from .records import RunFolder
 
     for issue in loaded.issues:
@@ -248,7 +244,7 @@ def run_calibrate_command(args: argparse.Namespace, loaded: Loaded) -> int:
     except FileNotFoundError as exc:
         print(f"synconfroute calibrate: {exc}", file=sys.stderr)
         return 2
-    try:
+    try:  # a CalibrationError reaches cli.main's one handler
         choice = choose(folder, loaded.settings, budget=args.budget, best=args.best)
         print(describe(choice))
         if args.dry_run:
@@ -256,9 +252,6 @@ def run_calibrate_command(args: argparse.Namespace, loaded: Loaded) -> int:
             return 0
         path = loaded.config_path or default_config_path()
         written = write_threshold(path, choice.threshold, choice.model)
-    except CalibrationError as exc:
-        print(f"synconfroute calibrate: {exc}", file=sys.stderr)
-        return 1
     finally:
         folder.close()
     verb = "created" if written.created else "updated"

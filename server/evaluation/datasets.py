@@ -35,6 +35,8 @@ from typing import Any, Literal
 
 import attrs
 
+from ..errors import UserError
+
 DATA_ENV = "SYNCONFROUTE_DATA"
 LANGUAGES = ("python", "java", "cpp")
 PLACEHOLDER = "{{completion}}"
@@ -95,7 +97,7 @@ class Task:
         )
 
 
-class DatasetError(Exception):
+class DatasetError(UserError):
     """A dataset that cannot be read, worded for the user."""
 
 

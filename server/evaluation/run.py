@@ -18,6 +18,7 @@ from clients.types import Backend
 from .. import __version__
 from ..backends import choose_local, make_local, make_remote
 from ..config import Settings
+from ..errors import UserError
 from ..gate import SyntaxGate
 from ..syntax.verdict import Mode
 from . import ceiling, datasets, report, scoring
@@ -31,7 +32,7 @@ from .sandbox import Sandbox, SandboxError
 SUMMARY = "summary.json"
 
 
-class EvalError(Exception):
+class EvalError(UserError):
     """The run cannot go on; the message says what to do."""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from .. import router
+from ..errors import UserError
 from ..gate import SyntaxGate
 from ..pipeline import CompletionContext
 from ..router import LocalEvidence, Rules, SyntaxStatus
@@ -103,7 +104,7 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 6)
 
 
-class ScoringError(Exception):
+class ScoringError(UserError):
     """The records cannot be scored as asked; worded for the user."""
 
 

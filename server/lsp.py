@@ -84,6 +84,7 @@ class _Protocol(LanguageServerProtocol):
 
 class SynConfRouteServer(LanguageServer):
     session: Session
+    watching: bool = False  # registered for workspace/didChangeWatchedFiles
 
 
 class _ClientLogHandler(logging.Handler):
@@ -161,6 +162,8 @@ def create_server(
             _report_issues(ls, session.apply_overrides(workspace=pushed))
         else:
             await _pull_configuration(ls)
+        session.start_index()  # when the context setting just became "workspace"
+        await _watch_files(ls)
 
     @server.feature(t.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: SynConfRouteServer, params: t.DidOpenTextDocumentParams) -> None:
@@ -318,12 +321,15 @@ def _workspace_roots(ls: LanguageServer) -> list[str]:
 
 
 async def _watch_files(ls: SynConfRouteServer) -> None:
-    """Ask the client for file change events (for the workspace index), where it
-    supports registering them dynamically."""
+    """Ask the client for file change events (for the workspace index: only with
+    completion.context = "workspace"), where it supports registering them dynamically."""
+    if ls.watching or ls.session.settings.completion.context != "workspace":
+        return
     caps = ls.client_capabilities.workspace
     watched = caps.did_change_watched_files if caps is not None else None
     if watched is None or not watched.dynamic_registration:
         return
+    ls.watching = True
     exts = sorted({e.lstrip(".") for s in LANGUAGES.values() for e in s.extensions})
     watcher = t.FileSystemWatcher(glob_pattern="**/*.{" + ",".join(exts) + "}")
     try:
@@ -339,7 +345,7 @@ async def _watch_files(ls: SynConfRouteServer) -> None:
             )
         )
     except Exception as exc:  # the index then follows open documents only
-        log.warning("could not register for file change events: %s", exc)
+        log.info("could not register for file change events: %s", exc)
 
 
 async def _pull_configuration(ls: SynConfRouteServer) -> None:

@@ -290,6 +290,8 @@ class Pipeline:
         )
 
         cache_key = f"{rec.local_model}|{rec.remote_model}|{rules.policy}"
+        if ctx.crossfile:  # other context, other prompt: not the same completion
+            cache_key += f"|{hash(ctx.crossfile)}"
         hit = self.cache.get(cache_key, ctx.prefix, ctx.suffix)
         if hit is not None:
             rec.completion = hit.completion

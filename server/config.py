@@ -249,7 +249,10 @@ class CompletionSettings:
         512, "Workspace index: files larger than this (KiB) are not indexed.", lo=1
     )
     index_max_mb: int = _doc(
-        64, "Workspace index: most MiB of definition text kept in memory.", lo=1
+        64,
+        "Workspace index: most MiB it may hold (definition text plus about 320 bytes a "
+        "symbol); files past it are not indexed.",
+        lo=1,
     )
 
 

@@ -228,17 +228,24 @@ def imports(language: str, text: str, path: str) -> tuple[set[str], list[str]]:
     return names, [e if e.startswith("/") else "/" + e for e in ends]
 
 
+@attrs.frozen
+class _Windows:
+    """One document cut into overlapping windows: (first line, text, identifier count)
+    each, and which windows hold each identifier."""
+
+    windows: list[tuple[int, str, int]]
+    postings: dict[str, list[int]]
+
+
 class SnippetCache:
-    """Identifier sets of open documents' windows, per (path, version): recomputed only
-    after an edit."""
+    """Open documents' windows and their identifiers, per (path, version): recomputed
+    only after an edit."""
 
     def __init__(self, size: int = 32) -> None:
-        self._cache: OrderedDict[tuple[str, int], list[tuple[int, str, frozenset[str]]]] = (
-            OrderedDict()
-        )
+        self._cache: OrderedDict[tuple[str, int], _Windows] = OrderedDict()
         self._size = size
 
-    def windows(self, path: str, version: int, text: str) -> list[tuple[int, str, frozenset[str]]]:
+    def windows(self, path: str, version: int, text: str) -> _Windows:
         key = (path, version)
         hit = self._cache.get(key)
         if hit is not None:
@@ -246,16 +253,20 @@ class SnippetCache:
             return hit
         lines = text.split("\n")
         step = SNIPPET_LINES // 2
-        out = []
+        out: list[tuple[int, str, int]] = []
+        postings: dict[str, list[int]] = {}
         for start in range(0, max(1, len(lines) - step), step):
             chunk = "\n".join(lines[start : start + SNIPPET_LINES])
             idents = frozenset(_IDENT.findall(chunk)) - _KEYWORDS
             if len(idents) >= 3:
-                out.append((start, chunk, idents))
-        self._cache[key] = out
+                for ident in idents:
+                    postings.setdefault(ident, []).append(len(out))
+                out.append((start, chunk, len(idents)))
+        found = _Windows(out, postings)
+        self._cache[key] = found
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
-        return out
+        return found
 
 
 @attrs.frozen
@@ -302,6 +313,8 @@ def _definitions(
     for name in imported:
         weights[name] = weights.get(name, 0.0) + 0.3
     own = {s.name for s in index.symbols_of(path)}
+    suffixes = tuple(ends)
+    imported_file: dict[str, bool] = {}
     scored: list[Candidate] = []
     for name, w in weights.items():
         if name in own:
@@ -310,7 +323,10 @@ def _definitions(
         if not defs:
             continue
         for s in defs:
-            boost = 3.0 if any(s.path.endswith(e) for e in ends) else 1.0
+            hit = imported_file.get(s.path)
+            if hit is None:
+                hit = imported_file[s.path] = bool(suffixes) and s.path.endswith(suffixes)
+            boost = 3.0 if hit else 1.0
             if s.kind == "class" and name in imported:
                 boost *= 1.5
             scored.append(
@@ -337,8 +353,14 @@ def _snippets(
         if doc.path == path:
             continue
         best: tuple[float, int, str] | None = None
-        for start, chunk, idents in cache.windows(doc.path, doc.version, doc.text):
-            sim = len(query & idents) / len(query | idents)
+        doc_windows = cache.windows(doc.path, doc.version, doc.text)
+        shared: dict[int, int] = {}
+        for ident in query:
+            for w in doc_windows.postings.get(ident, ()):
+                shared[w] = shared.get(w, 0) + 1
+        for w, inter in shared.items():
+            start, chunk, size = doc_windows.windows[w]
+            sim = inter / (len(query) + size - inter)  # Jaccard
             if sim >= SNIPPET_MIN_SIMILARITY and (best is None or sim > best[0]):
                 best = (sim, start, chunk)
         if best is not None:

@@ -32,6 +32,9 @@ SKIP_DIRS = frozenset(
 )
 DEF_LINES = 12  # lines of a definition kept: its signature, doc and first statements
 DEF_CHARS = 800
+# What a symbol costs besides its text (the record, its name, the lookup lists), measured
+# with tracemalloc by scripts/bench_crossfile.py: `max_bytes` bounds the whole.
+SYMBOL_OVERHEAD = 320
 
 
 @attrs.frozen
@@ -49,7 +52,7 @@ class FileEntry:
     language: str
     symbols: tuple[Symbol, ...]
     size: int  # bytes of the source
-    stored: int  # bytes of definition text kept
+    stored: int  # bytes it costs the index, estimated (text + SYMBOL_OVERHEAD a symbol)
 
 
 # -- extraction ----------------------------------------------------------------------
@@ -377,7 +380,7 @@ class WorkspaceIndex:
         self.max_bytes = max_bytes
         self.files: dict[str, FileEntry] = {}
         self.by_name: dict[str, list[Symbol]] = {}
-        self.stored = 0  # bytes of definition text kept
+        self.stored = 0  # bytes kept, estimated: definition text + SYMBOL_OVERHEAD a symbol
         self.skipped = 0  # files left out by a limit
         self.ready = False  # the first build has finished
         self.build_s: float | None = None
@@ -405,7 +408,7 @@ class WorkspaceIndex:
             self.skipped += 1
             return False
         symbols = tuple(extract(language, text, path))
-        stored = sum(len(s.text) for s in symbols)
+        stored = sum(len(s.text) + SYMBOL_OVERHEAD for s in symbols)
         with self._lock:
             old = self.files.get(path)
             room = self.max_bytes - self.stored + (old.stored if old else 0)

@@ -294,3 +294,48 @@ async def test_file_mode_prompts_are_unchanged(fakes: tuple[FakeOllama, FakeOpen
         _prompt(remote, "/v1/completions") == f"<|fim_prefix|>{CUR}<|fim_suffix|>\n<|fim_middle|>"
     )
     assert rec.context_files == [] and rec.context_bytes_sent == 0
+
+
+# -- eval: context size per request ------------------------------------------------
+
+
+async def test_eval_sends_and_records_task_context(
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI]
+) -> None:
+    from server.evaluation import datasets
+    from server.evaluation.generate import generate_record
+
+    local, remote = fakes
+    local.script(TokenScript.of("helper(2)", logprob=-0.1))
+    remote.script(TokenScript.of("helper(2)", logprob=-0.01))
+    row = {
+        "task_id": "ctx-1",
+        "language": "python",
+        "prefix": "from util import helper\nprint(",
+        "suffix": ")\n",
+        "tests": [{"input": "", "output": "4"}],
+        "context_files": [["util.py", "def helper(x):\n    return 2 * x\n"]],
+    }
+    data = tmp_path / "ctx.jsonl"
+    data.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    [task] = datasets.load_file(data)
+    assert datasets.Task.from_json(json.loads(json.dumps(task.to_json()))) == task
+    s = Settings()
+    p = _pipeline(local, remote, s)
+    assert p.local is not None and p.remote is not None
+    try:
+        rec = await generate_record(
+            task, s, p.local, p.remote, "config", make_gate(s.routing), max_tokens=8
+        )
+    finally:
+        await p.local.aclose()
+        await p.remote.aclose()
+    size = len(row["context_files"][0][1])  # type: ignore[index]
+    assert rec.local.context_bytes == size and rec.remote is not None
+    assert rec.remote.context_bytes == size
+    assert "<|file_sep|>util.py\ndef helper(x)" in _prompt(remote, "/v1/completions")
+    assert "# Path: util.py\ndef helper(x)" in _prompt(local, "/api/generate")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**row, "context_files": "util.py"}) + "\n", encoding="utf-8")
+    with pytest.raises(datasets.DatasetError, match="context_files"):
+        datasets.load_file(bad)

@@ -339,3 +339,91 @@ async def test_eval_sends_and_records_task_context(
     bad.write_text(json.dumps({**row, "context_files": "util.py"}) + "\n", encoding="utf-8")
     with pytest.raises(datasets.DatasetError, match="context_files"):
         datasets.load_file(bad)
+
+
+# -- settings and the built-in secret list ------------------------------------------
+
+
+def test_workspace_settings_cannot_widen_context() -> None:
+    from server.config import merge_workspace
+
+    user = Settings()
+    ws, issues = merge_workspace(
+        user,
+        {
+            "completion": {"context": "workspace"},
+            "remote": {"context_tokens": 99999},
+            "privacy": {"secret_files": False},
+        },
+    )
+    assert ws.completion.context == "file" and ws.remote.context_tokens == 2048
+    assert ws.privacy.secret_files is True
+    refused = {i.key for i in issues if i.message.startswith("refused")}
+    assert refused == {"completion.context", "remote.context_tokens", "privacy.secret_files"}
+    user.completion.context = "workspace"
+    ws, issues = merge_workspace(user, {"completion": {"context": "file"}})
+    assert ws.completion.context == "file" and not issues  # tightening is fine
+
+
+@pytest.mark.parametrize(
+    ("path", "blocked"),
+    [
+        ("/w/.env", True),
+        ("/w/.env.production", True),
+        ("/w/deploy/server.pem", True),
+        ("/w/tls/site.key", True),
+        ("/home/u/.ssh/id_rsa", True),
+        ("/w/cert.p12", True),
+        ("/w/aws/credentials", True),
+        ("/w/app/main.py", False),
+        ("/w/keyboard.py", False),
+    ],
+)
+def test_secret_files_never_escalate(path: str, blocked: bool) -> None:
+    from server.pipeline import remote_access
+
+    s = Settings()
+    remote = OpenAIBackend(["http://127.0.0.1:9/v1"], "m", api_key_env=None)
+    assert (remote_access(s, remote, path, ("/w",)) == "privacy-blocked") is blocked
+    s.privacy.secret_files = False
+    assert remote_access(s, remote, path, ("/w",)) == "ok"
+
+
+# -- the session keeps the index current ------------------------------------------------
+
+
+async def test_session_index_follows_open_edit_save_close_and_disk(tmp_path: Path) -> None:
+    import asyncio
+
+    from server import config
+    from server.session import Edit, Session
+
+    _tree(tmp_path, {"lib.py": "def old_name():\n    pass\n", "b.py": "B = 1\n"})
+    settings = Settings()
+    session = Session(
+        config.Loaded(settings, (), config.default_config_path(), False),
+        roots=lambda: [tmp_path.as_uri()],
+    )
+    assert session.start_index() is None  # "file": no index, nothing read
+    settings.completion.context = "workspace"
+    index = session.start_index()
+    assert index is not None
+    for _ in range(200):
+        if index.ready:
+            break
+        await asyncio.sleep(0.01)
+    lib = f"{tmp_path}/lib.py"
+    assert index.ready and index.lookup("old_name")[0].path == lib
+    uri = (tmp_path / "lib.py").as_uri()
+    session.open(uri, "def old_name():\n    pass\n", "python")
+    session.change(uri, [Edit("def new_name():\n    pass\n")])
+    assert session.document(uri).index_stale  # type: ignore[union-attr]
+    session.saved(uri)
+    assert index.lookup("new_name") and not index.lookup("old_name")
+    session.change(uri, [Edit("def unsaved():\n    pass\n")])
+    session.close(uri)  # unsaved edits are gone: the file on disk is the truth again
+    assert index.lookup("old_name") and not index.lookup("unsaved")
+    (tmp_path / "b.py").unlink()
+    await session.files_changed([((tmp_path / "b.py").as_uri(), True)])
+    assert index.lookup("B") == []
+    await session.shutdown()

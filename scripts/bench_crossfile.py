@@ -2,9 +2,12 @@
 
 No model involved. Tasks come from real trees (../shared/data/repos: click, Python;
 gson, Java): a line that calls or uses a symbol defined in ANOTHER file of the tree
-(and not in its own file) is masked; the cursor sits at the start of its code, the
-prefix is the lines above, the suffix the lines below. A task is a hit when the
-assembled context holds the signature line of one of that symbol's definitions.
+(and not in its own file; keywords and common builtins skipped) is masked; the
+cursor sits at the start of its code, the prefix is the lines above, the suffix the
+lines below. A task is a hit when the assembled context holds the signature line of
+one of that symbol's definitions (any of them: without type resolution the builder
+cannot tell which one the line means; a name that is also a local variable, e.g. a
+parameter `func`, still counts as a task).
 
 Three settings:
 - `none`: the current file only (today's prompts; recall 0 by construction);
@@ -70,7 +73,9 @@ def tasks_for(root: str, index: WorkspaceIndex, limit: int, rng: random.Random) 
             if _SKIP_LINE.match(line) or not line.strip():
                 continue
             for name in _IDENT.findall(line):
-                if name in own or len(name) < 3:
+                # Keywords and builtins (`type`, `len`) are not the cross-file symbol
+                # even where a field elsewhere has that name.
+                if name in own or len(name) < 3 or name in crossfile._KEYWORDS:
                     continue
                 defs = [s for s in index.lookup(name) if s.path != path]
                 if not defs:

@@ -120,6 +120,10 @@ def _patterns(settings: Settings) -> tuple[str, ...]:
     return privacy.patterns(p.never_send, p.secret_files)
 
 
+def _private(patterns: tuple[str, ...], path: str, roots: tuple[str, ...]) -> bool:
+    return privacy.never_send(patterns, path, roots)
+
+
 def display_path(path: str, roots: tuple[str, ...]) -> str:
     """Workspace-relative where possible (prompts and the hover card), else the file name."""
     rel = privacy.relative_paths(path, roots)
@@ -174,6 +178,8 @@ class Pipeline:
         # Remote calls in flight, so a privacy change can stop them.
         self._remote_calls: dict[asyncio.Future[Completion], CompletionContext] = {}
         self._revoked: set[asyncio.Future[Completion]] = set()
+        # The other files whose code each remote call carries (cross-file context).
+        self._remote_context: dict[asyncio.Future[Completion], tuple[str, ...]] = {}
         self.remote_revoked = False  # the settings no longer name this remote
 
     # -- lifetime and live privacy -------------------------------------------
@@ -201,8 +207,11 @@ class Pipeline:
         before it escalates, and a remote call they no longer allow is cancelled."""
         self.settings = attrs.evolve(self.settings, privacy=privacy)
         self.remote_revoked = self.remote_revoked or remote_revoked
+        pats = _patterns(self.settings)
         for call, ctx in self._remote_calls.items():
-            if not call.done() and self.access(ctx) != "ok":
+            carried = self._remote_context.get(call, ())
+            now_private = any(_private(pats, p, ctx.roots) for p in carried)
+            if not call.done() and (self.access(ctx) != "ok" or now_private):
                 log.info("privacy settings changed: cancelling a remote request in flight")
                 self._revoked.add(call)
                 call.cancel()
@@ -384,6 +393,11 @@ class Pipeline:
         max_chars = self.settings.remote.max_prompt_chars
         ctx_bytes = self._note_context(rec, ctx, "remote", max_chars)
         self._remote_calls[call] = ctx
+        if ctx.crossfile:
+            prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)
+            room = max_chars - len(prefix) - len(suffix)
+            files = self.context_files(ctx, "remote", room)
+            self._remote_context[call] = tuple(f.path for f in files)
         try:
             result = await call
         except asyncio.CancelledError:
@@ -403,6 +417,7 @@ class Pipeline:
             return False, ""
         finally:
             self._remote_calls.pop(call, None)
+            self._remote_context.pop(call, None)
             self._revoked.discard(call)
             rec.latency_ms["remote_total"] = (self._clock() - t_remote) * 1000
         rec.bytes_sent += result.bytes_sent

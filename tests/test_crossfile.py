@@ -427,3 +427,30 @@ async def test_session_index_follows_open_edit_save_close_and_disk(tmp_path: Pat
     await session.files_changed([((tmp_path / "b.py").as_uri(), True)])
     assert index.lookup("B") == []
     await session.shutdown()
+
+
+async def test_a_file_made_private_mid_request_cancels_the_remote_call_that_carries_it(
+    fakes: tuple[FakeOllama, FakeOpenAI],
+) -> None:
+    import asyncio
+
+    from server.config import PrivacySettings
+
+    local, remote = fakes
+    local.script(LOW)
+    remote.script(TokenScript.of("sign_request(req, key)", logprob=-0.01, first_delay=2.0))
+    p = _pipeline(local, remote, Settings())
+    try:
+        task = asyncio.ensure_future(p.complete(_ctx("")))
+        for _ in range(200):  # until the remote request is on its way
+            if remote.received("/v1/completions"):
+                break
+            await asyncio.sleep(0.01)
+        assert "Sign with HMAC" in _prompt(remote, "/v1/completions")  # public, so far
+        p.update_privacy(PrivacySettings(never_send=["app/util.py"]))
+        rec = await asyncio.wait_for(task, 5)
+    finally:
+        await p.local.aclose()  # type: ignore[union-attr]
+        await p.remote.aclose()  # type: ignore[union-attr]
+    assert rec.route != "remote" and rec.completion != "sign_request(req, key)"
+    assert any("privacy settings changed" in e for e in rec.errors)

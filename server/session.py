@@ -450,7 +450,11 @@ class Session:
         roots = self.roots()
         ctx = attrs.evolve(ctx, roots=roots)
         if self.settings.completion.context == "workspace":
-            cands = self._crossfile(key, st, text, offset)
+            try:
+                cands = self._crossfile(key, st, text, offset)
+            except Exception:  # context is a bonus: never fail the completion over it
+                log.exception("cross-file context failed; completing with the file alone")
+                cands = ()
             repo = roots[0].rstrip("/").rsplit("/", 1)[-1] if roots else ""
             ctx = attrs.evolve(ctx, crossfile=cands, repo=repo)
         # Held until the request ends, so a settings change cannot close its backends.

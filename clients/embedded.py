@@ -510,7 +510,9 @@ class EmbeddedBackend:
         gen = Generation(on_cancel=lambda: worker.cancel(rid))
         self.last_generation = gen
         fields = {
-            "prefix": request.prefix,
+            # Context in comment headers before the prefix: the worker trims the start
+            # of the prefix first when the window is short, so context goes first.
+            "prefix": templates.with_context(request),
             "suffix": request.suffix,
             "max_tokens": request.max_tokens,
             "stop": list(request.stop),

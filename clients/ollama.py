@@ -364,6 +364,8 @@ class OllamaBackend:
         prefix, suffix = request.prefix, request.suffix
         if not prefix and not suffix:
             return None
+        if request.context_files:  # native FIM and prefix-only: context as comment headers
+            prefix = templates.with_context(request)
         info = await self._show(request.deadline)
         tpl = self.template
         stop = tuple(dict.fromkeys(s for s in (*(tpl.stop if tpl else ()), *request.stop) if s))
@@ -375,7 +377,10 @@ class OllamaBackend:
                 return _Plan(mode="fim-native", prompt=prefix, suffix="\n", raw=False, stop=stop)
         if tpl is not None:
             return _Plan(
-                mode="fim-template", prompt=tpl.render(prefix, suffix), raw=True, stop=stop
+                mode="fim-template",
+                prompt=tpl.render(request.prefix, suffix, **templates.context_args(request)),
+                raw=True,
+                stop=stop,
             )
         # No FIM at all: continue the prefix. An empty prompt would only load the model.
         return _Plan(mode="prefix-only", prompt=prefix, raw=True, stop=stop) if prefix else None

@@ -242,10 +242,12 @@ class OpenAIBackend:
         """The JSON body for `request` (public so tests and `doctor` can show it)."""
         stops: list[str] = []
         if self._template is not None:
-            prompt = self._template.render(request.prefix, request.suffix)
+            prompt = self._template.render(
+                request.prefix, request.suffix, **templates.context_args(request)
+            )
             stops.extend(self._template.stop)
         else:
-            prompt = request.prefix
+            prompt = templates.with_context(request)
         stops.extend(s for s in request.stop if s and s not in stops)
         body: dict[str, Any] = {
             "model": self._model,

@@ -8,6 +8,7 @@ name (Ollama tag or Hugging Face id); settings may name a family explicitly.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -23,8 +24,12 @@ class FimTemplate:
     # CodeLlama separates its sentinels from the code with single spaces.
     pad_prefix: str = ""
     pad_middle: str = ""
-    repo_name_token: str | None = None  # repo-level prompts (Qwen2.5-Coder)
+    repo_name_token: str | None = None  # repo-level prompts (Qwen2.5-Coder, StarCoder2)
     file_sep_token: str | None = None
+    # StarCoder2 writes no newline after the repo name and puts the current file's path
+    # after <fim_prefix>; Qwen2.5-Coder ends the repo name with a newline, its path before.
+    repo_name_newline: bool = True
+    path_in_fim: bool = False
 
     @property
     def sentinels(self) -> tuple[str, ...]:
@@ -42,9 +47,13 @@ class FimTemplate:
     ) -> str:
         """The prompt text for one hole between `prefix` and `suffix`.
 
-        With `repo` (and optionally other `files` as (path, text) pairs and the
-        current `path`), families that support it get a repo-level prompt.
+        With `repo` or other `files` as (path, text) pairs (and the current `path`),
+        families that support it get a repo-level prompt; the others get the files
+        as comment-headed blocks before the prefix (see `commented`).
         """
+        repo_level = self.repo_name_token is not None and self.file_sep_token is not None
+        if files and not repo_level:
+            prefix = commented(prefix, files, path or "")
         if self.suffix_first:
             body = f"{self.suffix_token}{suffix}{self.prefix_token}{prefix}"
         else:
@@ -53,12 +62,62 @@ class FimTemplate:
                 f"{self.pad_prefix}{self.suffix_token}{suffix}"
                 f"{self.pad_middle}{self.middle_token}"
             )
-        if repo is None or self.repo_name_token is None or self.file_sep_token is None:
+        if (repo is None and not files) or not repo_level:
             return body
-        parts = [f"{self.repo_name_token}{repo}\n"]
-        parts += [f"{self.file_sep_token}{p}\n{text}" for p, text in files]
-        parts.append(f"{self.file_sep_token}{path or 'file'}\n{body}")
+        nl = "\n" if self.repo_name_newline else ""
+        parts = [f"{self.repo_name_token}{repo or ''}{nl}"]
+        parts += [f"{self.file_sep_token}{p}\n{_ended(text)}" for p, text in files]
+        if self.path_in_fim:
+            parts.append(f"{self.file_sep_token}{self.prefix_token}{path or 'file'}\n")
+            parts.append(body[len(self.prefix_token) :])
+        else:
+            parts.append(f"{self.file_sep_token}{path or 'file'}\n{body}")
         return "".join(parts)
+
+
+def _ended(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+# Line comments by file extension; everything else gets `//`.
+_HASH = (".py", ".pyi", ".pyw", ".rb", ".sh", ".bash", ".pl", ".r", ".yaml", ".yml", ".toml")
+_DASH = (".sql", ".lua", ".hs")
+
+
+def comment_marker(path: str) -> str:
+    """The line-comment marker of the language of `path`."""
+    p = path.lower()
+    if p.endswith(_HASH):
+        return "#"
+    if p.endswith(_DASH):
+        return "--"
+    return "//"
+
+
+def context_args(request: Any) -> dict[str, Any]:
+    """`render` keywords for a `CompletionRequest`'s cross-file context ({} without it)."""
+    if not request.context_files:
+        return {}
+    return {"repo": request.repo, "path": request.repo_path, "files": request.context_files}
+
+
+def with_context(request: Any) -> str:
+    """The request's prefix with its cross-file context as comment-headed blocks (native
+    FIM servers and prefix-only prompts, which have no repo-level tokens)."""
+    return commented(request.prefix, request.context_files, request.repo_path)
+
+
+def commented(prefix: str, files: Sequence[tuple[str, str]], path: str) -> str:
+    """`prefix` preceded by other files' code, each under a `<comment> Path: p` header
+    in the current file's comment syntax, then the current file's own header: the
+    cross-file layout for templates without repo-level tokens and for prefix-only
+    prompts. Without files, `prefix` unchanged."""
+    if not files:
+        return prefix
+    mark = comment_marker(path or (files[-1][0] if files else ""))
+    parts = [f"{mark} Path: {p}\n{_ended(text)}\n" for p, text in files]
+    parts.append(f"{mark} Path: {path or 'file'}\n")
+    return "".join(parts) + prefix
 
 
 QWEN_CODER = FimTemplate(
@@ -92,6 +151,27 @@ STARCODER = FimTemplate(
         "<fim_middle>",
         "<fim_pad>",
         "<file_sep>",
+        "<|endoftext|>",
+    ),
+)
+
+# StarCoder2 has repo-level tokens; StarCoder (1) and stable-code do not.
+STARCODER2 = FimTemplate(
+    name="starcoder2",
+    prefix_token="<fim_prefix>",
+    suffix_token="<fim_suffix>",
+    middle_token="<fim_middle>",
+    repo_name_token="<repo_name>",
+    file_sep_token="<file_sep>",
+    repo_name_newline=False,
+    path_in_fim=True,
+    stop=(
+        "<fim_prefix>",
+        "<fim_suffix>",
+        "<fim_middle>",
+        "<fim_pad>",
+        "<file_sep>",
+        "<repo_name>",
         "<|endoftext|>",
     ),
 )
@@ -132,13 +212,13 @@ CODEGEMMA = FimTemplate(
 )
 
 TEMPLATES: dict[str, FimTemplate] = {
-    t.name: t for t in (QWEN_CODER, STARCODER, DEEPSEEK_CODER, CODELLAMA, CODESTRAL, CODEGEMMA)
+    t.name: t
+    for t in (QWEN_CODER, STARCODER, STARCODER2, DEEPSEEK_CODER, CODELLAMA, CODESTRAL, CODEGEMMA)
 }
 # Names users may write in settings besides the canonical ones.
 ALIASES: dict[str, str] = {
     "qwen": "qwen2.5-coder",
     "qwen-coder": "qwen2.5-coder",
-    "starcoder2": "starcoder",
     "stable-code": "starcoder",
     "deepseek": "deepseek-coder",
     "code-llama": "codellama",
@@ -172,6 +252,8 @@ def detect(model_name: str) -> FimTemplate | None:
         return DEEPSEEK_CODER
     if "codellama" in n or "code-llama" in n:
         return CODELLAMA
+    if "starcoder2" in n:
+        return STARCODER2
     if "starcoder" in n or "stable-code" in n:
         return STARCODER
     if "qwen" in n and "coder" in n:
@@ -186,8 +268,13 @@ __all__ = [
     "DEEPSEEK_CODER",
     "QWEN_CODER",
     "STARCODER",
+    "STARCODER2",
     "TEMPLATES",
     "FimTemplate",
+    "comment_marker",
+    "commented",
+    "context_args",
     "detect",
     "get",
+    "with_context",
 ]

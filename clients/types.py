@@ -27,6 +27,12 @@ class CompletionRequest:
     stop: tuple[str, ...] = ()
     temperature: float = 0.0
     deadline: float | None = None
+    # Cross-file context: other files' code as (workspace-relative path, text), least
+    # relevant first; `repo` names the workspace and `repo_path` is the current file's
+    # workspace-relative path (repo-level templates and comment headers show both).
+    context_files: tuple[tuple[str, str], ...] = ()
+    repo: str = ""
+    repo_path: str = ""
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or None."""

@@ -50,6 +50,13 @@ def route_card(rec: RouteDecision) -> str:
         stages = ", ".join(f"{_STAGES.get(k, k)} {v:.0f} ms" for k, v in rec.latency_ms.items())
         lines.append(f"- latency: {stages}")
     lines.append(f"- sent off this machine: {rec.bytes_sent:,} bytes")
+    if rec.context_files:
+        fed: dict[str, tuple[int, list[str]]] = {}
+        for path, size, tier in rec.context_files:
+            n, tiers = fed.get(path, (0, []))
+            fed[path] = (max(n, size), [*tiers, tier])
+        shown = ", ".join(f"`{p}` {n:,} B ({'+'.join(t)})" for p, (n, t) in fed.items())
+        lines.append(f"- context from other files: {shown}")
     if rec.cache_hit:
         lines.append("- served from the cache (no model asked)")
     if rec.route == "remote" and rec.local_completion:

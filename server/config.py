@@ -84,6 +84,13 @@ class LocalSettings:
         "token: keep it under `num_ctx`).",
         lo=256,
     )
+    context_tokens: int = _doc(
+        512,
+        'With `completion.context = "workspace"`: most tokens of other files\' code '
+        "(definitions, similar snippets) in a local prompt, counted as 3 characters a "
+        "token; the prefix and suffix keep priority within `max_prompt_chars`.",
+        lo=0,
+    )
     first_token_ms: float = _doc(
         1500.0,
         "When the request may escalate: give up on the local tier if its first token has "
@@ -126,6 +133,13 @@ class RemoteSettings:
         "Most characters of code (prefix + suffix) sent to the cluster in one request; "
         "the cut falls far from the cursor, at a line start where possible.",
         lo=256,
+    )
+    context_tokens: int = _doc(
+        2048,
+        'With `completion.context = "workspace"`: most tokens of other files\' code in '
+        "a remote prompt (never from `privacy.never_send` or secret files); the prefix "
+        "and suffix keep priority within `max_prompt_chars`.",
+        lo=0,
     )
 
     @property
@@ -197,7 +211,14 @@ class PrivacySettings:
         "Files whose code never leaves the machine, as gitignore-style patterns matched "
         "against the path relative to each workspace folder (and the absolute path): "
         "`secrets/**` or `/secrets/` (that folder at the top), `secrets/` or "
-        "`**/secrets/**` (any folder named secrets), `*.env` (anywhere). No `!` negation.",
+        "`**/secrets/**` (any folder named secrets), `*.env` (anywhere). No `!` negation. "
+        "They feed no remote prompt, not even as context for another file.",
+    )
+    secret_files: bool = _doc(
+        True,
+        "Also treat the usual secret-bearing files as `never_send`: "
+        "`.env*`, `*.pem`, `*.key`, `id_rsa*`, `*.p12`, `*.pfx`, `credentials*`, `.netrc`, "
+        "`.npmrc`, `.pypirc`.",
     )
 
 
@@ -220,6 +241,26 @@ class CompletionSettings:
         "Lines of prefix and of suffix around the cursor sent to the models (lines end "
         "at `\\n`, `\\r\\n` or `\\r`, as LSP counts them); each tier's "
         "`max_prompt_chars` also caps their characters.",
+        lo=1,
+    )
+    context: Literal["file", "workspace"] = _doc(
+        "file",
+        "`file`: prompts hold the current file only. `workspace`: also definitions of the "
+        "symbols used near the cursor (from an index of the workspace, built in the "
+        "background) and similar snippets of open documents, within each tier's "
+        "`context_tokens`; files under `privacy.never_send` (and secret files) feed only "
+        "the local tier. The hover card lists the files used.",
+    )
+    index_max_files: int = _doc(
+        20000, "Workspace index: most files indexed (the rest are skipped).", lo=0
+    )
+    index_max_file_kb: int = _doc(
+        512, "Workspace index: files larger than this (KiB) are not indexed.", lo=1
+    )
+    index_max_mb: int = _doc(
+        64,
+        "Workspace index: most MiB it may hold (definition text plus about 320 bytes a "
+        "symbol); files past it are not indexed.",
         lo=1,
     )
 
@@ -496,6 +537,9 @@ TIGHTEN_ONLY_KEYS = (
     "completion.context_lines",
     "remote.max_prompt_chars",
     "routing.syntax_max_bytes",
+    "completion.context",
+    "remote.context_tokens",
+    "privacy.secret_files",
 )
 
 # Which local completions each policy may send to the remote: a workspace policy must
@@ -570,6 +614,12 @@ def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
     ws_max = limit.get(ws.routing.syntax_max_bytes, ws.routing.syntax_max_bytes)
     if ws_max < limit.get(user.routing.syntax_max_bytes, user.routing.syntax_max_bytes):
         refuse("routing.syntax_max_bytes", "files the gate skips escalate")
+    if ws.completion.context == "workspace" and user.completion.context != "workspace":
+        refuse("completion.context", "it would send other files' code")
+    if ws.remote.context_tokens > user.remote.context_tokens:
+        refuse("remote.context_tokens", "it would send more of other files")
+    if user.privacy.secret_files and not ws.privacy.secret_files:
+        refuse("privacy.secret_files", "it would let secret files leave the machine")
     return refused
 
 

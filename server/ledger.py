@@ -41,6 +41,7 @@ def entry(did: str, rec: RouteDecision) -> dict[str, Any]:
         "language": rec.language,
         "latency_ms": {k: round(v, 2) for k, v in rec.latency_ms.items()},
         "bytes_sent": rec.bytes_sent,
+        "context_bytes": rec.context_bytes_sent,  # a count only: no paths, no code
         "cache_hit": rec.cache_hit,
         "early": rec.local_cancelled_early,
     }

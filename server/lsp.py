@@ -19,6 +19,7 @@ from .card import route_card, summary
 from .ledger import Ledger
 from .positions import Encoding, PositionOutOfRange, advance
 from .session import Completed, DocumentNotOpen, Edit, Session
+from .syntax.languages import LANGUAGES
 from .transport import TransportProtocol
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ class _Protocol(TransportProtocol):
 
 class SynConfRouteServer(LanguageServer):
     session: Session
+    watching: bool = False  # registered for workspace/didChangeWatchedFiles
 
 
 class _ClientLogHandler(logging.Handler):
@@ -166,6 +168,8 @@ def create_server(
     @server.feature(t.INITIALIZED)
     async def initialized(ls: SynConfRouteServer, params: t.InitializedParams) -> None:
         await _pull_configuration(ls)
+        session.start_index()  # in the background: completions never wait for it
+        await _watch_files(ls)
         await session.pipeline()  # choose and build the tiers now, not on the first keystroke
 
     @server.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -177,6 +181,8 @@ def create_server(
             _report_issues(ls, session.apply_overrides(workspace=pushed))
         else:
             await _pull_configuration(ls)
+        session.start_index()  # when the context setting just became "workspace"
+        await _watch_files(ls)
 
     @server.feature(t.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: SynConfRouteServer, params: t.DidOpenTextDocumentParams) -> None:
@@ -198,6 +204,17 @@ def create_server(
             ls.text_document_publish_diagnostics(
                 t.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
             )
+
+    @server.feature(t.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: SynConfRouteServer, params: t.DidSaveTextDocumentParams) -> None:
+        session.saved(params.text_document.uri)
+
+    @server.feature(t.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    async def did_change_watched_files(
+        ls: SynConfRouteServer, params: t.DidChangeWatchedFilesParams
+    ) -> None:
+        deleted = t.FileChangeType.Deleted
+        await session.files_changed([(c.uri, c.type == deleted) for c in params.changes])
 
     @server.feature(t.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: SynConfRouteServer, params: t.DidCloseTextDocumentParams) -> None:
@@ -320,6 +337,34 @@ def _workspace_roots(ls: LanguageServer) -> list[str]:
     if ws.root_uri and ws.root_uri not in uris:
         uris.append(ws.root_uri)
     return uris
+
+
+async def _watch_files(ls: SynConfRouteServer) -> None:
+    """Ask the client for file change events (for the workspace index: only with
+    completion.context = "workspace"), where it supports registering them dynamically."""
+    if ls.watching or ls.session.settings.completion.context != "workspace":
+        return
+    caps = ls.client_capabilities.workspace
+    watched = caps.did_change_watched_files if caps is not None else None
+    if watched is None or not watched.dynamic_registration:
+        return
+    ls.watching = True
+    exts = sorted({e.lstrip(".") for s in LANGUAGES.values() for e in s.extensions})
+    watcher = t.FileSystemWatcher(glob_pattern="**/*.{" + ",".join(exts) + "}")
+    try:
+        await ls.client_register_capability_async(
+            t.RegistrationParams(
+                [
+                    t.Registration(
+                        id="synconfroute-watched-files",
+                        method=t.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                        register_options=t.DidChangeWatchedFilesRegistrationOptions([watcher]),
+                    )
+                ]
+            )
+        )
+    except Exception as exc:  # the index then follows open documents only
+        log.info("could not register for file change events: %s", exc)
 
 
 async def _pull_configuration(ls: SynConfRouteServer) -> None:

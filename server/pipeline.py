@@ -17,7 +17,7 @@ import attrs
 from clients.errors import BackendError, BackendTimeout
 from clients.types import Backend, Completion, CompletionRequest
 
-from . import privacy, router
+from . import crossfile, privacy, router
 from .cache import CompletionCache
 from .config import PrivacySettings, Settings
 from .positions import cap_window
@@ -44,6 +44,10 @@ class CompletionContext:
     path: str = ""
     document: object | None = None  # the gate's per-document state (incremental parse)
     roots: tuple[str, ...] = ()  # workspace folders (paths): never_send is relative to them
+    # Cross-file context candidates, ranked, not yet filtered by privacy nor cut to a
+    # budget (completion.context = "workspace"); `repo` names the workspace folder.
+    crossfile: tuple[crossfile.Candidate, ...] = ()
+    repo: str = ""
 
 
 class Gate(Protocol):
@@ -106,9 +110,24 @@ def remote_access(
         return "not-configured"
     if settings.privacy.local_only:
         return "local-only"
-    if privacy.never_send(settings.privacy.never_send, path, roots):
+    if privacy.never_send(_patterns(settings), path, roots):
         return "privacy-blocked"
     return "ok"
+
+
+def _patterns(settings: Settings) -> tuple[str, ...]:
+    p = settings.privacy
+    return privacy.patterns(p.never_send, p.secret_files)
+
+
+def _private(patterns: tuple[str, ...], path: str, roots: tuple[str, ...]) -> bool:
+    return privacy.never_send(patterns, path, roots)
+
+
+def display_path(path: str, roots: tuple[str, ...]) -> str:
+    """Workspace-relative where possible (prompts and the hover card), else the file name."""
+    rel = privacy.relative_paths(path, roots)
+    return min(rel, key=len) if rel else path.rsplit("/", 1)[-1]
 
 
 @attrs.define
@@ -159,6 +178,8 @@ class Pipeline:
         # Remote calls in flight, so a privacy change can stop them.
         self._remote_calls: dict[asyncio.Future[Completion], CompletionContext] = {}
         self._revoked: set[asyncio.Future[Completion]] = set()
+        # The other files whose code each remote call carries (cross-file context).
+        self._remote_context: dict[asyncio.Future[Completion], tuple[str, ...]] = {}
         self.remote_revoked = False  # the settings no longer name this remote
 
     # -- lifetime and live privacy -------------------------------------------
@@ -186,8 +207,11 @@ class Pipeline:
         before it escalates, and a remote call they no longer allow is cancelled."""
         self.settings = attrs.evolve(self.settings, privacy=privacy)
         self.remote_revoked = self.remote_revoked or remote_revoked
+        pats = _patterns(self.settings)
         for call, ctx in self._remote_calls.items():
-            if not call.done() and self.access(ctx) != "ok":
+            carried = self._remote_context.get(call, ())
+            now_private = any(_private(pats, p, ctx.roots) for p in carried)
+            if not call.done() and (self.access(ctx) != "ok" or now_private):
                 log.info("privacy settings changed: cancelling a remote request in flight")
                 self._revoked.add(call)
                 call.cancel()
@@ -202,12 +226,49 @@ class Pipeline:
             missing_logprobs=r.missing_logprobs,
         )
 
+    def context_files(
+        self, ctx: CompletionContext, tier: str, room: int
+    ) -> list[crossfile.ContextFile]:
+        """The cross-file context one tier gets: within its budget and the `room` its
+        prompt cap leaves after the prefix and suffix; for the remote tier, never a file
+        the privacy settings of this moment keep on the machine."""
+        if not ctx.crossfile:
+            return []
+        t = self.settings.remote if tier == "remote" else self.settings.local
+        budget = min(t.context_tokens * crossfile.CHARS_PER_TOKEN, room)
+        if budget <= 0:
+            return []
+        if tier != "remote":
+            return crossfile.fit(ctx.crossfile, budget, lambda p: True)
+        if self.settings.privacy.local_only:
+            return []
+        pats = _patterns(self.settings)
+        return crossfile.fit(
+            ctx.crossfile, budget, lambda p: not privacy.never_send(pats, p, ctx.roots)
+        )
+
+    def _note_context(
+        self, rec: RouteDecision, ctx: CompletionContext, tier: str, max_chars: int
+    ) -> int:
+        """Record which files fed `tier`'s prompt (and how many bytes); returns the bytes."""
+        if not ctx.crossfile:
+            return 0
+        prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)
+        files = self.context_files(ctx, tier, max_chars - len(prefix) - len(suffix))
+        for f in files:
+            rec.context_files.append((display_path(f.path, ctx.roots), f.bytes, tier))
+        return sum(f.bytes for f in files)
+
     def _request(
-        self, ctx: CompletionContext, deadline: float, max_chars: int
+        self, ctx: CompletionContext, deadline: float, max_chars: int, tier: str = "local"
     ) -> CompletionRequest:
         c = self.settings.completion
         prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)  # per tier
+        files = self.context_files(ctx, tier, max_chars - len(prefix) - len(suffix))
         return CompletionRequest(
+            context_files=tuple((display_path(f.path, ctx.roots), f.text) for f in files),
+            repo=ctx.repo,
+            repo_path=display_path(ctx.path, ctx.roots) if files else "",
             prefix=prefix,
             suffix=suffix,
             language=ctx.language,
@@ -238,6 +299,8 @@ class Pipeline:
         )
 
         cache_key = f"{rec.local_model}|{rec.remote_model}|{rules.policy}"
+        if ctx.crossfile:  # other context, other prompt: not the same completion
+            cache_key += f"|{hash(ctx.crossfile)}"
         hit = self.cache.get(cache_key, ctx.prefix, ctx.suffix)
         if hit is not None:
             rec.completion = hit.completion
@@ -252,6 +315,8 @@ class Pipeline:
             return rec
 
         # 1. Local tier, cut short as soon as k tokens say "escalate".
+        if self.local is not None:
+            self._note_context(rec, ctx, "local", self.settings.local.max_prompt_chars)
         run = await self._run_local(ctx, deadline, rules, access)
         rec.latency_ms["local_total"] = run.total_s * 1000
         if run.first_token_s is not None:
@@ -321,10 +386,17 @@ class Pipeline:
         t_remote = self._clock()
         call = asyncio.ensure_future(
             self.remote.complete(
-                self._request(ctx, deadline, self.settings.remote.max_prompt_chars)
+                self._request(ctx, deadline, self.settings.remote.max_prompt_chars, "remote")
             )
         )
+        max_chars = self.settings.remote.max_prompt_chars
+        ctx_bytes = self._note_context(rec, ctx, "remote", max_chars)
         self._remote_calls[call] = ctx
+        if ctx.crossfile:
+            prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)
+            room = max_chars - len(prefix) - len(suffix)
+            files = self.context_files(ctx, "remote", room)
+            self._remote_context[call] = tuple(f.path for f in files)
         try:
             result = await call
         except asyncio.CancelledError:
@@ -332,18 +404,22 @@ class Pipeline:
             if call not in self._revoked or (task is not None and task.cancelling()):
                 raise
             # The request may already be on the wire: count it, to be safe.
-            rec.bytes_sent += len((ctx.prefix + ctx.suffix).encode())
+            rec.bytes_sent += len((ctx.prefix + ctx.suffix).encode()) + ctx_bytes
+            rec.context_bytes_sent += ctx_bytes
             rec.errors.append("remote: cancelled: privacy settings changed during the request")
             return None
         except BackendError as exc:
             rec.fail("remote", exc)
             rec.bytes_sent += exc.bytes_sent  # what went out before it failed (often 0)
+            rec.context_bytes_sent += ctx_bytes if exc.bytes_sent else 0
             return False, ""
         finally:
             self._remote_calls.pop(call, None)
+            self._remote_context.pop(call, None)
             self._revoked.discard(call)
             rec.latency_ms["remote_total"] = (self._clock() - t_remote) * 1000
         rec.bytes_sent += result.bytes_sent
+        rec.context_bytes_sent += ctx_bytes
         if result.first_token_s is not None:
             rec.latency_ms["remote_first_token"] = result.first_token_s * 1000
         return True, post_process(result.text, ctx.suffix, multiline=multiline)

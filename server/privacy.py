@@ -89,6 +89,29 @@ def relative_paths(path: str, roots: Iterable[str]) -> list[str]:
     return out
 
 
+# Files that hold credentials more often than code (privacy.secret_files).
+SECRET_PATTERNS = (
+    ".env*",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    "*.p12",
+    "*.pfx",
+    "credentials*",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+)
+
+
+def patterns(never: Sequence[str], secret_files: bool) -> tuple[str, ...]:
+    """The patterns in force: the user's, plus the secret-bearing files when on."""
+    return (*never, *SECRET_PATTERNS) if secret_files else tuple(never)
+
+
 def never_send(patterns: Sequence[str], path: str, roots: Iterable[str] = ()) -> bool:
     """True when a pattern covers `path` (absolute, '/'-separated) in any root or at all."""
     if not path or not patterns:

@@ -47,6 +47,10 @@ class RouteDecision:
     local_cancelled_early: bool = False  # stream cut after k unconfident tokens
     latency_ms: dict[str, float] = attrs.field(factory=dict)
     bytes_sent: int = 0  # request bytes that left this machine
+    # Cross-file context: (workspace-relative path, bytes, tier) per file that fed a
+    # prompt, and the context bytes among `bytes_sent`.
+    context_files: list[tuple[str, int, str]] = attrs.field(factory=list)
+    context_bytes_sent: int = 0
     cache_hit: bool = False
     errors: list[str] = attrs.field(factory=list)  # backend problems, user-readable
     error_kinds: list[str] = attrs.field(factory=list)  # "tier:ExceptionClass", per error

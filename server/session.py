@@ -11,6 +11,7 @@ import itertools
 import logging
 import os
 import statistics
+import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
@@ -22,7 +23,7 @@ import attrs
 from clients.errors import BackendUnavailable, BadCredentials, FimUnsupported, ModelNotFound
 from clients.types import Backend
 
-from . import config
+from . import config, crossfile
 from .backends import choose_local, make_local, make_remote, warm
 from .card import route_card, summary
 from .context import make_context
@@ -32,6 +33,7 @@ from .pipeline import Pipeline
 from .positions import Encoding, Text, advance, word_before
 from .record import RouteDecision
 from .syntax import SyntaxDocument, detect_language
+from .workspace_index import WorkspaceIndex
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,8 @@ class DocState:
     last: tuple[str, int, int] | None = None  # (decision id, first line, last line)
     offer: tuple[str, tuple[int, int], str] | None = None  # (id, cursor, text) last offered
     diagnostics_shown: bool = False
+    index_stale: bool = False  # edited since the workspace index last read it
+    edited: float = 0.0  # monotonic time of its last edit (recent documents rank first)
 
 
 @attrs.frozen
@@ -118,6 +122,10 @@ class Session:
         self._hot: OrderedDict[str, None] = OrderedDict()  # docs whose tree is kept
         self._closing: set[asyncio.Future[None]] = set()
         self.local_choice = ""
+        # Cross-file context (completion.context = "workspace"): built on first need.
+        self.index: WorkspaceIndex | None = None
+        self._index_stop = threading.Event()
+        self.snippets = crossfile.SnippetCache()
 
     # -- settings -------------------------------------------------------------
     def apply_overrides(
@@ -228,7 +236,87 @@ class Session:
             if b is not None:
                 await b.aclose()
 
+    # -- workspace index -----------------------------------------------------
+    def roots(self) -> tuple[str, ...]:
+        return tuple(path_of(u) for u in self._roots() if u.startswith("file:"))
+
+    def start_index(self) -> WorkspaceIndex | None:
+        """The workspace index, its build started in a worker thread on first call
+        (completions never wait for it); None when completion.context is "file"."""
+        c = self.settings.completion
+        if c.context != "workspace":
+            return None
+        if self.index is None:
+            index = WorkspaceIndex(
+                max_files=c.index_max_files,
+                max_file_bytes=c.index_max_file_kb * 1024,
+                max_bytes=c.index_max_mb * 2**20,
+            )
+            self.index = index
+            for st in self.documents.values():
+                index.update(st.path, st.text.text, st.language or None)
+            roots = self.roots()
+            skip = [st.path for st in self.documents.values()]
+
+            def build() -> None:
+                index.build(roots, skip=skip, stop=self._index_stop)
+                log.info("workspace index: %s", index.figures())
+
+            task = asyncio.ensure_future(asyncio.to_thread(build))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        return self.index
+
+    def saved(self, uri: str) -> None:
+        st = self.document(uri)
+        if st is not None and self.index is not None:
+            self.index.update(st.path, st.text.text, st.language or None)
+            st.index_stale = False
+
+    async def files_changed(self, changes: Sequence[tuple[str, bool]]) -> None:
+        """Watched files (uri, deleted?) changed on disk: re-read those the editor does
+        not hold open (its text is newer), in a worker thread."""
+        index = self.index
+        if index is None:
+            return
+        todo = [(path_of(u), gone) for u, gone in changes if self.document(u) is None]
+
+        def apply() -> None:
+            for path, gone in todo:
+                if gone:
+                    index.remove(path)
+                else:
+                    index.update_from_disk(path)
+
+        await asyncio.to_thread(apply)
+
+    def _crossfile(
+        self, key: str, st: DocState, text: str, offset: int
+    ) -> tuple[crossfile.Candidate, ...]:
+        """Ranked context candidates for a cursor at `offset` of `text` (the request's
+        snapshot of `st`)."""
+        index = self.start_index()
+        if index is None:
+            return ()
+        others = sorted((o for k, o in self.documents.items() if k != key), key=lambda o: -o.edited)
+        for o in others:  # other documents edited since: their definitions moved
+            if o.index_stale:
+                index.update(o.path, o.text.text, o.language or None)
+                o.index_stale = False
+        found = crossfile.candidates(
+            prefix=text[max(0, offset - 4000) : offset],
+            suffix=text[offset : offset + 1000],
+            path=st.path,
+            language=st.language,
+            index=index,
+            open_docs=[crossfile.OpenDoc(o.path, o.text.version, o.text.text) for o in others[:8]],
+            snippets=self.snippets,
+            full_prefix=text[: min(offset, 20000)],
+        )
+        return tuple(found)
+
     async def shutdown(self) -> None:
+        self._index_stop.set()
         for st in self.documents.values():
             if st.inner is not None:
                 st.inner.cancel()
@@ -250,6 +338,8 @@ class Session:
         # Lazy: a document gets its tree at its first completion, not at open.
         tree = SyntaxDocument(doc, language or None, lazy=True)
         self.documents[uri_key(uri)] = DocState(uri, language, path, doc, tree)
+        if self.index is not None:
+            self.index.update(path, text, language or None)
 
     def change(self, uri: str, edits: Sequence[Edit]) -> bool:
         """Apply edits (LSP line rule, negotiated encoding) to the document's one text;
@@ -264,6 +354,8 @@ class Session:
             else:
                 st.syntax.edit(e.start, e.end, e.text)
         st.keystrokes.append(time.monotonic())
+        st.edited = st.keystrokes[-1]
+        st.index_stale = True
         st.offer = None
         if accepted is not None:
             # The editor inserted our completion: its lines now hold it, keep the card.
@@ -310,6 +402,8 @@ class Session:
         st = self.documents.pop(key, None)
         if st is not None and st.inner is not None:
             st.inner.cancel()
+        if st is not None and self.index is not None and st.index_stale:
+            self.index.update_from_disk(st.path)  # edits not saved are gone: disk is right
 
     def debounce_s(self, st: DocState) -> float:
         e = self.settings.editor
@@ -365,8 +459,16 @@ class Session:
             # Lazy: parsed where the check runs (a thread), not here on the event loop.
             anchor_doc = SyntaxDocument(Text(text, self.encoding), st.language or None, lazy=True)
         ctx = attrs.evolve(window, document=Anchor(anchor_doc, (line, character)))
-        roots = tuple(path_of(u) for u in self._roots() if u.startswith("file:"))
+        roots = self.roots()
         ctx = attrs.evolve(ctx, roots=roots)
+        if self.settings.completion.context == "workspace":
+            try:
+                cands = self._crossfile(key, st, text, offset)
+            except Exception:  # context is a bonus: never fail the completion over it
+                log.exception("cross-file context failed; completing with the file alone")
+                cands = ()
+            repo = roots[0].rstrip("/").rsplit("/", 1)[-1] if roots else ""
+            ctx = attrs.evolve(ctx, crossfile=cands, repo=repo)
         # Held until the request ends, so a settings change cannot close its backends.
         pipeline.hold()
         inner = asyncio.ensure_future(pipeline.complete(ctx))

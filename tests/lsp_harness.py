@@ -68,9 +68,10 @@ async def start(
     init_options: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     configuration: Any = None,
+    root: Path = ROOT,
 ) -> tuple[LanguageClient, t.InitializeResult]:
     """`configuration` is what the client answers workspace/configuration with, from the
-    server's first pull (at `initialized`) on."""
+    server's first pull (at `initialized`) on. `root` is the workspace folder."""
     server_env = dict(os.environ)
     server_env.update({"SYNCONFROUTE_CONFIG": str(config_path), "PYTHONPATH": str(ROOT)})
     server_env.update(env or {})
@@ -87,13 +88,21 @@ async def start(
     )
     client = await cfg.start()
     assert isinstance(client, LanguageClient)
+    registrations: list[t.Registration] = []
+    client.registrations = registrations  # type: ignore[attr-defined]
+
+    @client.feature(t.CLIENT_REGISTER_CAPABILITY)
+    def register(params: t.RegistrationParams) -> None:
+        # The recorded clients claim dynamic registration: accept, as they would.
+        registrations.extend(params.registrations)
+
     if configuration is not None:
         client.set_configuration(configuration)
     result = await client.initialize_session(
         t.InitializeParams(
             capabilities=caps,
             initialization_options=dict(init_options) if init_options else None,
-            root_uri=ROOT.as_uri(),
+            root_uri=root.as_uri(),
         )
     )
     return client, result

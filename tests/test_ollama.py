@@ -22,7 +22,7 @@ from clients.errors import (
     RequestRejected,
 )
 from clients.ollama import OllamaBackend
-from clients.templates import QWEN_CODER, STARCODER
+from clients.templates import QWEN_CODER, STARCODER2
 from clients.types import Backend, Chunk, CompletionRequest
 from tests.fakes import FakeOllama, TokenScript
 from tests.fakes.http import Request, closed_port
@@ -226,7 +226,7 @@ async def test_model_without_insert_uses_raw_template() -> None:
     body = sent(fake)
     assert body["raw"] is True and "suffix" not in body
     assert body["prompt"] == f"<fim_prefix>{PREFIX}<fim_suffix>{SUFFIX}<fim_middle>"
-    assert body["options"]["stop"] == [*STARCODER.stop, "\n"]
+    assert body["options"]["stop"] == [*STARCODER2.stop, "\n"]
     assert done.text == "a + b"
 
 

@@ -22,7 +22,7 @@ from clients import (
     RequestRejected,
 )
 from clients.openai import DEFAULT_KEY_ENV, OpenAIBackend
-from clients.templates import QWEN_CODER, STARCODER
+from clients.templates import QWEN_CODER, STARCODER2
 from tests.fakes.http import Request, TokenScript, closed_port
 from tests.fakes.openai import ErrorStyle, FakeOpenAI
 
@@ -143,8 +143,8 @@ async def test_template_override(fake: FakeOpenAI) -> None:
     finally:
         await b.aclose()
     body = last(fake).json()
-    assert body["prompt"] == STARCODER.render(REQ.prefix, REQ.suffix)
-    assert body["stop"] == list(STARCODER.stop)
+    assert body["prompt"] == STARCODER2.render(REQ.prefix, REQ.suffix)
+    assert body["stop"] == list(STARCODER2.stop)
     with pytest.raises(ValueError, match="unknown FIM template"):
         OpenAIBackend(fake.base_url, MODEL, template="nope")
 

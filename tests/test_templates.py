@@ -15,6 +15,7 @@ PRE, SUF = "def f(x):\n    return ", "\n\nprint(f(2))\n"
     [
         ("qwen2.5-coder", f"<|fim_prefix|>{PRE}<|fim_suffix|>{SUF}<|fim_middle|>"),
         ("starcoder", f"<fim_prefix>{PRE}<fim_suffix>{SUF}<fim_middle>"),
+        ("starcoder2", f"<fim_prefix>{PRE}<fim_suffix>{SUF}<fim_middle>"),
         ("deepseek-coder", f"<｜fim▁begin｜>{PRE}<｜fim▁hole｜>{SUF}<｜fim▁end｜>"),
         ("codellama", f"<PRE> {PRE} <SUF>{SUF} <MID>"),
         ("codestral", f"[SUFFIX]{SUF}[PREFIX]{PRE}"),
@@ -46,6 +47,66 @@ def test_repo_level_ignored_by_families_without_it() -> None:
     assert (
         templates.STARCODER.render("a", "b", repo="r") == "<fim_prefix>a<fim_suffix>b<fim_middle>"
     )
+
+
+CTX = [("pkg/util.py", "def helper(x):\n    return x\n"), ("pkg/b.py", "B = 1")]
+
+
+def test_qwen_repo_level_with_context_files() -> None:
+    # Qwen2.5-Coder's README: repo name then newline; each file's path, newline, code.
+    assert templates.QWEN_CODER.render("y = ", "\n", repo="app", path="main.py", files=CTX) == (
+        "<|repo_name|>app\n"
+        "<|file_sep|>pkg/util.py\ndef helper(x):\n    return x\n"
+        "<|file_sep|>pkg/b.py\nB = 1\n"
+        "<|file_sep|>main.py\n<|fim_prefix|>y = <|fim_suffix|>\n<|fim_middle|>"
+    )
+
+
+def test_starcoder2_repo_level_with_context_files() -> None:
+    # StarCoder2 paper, section 5: no newline after the repo name; the FIM file's path
+    # follows <fim_prefix>.
+    assert templates.STARCODER2.render("y = ", "\n", repo="app", path="main.py", files=CTX) == (
+        "<repo_name>app"
+        "<file_sep>pkg/util.py\ndef helper(x):\n    return x\n"
+        "<file_sep>pkg/b.py\nB = 1\n"
+        "<file_sep><fim_prefix>main.py\ny = <fim_suffix>\n<fim_middle>"
+    )
+
+
+def test_starcoder1_gets_comment_headers_not_repo_tokens() -> None:
+    assert templates.STARCODER.render("y = ", "\n", repo="app", path="main.py", files=CTX) == (
+        "<fim_prefix># Path: pkg/util.py\ndef helper(x):\n    return x\n\n"
+        "# Path: pkg/b.py\nB = 1\n\n"
+        "# Path: main.py\ny = <fim_suffix>\n<fim_middle>"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("deepseek-coder", "<｜fim▁begin｜>{pre}<｜fim▁hole｜>S<｜fim▁end｜>"),
+        ("codellama", "<PRE> {pre} <SUF>S <MID>"),
+        ("codestral", "[SUFFIX]S[PREFIX]{pre}"),
+        ("codegemma", "<|fim_prefix|>{pre}<|fim_suffix|>S<|fim_middle|>"),
+    ],
+)
+def test_other_families_put_context_in_commented_headers(name: str, expected: str) -> None:
+    files = [("src/Util.java", "static int helper(int x) { return x; }")]
+    pre = (
+        "// Path: src/Util.java\nstatic int helper(int x) { return x; }\n\n"
+        "// Path: src/Main.java\nint y = "
+    )
+    got = get(name).render("int y = ", "S", repo="app", path="src/Main.java", files=files)
+    assert got == expected.format(pre=pre)
+
+
+def test_prefix_only_context_and_comment_syntax() -> None:
+    assert templates.commented("x", [], "a.py") == "x"  # no files: the prefix unchanged
+    assert templates.commented("x = ", [("u.py", "U = 1\n")], "a.py") == (
+        "# Path: u.py\nU = 1\n\n# Path: a.py\nx = "
+    )
+    assert templates.comment_marker("main.go") == "//"
+    assert templates.comment_marker("q.sql") == "--"
 
 
 @pytest.mark.parametrize(
@@ -80,6 +141,18 @@ def test_repo_level_ignored_by_families_without_it() -> None:
             "deepseek-coder",
             {"<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", "<｜end▁of▁sentence｜>"},
         ),
+        (
+            "starcoder2",
+            {
+                "<fim_prefix>",
+                "<fim_suffix>",
+                "<fim_middle>",
+                "<fim_pad>",
+                "<file_sep>",
+                "<repo_name>",
+                "<|endoftext|>",
+            },
+        ),
         ("codellama", {"<EOT>", "<PRE>", "<SUF>", "<MID>"}),
         ("codestral", {"[PREFIX]", "[SUFFIX]", "</s>"}),
         ("codegemma", {"<|file_separator|>", "<end_of_turn>", "<eos>"}),
@@ -106,8 +179,9 @@ def test_no_stop_string_glues_two_tokens(template: templates.FimTemplate) -> Non
         ("Qwen/Qwen2.5-Coder-32B-Instruct", "qwen2.5-coder"),
         ("qwen2.5-coder:7b-base-q4_K_M", "qwen2.5-coder"),
         ("qwen3-coder:30b", "qwen2.5-coder"),
-        ("bigcode/starcoder2-15b", "starcoder"),
-        ("starcoder2:3b", "starcoder"),
+        ("bigcode/starcoder2-15b", "starcoder2"),
+        ("starcoder2:3b", "starcoder2"),
+        ("bigcode/starcoder", "starcoder"),
         ("stable-code:3b-code", "starcoder"),
         ("deepseek-coder:6.7b-base", "deepseek-coder"),
         ("deepseek-ai/deepseek-coder-1.3b-base", "deepseek-coder"),
@@ -141,7 +215,7 @@ def test_detect_refuses_non_fim_models(model: str) -> None:
 
 
 def test_get_aliases_and_unknown() -> None:
-    assert get("StarCoder2").name == "starcoder"
+    assert get("StarCoder2").name == "starcoder2"
     assert get(" qwen ").name == "qwen2.5-coder"
     with pytest.raises(KeyError, match="known: codegemma"):
         get("gpt-9")

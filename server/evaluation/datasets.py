@@ -20,7 +20,8 @@ Our own format (one JSON object a line, see docs/evaluation.md):
     {"task_id": "parse-1", "language": "python", "prefix": "...", "suffix": "...",
      "tests": [{"input": "1 2\\n", "output": "3"}],      # stdin -> accepted stdout(s)
      "test_program": "...",                              # appended to the file instead
-     "ground_truth": "...", "multiline": true}            # both optional
+     "ground_truth": "...", "multiline": true,            # both optional
+     "context_files": [["util.py", "def helper(): ..."]]} # other files, optional
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class Task:
     test_program: str = ""  # appended after prefix + completion + suffix
     # "syntax-match": no tests exist (SAFIM API); compare with the ground truth as SAFIM does.
     match: Match = "exec"
+    # Cross-file context sent with the task, as (path, text), least relevant first.
+    context_files: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -94,6 +97,7 @@ class Task:
             io_tests=tests,
             test_program=d.get("test_program", ""),
             match=d.get("match", "exec"),
+            context_files=tuple((str(p), str(t)) for p, t in d.get("context_files", ())),
         )
 
 
@@ -241,6 +245,11 @@ def load_own(path: Path) -> list[Task]:
                 f"{where}: a task needs 'tests' (stdin/stdout pairs) or a 'test_program'"
             )
         truth = r.get("ground_truth")
+        ctx = r.get("context_files", [])
+        if not isinstance(ctx, list) or not all(
+            isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c) for c in ctx
+        ):
+            raise DatasetError(f"{where}: 'context_files' must be a list of [path, text] pairs")
         out.append(
             Task(
                 dataset=dataset,
@@ -252,6 +261,7 @@ def load_own(path: Path) -> list[Task]:
                 multiline=bool(r.get("multiline", True)),
                 io_tests=tuple(tests),
                 test_program=program,
+                context_files=tuple((c[0], c[1]) for c in ctx),
             )
         )
     return out

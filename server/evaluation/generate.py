@@ -51,6 +51,9 @@ _FATAL = (BadCredentials, ModelNotFound, FimUnsupported)
 _RETRIES = (2.0, 5.0, 15.0)  # seconds to wait before retrying an unavailable server
 
 
+_EXT = {"python": "py", "java": "java", "cpp": "cpp"}  # the task file's name in headers
+
+
 class GenerationStopped(Exception):
     """Generation cannot go on (a backend is misconfigured or down); worded for the user."""
 
@@ -126,6 +129,8 @@ async def _complete(
             stop=request.stop,
             temperature=0.0,
             deadline=time.monotonic() + timeout_s,
+            context_files=request.context_files,
+            repo_path=request.repo_path,
         )
         try:
             done = await backend.complete(req)
@@ -151,6 +156,9 @@ async def _complete(
             first_token_s=done.first_token_s,
             total_s=done.total_s,
             bytes_sent=done.bytes_sent,
+            context_bytes=sum(
+                len(t.encode("utf-8", "surrogatepass")) for _, t in req.context_files
+            ),
         )
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -173,6 +181,8 @@ async def generate_record(
         language=task.language,
         max_tokens=max_tokens,
         stop=REQUEST_STOPS,
+        context_files=task.context_files,
+        repo_path=f"{task.task_id}.{_EXT.get(task.language, 'txt')}" if task.context_files else "",
     )
 
     def finish(gen: Generation | BackendError, backend: Backend) -> Generation:

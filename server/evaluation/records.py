@@ -55,6 +55,7 @@ class Generation:
     first_token_s: float | None = None
     total_s: float = 0.0
     bytes_sent: int = 0
+    context_bytes: int = 0  # cross-file context in the request (task.context_files)
     error: str | None = None  # the backend failed for this task
     oracle: bool = False  # the ground truth standing in for a remote model (an upper bound)
 
@@ -84,6 +85,7 @@ class Generation:
             first_token_s=d.get("first_token_s"),
             total_s=d.get("total_s", 0.0),
             bytes_sent=d.get("bytes_sent", 0),
+            context_bytes=d.get("context_bytes", 0),
             error=d.get("error"),
             oracle=d.get("oracle", False),
         )

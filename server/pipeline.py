@@ -160,6 +160,7 @@ class Pipeline:
         self._remote_calls: dict[asyncio.Future[Completion], CompletionContext] = {}
         self._revoked: set[asyncio.Future[Completion]] = set()
         self.remote_revoked = False  # the settings no longer name this remote
+        self.threshold_override: float | None = None  # routing.adaptive's current value
 
     # -- lifetime and live privacy -------------------------------------------
     def hold(self) -> None:
@@ -197,7 +198,11 @@ class Pipeline:
         model = self.local.model if self.local else ""
         return Rules(
             policy=r.policy,
-            threshold=r.threshold_for(model),
+            threshold=(
+                r.threshold_for(model)
+                if self.threshold_override is None
+                else self.threshold_override
+            ),
             k=r.confidence_tokens,
             missing_logprobs=r.missing_logprobs,
         )

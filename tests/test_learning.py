@@ -255,3 +255,43 @@ def test_workspace_may_tighten_adaptive_and_its_lowered_threshold_caps_it() -> N
     assert ws.routing.adaptive and ws.routing.adaptive_max == -0.9
     off, issues = config.merge_workspace(user, {"routing": {"adaptive": False}})
     assert not off.routing.adaptive and not issues
+
+
+async def test_session_adaptive_moves_show_in_status_hover_ledger_and_routing(
+    tmp_path: Path,
+) -> None:
+    from server.pipeline import Pipeline
+    from server.session import Session
+
+    settings, _ = config.merge(
+        config.Settings(),
+        {"routing": {"adaptive": True, "adaptive_every": 5, "adaptive_max": -0.3}},
+    )
+    loaded = config.Loaded(settings, (), tmp_path / "c.toml", False)
+    s = Session(
+        loaded,
+        ledger=Ledger(tmp_path / "l.jsonl"),
+        make_pipeline=lambda st: Pipeline(st, None, None),
+    )
+    assert s.status()["threshold"] == -0.5 and s.status()["adaptive"]["decisions"] == 0
+    rnd = random.Random(3)
+    for i in range(400):  # local completions always dismissed, remote ones accepted
+        conf = rnd.uniform(-1.5, 0.0)
+        route = "local" if conf >= s.status()["threshold"] else "remote"
+        s.decisions[f"c{i}"] = rec(route, conf, s.status()["threshold"])
+        s._resolve(f"c{i}", accepted=route == "remote")
+    st = s.status()
+    assert st["threshold"] == -0.3  # raised to its bound, never past it
+    assert "raised" in " ".join(m.why for m in s.adaptive.moves)  # type: ignore[union-attr]
+    assert "bound" in st["adaptive"]["why"]
+    pipeline = await s.pipeline()
+    assert pipeline.rules().threshold == -0.3  # the routing uses it
+    moves = load(tmp_path / "l.jsonl")[1]
+    assert [m["adaptive"] for m in moves] == [-0.45, -0.4, -0.35, -0.3]
+    uri = "file:///p/a.py"
+    s.open(uri, "x = 1\n", "python")
+    doc = s.document(uri)
+    assert doc is not None
+    doc.last = ("c399", 0, 0)
+    card = s.hover(uri, 0)
+    assert card is not None and "adaptive threshold now -0.300" in card

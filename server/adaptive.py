@@ -63,6 +63,17 @@ class Adaptive:
         )
         self.moves: list[Move] = []
 
+    def resume(self, value: float, why: str, observed: list[tuple[float, str, bool]]) -> None:
+        """Carry on from an earlier run (the ledger's last move and outcomes): the
+        value clamped into today's bounds, the outcomes as evidence (no move from them)."""
+        for conf, route, ok in observed:
+            if route in ("local", "remote") and math.isfinite(conf):
+                self._obs.append((conf, route == "local", ok))
+        old = self.current
+        self.current = min(max(value, self.lo), self.hi)
+        if self.current != old:
+            self.why = f"resumed at {self.current:.2f} from an earlier session ({why})"
+
     def rebound(self, lo: float, hi: float) -> None:
         """New bounds (settings changed): the value is clamped into them."""
         self.lo, self.hi = min(lo, hi), max(lo, hi)

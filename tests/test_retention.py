@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,27 @@ def test_region_through_a_sequence_of_edits() -> None:
     text = apply(text, r, len(text), len(text), "z = 3\n")  # after
     assert text[r.start : r.end] == "compute(alpha, b)"
     assert retained_ratio(INS, text[r.start : r.end]) == pytest.approx(1 - 4 / len(INS))
+
+
+def textbook(a: str, b: str) -> int:
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def test_edit_distance_matches_the_textbook_table() -> None:
+    rnd = random.Random(7)
+    for _ in range(2000):
+        a = "".join(rnd.choice("ab c\n") for _ in range(rnd.randint(0, 15)))
+        b = "".join(rnd.choice("ab c\n") for _ in range(rnd.randint(0, 15)))
+        assert edit_distance(a, b) == textbook(a, b), (a, b)
+    long = "".join(rnd.choice("abcdefgh(),.=") for _ in range(200))  # > 64 bits
+    other = long[:90] + "XYZ" + long[95:] + "tail"
+    assert edit_distance(long, other) == textbook(long, other)
 
 
 def test_edit_distance_and_ratio() -> None:

@@ -12,12 +12,13 @@ and what the user did with it. Replaying another threshold t:
   request escalated on confidence), it is taken as invalid with the share of
   invalid verdicts seen among the checked ones (a weight, not a guess per request);
 - the outcome at t is observed when the route at t is the route that was shown.
-  Otherwise it is estimated: a local outcome by the acceptance of local completions
-  shown in the same confidence bin (`BIN` wide), which needs `min_bin` of them, so
+  Otherwise it is estimated: a local outcome by the acceptance of the `NEAR` local
+  completions shown at the confidences closest to its own, all within `BIN`/2 of it
+  (at least `MIN_BIN` of them), so
   the threshold cannot go below where local completions were ever shown (a fixed
   threshold shows none below itself; remote failures, local-only, an earlier or
-  adaptive threshold do); a remote outcome by the remote acceptance in the same bin,
-  else the remote acceptance over all bins (assumed: the large model's acceptance
+  adaptive threshold do); a remote outcome by the remote acceptance in the same window,
+  else the remote acceptance over all confidences (assumed: the large model's acceptance
   depends little on the small model's confidence).
 Cache hits, other policies, decisions with no confidence and items never shown are
 left out.
@@ -40,6 +41,7 @@ from .calibrate import MAX_CANDIDATES, CalibrationError
 BIN = 0.25
 MIN_SAMPLE = 200
 MIN_BIN = 5
+NEAR = 10
 
 
 @attrs.frozen
@@ -87,6 +89,8 @@ def observations(
             skipped["nothing shown"] += 1
         elif not isinstance(conf, int | float) or not math.isfinite(conf):
             skipped["no confidence"] += 1
+        elif d.get("local_text") is False:  # nothing local to replay (older ledgers: unknown)
+            skipped["no local text"] += 1
         else:
             kept = d.get("retained") or {}
             last = kept[max(kept)] if kept else None
@@ -94,10 +98,6 @@ def observations(
             syntax = d.get("syntax") if d.get("syntax") in ("valid", "invalid") else None
             out.append(Obs(float(conf), str(d["route"]), good, syntax))
     return out, skipped
-
-
-def _bin(c: float) -> int:
-    return math.floor(c / BIN)
 
 
 def candidates(obs: Sequence[Obs]) -> list[float]:
@@ -115,12 +115,18 @@ class Replay:
     sorted by confidence (a decision's contribution depends only on which side of the
     threshold it falls)."""
 
-    def __init__(self, obs: Sequence[Obs], synconf: bool, min_bin: int = MIN_BIN) -> None:
-        rates: dict[tuple[str, int], list[int]] = {}
-        for o in obs:
-            r = rates.setdefault((o.route, _bin(o.confidence)), [0, 0])
-            r[0] += o.good
-            r[1] += 1
+    def __init__(
+        self, obs: Sequence[Obs], synconf: bool, min_bin: int = MIN_BIN, near: int = NEAR
+    ) -> None:
+        # Per route: confidences sorted, with running counts of good outcomes, so the
+        # acceptance in a window around any confidence is two bisections away.
+        by_route: dict[str, tuple[list[float], list[int]]] = {}
+        for route in ("local", "remote"):
+            mine = sorted((o.confidence, o.good) for o in obs if o.route == route)
+            goods = [0]
+            for _, g in mine:
+                goods.append(goods[-1] + g)
+            by_route[route] = ([c for c, _ in mine], goods)
         remote_all = [o.good for o in obs if o.route == "remote"]
         checked = [o for o in obs if o.syntax is not None]
         q = sum(o.syntax == "invalid" for o in checked) / len(checked) if checked else 0.0
@@ -129,9 +135,17 @@ class Replay:
         def outcome(o: Obs, route: str) -> float | None:
             if route == o.route:
                 return float(o.good)
-            k, n = rates.get((route, _bin(o.confidence)), [0, 0])
-            if n >= min_bin:
-                return k / n
+            confs, goods = by_route[route]
+            c = o.confidence
+            # The `near` closest outcomes, all within BIN/2 (narrow where data is dense).
+            lo = hi = bisect.bisect_left(confs, c)
+            while hi - lo < near and (lo > 0 or hi < len(confs)):
+                if hi >= len(confs) or (lo > 0 and c - confs[lo - 1] <= confs[hi] - c):
+                    lo -= 1
+                else:
+                    hi += 1
+            if hi - lo >= min_bin and c - confs[lo] <= BIN / 2 and confs[hi - 1] - c <= BIN / 2:
+                return (goods[hi] - goods[lo]) / (hi - lo)
             if route == "remote" and len(remote_all) >= min_bin:
                 return sum(remote_all) / len(remote_all)
             return None  # no evidence: this side of a threshold cannot be replayed

@@ -112,6 +112,16 @@ def _log_to_file(level: int) -> Path | None:
     return folder / "server.log"
 
 
+def _seconds(value: str) -> tuple[float, ...]:
+    try:
+        out = tuple(float(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds like 30,300, got {value!r}") from None
+    if not out or any(not 0 < v < 86400 for v in out):
+        raise argparse.ArgumentTypeError(f"expected seconds between 0 and 86400, got {value!r}")
+    return out
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from .lsp import create_server
     from .transport import serve_stdio, serve_tcp
@@ -131,7 +141,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.getLogger(__name__).info("synconfroute %s serving; log file %s", __version__, path)
     from .ledger import default_path
 
-    server = create_server(loaded, Path(args.ledger) if args.ledger else default_path())
+    server = create_server(
+        loaded, Path(args.ledger) if args.ledger else default_path(), args.retention_after
+    )
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
         if not port.isdigit():
@@ -154,7 +166,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from . import ledger
+    from . import ledger, stats
 
     path = Path(args.ledger) if args.ledger else ledger.default_path()
     if not path.is_file():
@@ -162,11 +174,18 @@ def cmd_stats(args: argparse.Namespace) -> int:
             f"synconfroute stats: no ledger at {path} (no completions served yet?)", file=sys.stderr
         )
         return 1
-    decisions, accepted, bad = ledger.read(path)
-    summary = ledger.summarize(decisions, accepted)
+    decisions, moves, bad = ledger.load(path)
+    summary = stats.compute(decisions, moves)
     if bad:
         print(f"warning: skipped {bad} unreadable lines in {path}", file=sys.stderr)
-    print(json.dumps(summary, indent=2) if args.json else ledger.format_summary(summary, path))
+    if args.plot:
+        try:
+            out = stats.plot(summary, Path(args.plot))
+        except ImportError as exc:
+            print(f"synconfroute stats: {exc}", file=sys.stderr)
+            return 1
+        print(f"wrote {out}", file=sys.stderr)
+    print(json.dumps(summary, indent=2) if args.json else stats.format_text(summary, path))
     return 0
 
 
@@ -219,6 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--stdio", action="store_true", help="use stdio (the default)")
     sv.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
     sv.add_argument("--ledger", metavar="PATH", help="ledger file (default: platform state dir)")
+    sv.add_argument(
+        "--retention-after",
+        type=_seconds,
+        metavar="S,S",
+        help="when to measure how much of an accepted completion is left, in seconds "
+        "after the acceptance (default 30,300)",
+    )
     sv.set_defaults(func=cmd_serve)
 
     from .evaluation.cli import add_calibrate_arguments, add_eval_arguments
@@ -247,9 +273,22 @@ def build_parser() -> argparse.ArgumentParser:
     add_calibrate_arguments(ca)
     ca.set_defaults(func=cmd_calibrate)
 
-    st = sub.add_parser("stats", help="sum the ledger: how much stayed local, what was accepted")
+    st = sub.add_parser(
+        "stats",
+        help="sum the ledger: how much stayed local, what was accepted and kept",
+        description=(
+            "Per route, language and confidence bucket: acceptance rate (of the items "
+            "shown), retention (share of an accepted completion still there after 30 s "
+            "and 5 min), latency p50/p95, bytes sent."
+        ),
+    )
     st.add_argument("--ledger", metavar="PATH", help="ledger file (default: platform state dir)")
     st.add_argument("--json", action="store_true", help="machine-readable summary")
+    st.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="also draw acceptance against confidence, local and remote (needs matplotlib)",
+    )
     st.set_defaults(func=cmd_stats)
 
     s = sub.add_parser("settings", help="print the effective settings (or their reference)")

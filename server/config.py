@@ -197,6 +197,30 @@ class RoutingSettings:
         "treats the completion as unconfident, `trust` as confident.",
     )
 
+    adaptive: bool = _doc(
+        False,
+        "Move the threshold by your own decisions: every `adaptive_every` accepted or "
+        "dismissed completions, compare how often you accept the local completions just "
+        "above it with the remote ones just below it, and step it by `adaptive_step` "
+        "towards the better one, never outside [`adaptive_min`, `adaptive_max`]. The hover "
+        "card and the status command show the value and why it moved; the ledger records "
+        "each move. A workspace may turn it off, not on; a workspace that lowers the "
+        "threshold also caps `adaptive_max` at its value.",
+    )
+    adaptive_min: float = _doc(
+        -1.5, "Lowest threshold `adaptive` may reach (it escalates least there).", hi=0.0
+    )
+    adaptive_max: float = _doc(
+        -0.2,
+        "Highest threshold `adaptive` may reach (it escalates most there): the bound on "
+        "how much more code it may send off the machine.",
+        hi=0.0,
+    )
+    adaptive_step: float = _doc(0.05, "How far one `adaptive` move goes.", lo=0.001, hi=1.0)
+    adaptive_every: int = _doc(
+        50, "At most one `adaptive` move per this many resolved completions.", lo=5
+    )
+
     def threshold_for(self, model: str) -> float:
         return self.thresholds.get(model, self.threshold)
 
@@ -532,6 +556,9 @@ TIGHTEN_ONLY_KEYS = (
     "routing.threshold",
     "routing.thresholds",
     "routing.missing_logprobs",
+    "routing.adaptive",
+    "routing.adaptive_min",
+    "routing.adaptive_max",
     "privacy.local_only",
     "privacy.never_send",
     "completion.context_lines",
@@ -601,6 +628,21 @@ def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
         refuse("remote.model", "it would enable the remote tier")
     if user.routing.missing_logprobs == "trust" and ws.routing.missing_logprobs != "trust":
         refuse("routing.missing_logprobs", "it escalates more")
+    if ws.routing.adaptive and not user.routing.adaptive:
+        refuse("routing.adaptive", "it may raise the threshold, which escalates more")
+    if ws.routing.adaptive_max > user.routing.adaptive_max:
+        refuse("routing.adaptive_max", "a higher bound lets the threshold escalate more")
+    if ws.routing.adaptive_min > user.routing.adaptive_min:
+        refuse("routing.adaptive_min", "a higher bound makes the threshold escalate more")
+    # A workspace that lowered a threshold (to send less) caps how far adaptive mode may
+    # raise it again: otherwise the workspace's tightening would be undone.
+    lowered = [
+        ws.routing.threshold_for(m)
+        for m in ("", *models)
+        if ws.routing.threshold_for(m) < user.routing.threshold_for(m)
+    ]
+    if lowered:
+        ws.routing.adaptive_max = min(ws.routing.adaptive_max, *lowered)
     if user.privacy.local_only and not ws.privacy.local_only:
         refuse("privacy.local_only", "it would let code leave the machine")
     # Patterns add up: a workspace may add files to keep, never take yours away.
@@ -663,7 +705,9 @@ def settings_markdown() -> str:
         + ", ".join(f"`{k}`" for k in TIGHTEN_ONLY_KEYS)
         + " only towards sending less (turn local-only on, add `never_send` patterns, "
         "lower the thresholds, a policy that escalates less, fewer context lines, no "
-        "remote). A refused value is reported once, naming the key, and yours stays.",
+        "remote, adaptive mode off or with lower bounds). A workspace that lowers a "
+        "threshold also caps `routing.adaptive_max` at it, so adaptive mode cannot undo "
+        "the tightening. A refused value is reported once, naming the key, and yours stays.",
         "",
         "| key | type | default | environment | meaning |",
         "|---|---|---|---|---|",

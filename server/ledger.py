@@ -2,12 +2,20 @@
 
 It records how requests were routed, never code: no completion text, no prefix,
 no file path (only the language), so it can be shared with an admin as it is.
+
+Lines: a decision (`route`, ...); then events naming its id: `shown` (the item went
+to the editor), `accepted`, `dismissed` (a newer request replaced it unaccepted),
+`retained` (after `after_s` seconds, `ratio` of the `chars` inserted is still there;
+`closed` when the document closed first: the last value seen), and `adaptive` (the
+adaptive threshold moved: `from`, `to`, `why`). Ids carry a random token per server
+run (`3fa9c1:c12`), so several editors can share one ledger.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import secrets
 import statistics
 import time
 from collections import Counter
@@ -44,6 +52,10 @@ def entry(did: str, rec: RouteDecision) -> dict[str, Any]:
         "context_bytes": rec.context_bytes_sent,  # a count only: no paths, no code
         "cache_hit": rec.cache_hit,
         "early": rec.local_cancelled_early,
+        # Whether the local model wrote a text (a remote decision's local confidence is
+        # known; calibration replays other thresholds from these two fields).
+        "local_text": bool(rec.local_completion),
+        "chars": len(rec.completion),
     }
 
 
@@ -53,6 +65,7 @@ class Ledger:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._failed = False
+        self.run = secrets.token_hex(3)  # ids are unique across servers sharing the file
 
     def _append(self, obj: dict[str, Any]) -> None:
         if self.path is None or self._failed:
@@ -65,11 +78,90 @@ class Ledger:
             self._failed = True
             log.warning("ledger disabled: cannot write %s: %s", self.path, exc)
 
+    def key(self, did: str) -> str:
+        return f"{self.run}:{did}"
+
     def decision(self, did: str, rec: RouteDecision) -> None:
-        self._append(entry(did, rec))
+        self._append(entry(self.key(did), rec))
 
     def accepted(self, did: str) -> None:
-        self._append({"t": round(time.time(), 3), "accepted": did})
+        self.event("accepted", did)
+
+    def event(self, kind: str, did: str, **numbers: float | int | bool) -> None:
+        """shown / accepted / dismissed / retained (with numbers only, never text)."""
+        self._append({"t": round(time.time(), 3), kind: self.key(did), **numbers})
+
+    def retained(self, did: str, after_s: float, ratio: float, chars: int, closed: bool) -> None:
+        self.event("retained", did, after_s=after_s, ratio=ratio, chars=chars, closed=closed)
+
+    def adaptive(self, old: float, new: float, why: str, start: float) -> None:
+        """The adaptive threshold moved (`why` is the server's own wording, no code);
+        `start` is the configured threshold it began from (a new one restarts it)."""
+        self._append(
+            {
+                "t": round(time.time(), 3),
+                "adaptive": round(new, 4),
+                "from": round(old, 4),
+                "start": round(start, 4),
+                "why": why,
+            }
+        )
+
+
+EVENTS = ("shown", "accepted", "dismissed", "retained")
+
+
+def load(
+    path: Path, *, tail_bytes: int | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """(decisions, adaptive moves, unreadable lines). Each decision gets its events:
+    `shown`, `accepted`, `dismissed` (bools) and `retained` ({after_s: ratio}); an event
+    joins the latest decision with its id (older ledgers reused ids across runs).
+    `tail_bytes`: read only the end of the file (the server, at start)."""
+    decisions: list[dict[str, Any]] = []
+    moves: list[dict[str, Any]] = []
+    latest: dict[str, dict[str, Any]] = {}
+    bad = 0
+    with path.open("rb") as fb:
+        if tail_bytes is not None and fb.seek(0, 2) > tail_bytes:
+            fb.seek(-tail_bytes, 2)
+            fb.readline()  # the first line is cut
+        else:
+            fb.seek(0)
+        raw = fb.read().decode("utf-8", errors="replace")
+    for line in raw.split("\n"):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if not isinstance(obj, dict):
+            bad += 1
+        elif "route" in obj:
+            obj.update(shown=False, accepted=False, dismissed=False, retained={})
+            decisions.append(obj)
+            latest[str(obj.get("id"))] = obj
+        elif "adaptive" in obj:
+            moves.append(obj)
+        elif (kind := next((k for k in EVENTS if k in obj), None)) is not None:
+            d = latest.get(str(obj[kind]))
+            if d is None:
+                continue  # its decision was in a rotated-away part of the file
+            if kind == "retained":
+                try:
+                    d["retained"][float(obj["after_s"])] = float(obj["ratio"])
+                except (KeyError, TypeError, ValueError):
+                    bad += 1
+            else:
+                d[kind] = True
+        else:
+            bad += 1
+    if not any(d["shown"] for d in decisions):
+        for d in decisions:  # a ledger from before `shown` was recorded
+            d["shown"] = d["route"] != "none"
+    return decisions, moves, bad
 
 
 def read(path: Path) -> tuple[list[dict[str, Any]], set[str], int]:

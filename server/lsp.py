@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,6 +18,7 @@ from . import __version__, config
 from .card import route_card, summary
 from .ledger import Ledger
 from .positions import Encoding, PositionOutOfRange, advance
+from .retention import DEFAULT_DELAYS
 from .session import Completed, DocumentNotOpen, Edit, Session
 from .syntax.languages import LANGUAGES
 from .transport import TransportProtocol
@@ -140,7 +141,9 @@ def _options(value: Any) -> dict[str, Any] | None:
 
 
 def create_server(
-    loaded: config.Loaded | None = None, ledger_path: Path | None = None
+    loaded: config.Loaded | None = None,
+    ledger_path: Path | None = None,
+    retention_after: Sequence[float] | None = None,
 ) -> SynConfRouteServer:
     """A fresh server (one per editor connection); no module-level state."""
     server = SynConfRouteServer("synconfroute", __version__, protocol_cls=_Protocol)
@@ -149,6 +152,7 @@ def create_server(
         show_message=lambda level, text: _show(server, level, text),
         ledger=Ledger(ledger_path),
         roots=lambda: _workspace_roots(server),
+        retention_delays=DEFAULT_DELAYS if retention_after is None else retention_after,
     )
     session = server.session
     logging.getLogger().addHandler(_ClientLogHandler(server))
@@ -315,7 +319,9 @@ def create_server(
             f"synconfroute: local {st['local']}; remote {st['remote']}; "
             f"local-only {'on' if st['local_only'] else 'off'}; "
             f"{st['completions']} completions ({routes['local']} local, "
-            f"{routes['remote']} remote, {routes['none']} none)",
+            f"{routes['remote']} remote, {routes['none']} none); "
+            f"threshold {st['threshold']:.2f}"
+            + (f" (adaptive: {st['adaptive']['why']})" if st["adaptive"] else ""),
         )
         return st
 

@@ -181,6 +181,7 @@ class Pipeline:
         # The other files whose code each remote call carries (cross-file context).
         self._remote_context: dict[asyncio.Future[Completion], tuple[str, ...]] = {}
         self.remote_revoked = False  # the settings no longer name this remote
+        self.threshold_override: float | None = None  # routing.adaptive's current value
 
     # -- lifetime and live privacy -------------------------------------------
     def hold(self) -> None:
@@ -221,7 +222,11 @@ class Pipeline:
         model = self.local.model if self.local else ""
         return Rules(
             policy=r.policy,
-            threshold=r.threshold_for(model),
+            threshold=(
+                r.threshold_for(model)
+                if self.threshold_override is None
+                else self.threshold_override
+            ),
             k=r.confidence_tokens,
             missing_logprobs=r.missing_logprobs,
         )

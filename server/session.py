@@ -24,14 +24,17 @@ from clients.errors import BackendUnavailable, BadCredentials, FimUnsupported, M
 from clients.types import Backend
 
 from . import config, crossfile
+from .adaptive import Adaptive
 from .backends import choose_local, make_local, make_remote, warm
 from .card import route_card, summary
 from .context import make_context
 from .gate import Anchor, SyntaxGate, make_gate
 from .ledger import Ledger
+from .ledger import load as load_ledger
 from .pipeline import Pipeline
 from .positions import Encoding, Text, advance, word_before
 from .record import RouteDecision
+from .retention import DEFAULT_DELAYS, Retention, minimal_edit
 from .syntax import SyntaxDocument, detect_language
 from .workspace_index import WorkspaceIndex
 
@@ -71,6 +74,7 @@ class DocState:
     inner: asyncio.Task[RouteDecision] | None = None
     last: tuple[str, int, int] | None = None  # (decision id, first line, last line)
     offer: tuple[str, tuple[int, int], str] | None = None  # (id, cursor, text) last offered
+    shown: str | None = None  # id of the item last shown, until accepted or replaced
     diagnostics_shown: bool = False
     index_stale: bool = False  # edited since the workspace index last read it
     edited: float = 0.0  # monotonic time of its last edit (recent documents rank first)
@@ -97,6 +101,7 @@ class Session:
         make_pipeline: Callable[[config.Settings], Pipeline] | None = None,
         ledger: Ledger | None = None,
         roots: Callable[[], Sequence[str]] = lambda: (),  # workspace folder URIs
+        retention_delays: Sequence[float] = DEFAULT_DELAYS,
     ) -> None:
         self.base = loaded.settings
         self.load_issues = list(loaded.issues)  # reported to the editor at initialize
@@ -126,6 +131,9 @@ class Session:
         self.index: WorkspaceIndex | None = None
         self._index_stop = threading.Event()
         self.snippets = crossfile.SnippetCache()
+        self.retention = Retention(self._retained, retention_delays)
+        self.adaptive: Adaptive | None = None
+        self._sync_adaptive()
 
     # -- settings -------------------------------------------------------------
     def apply_overrides(
@@ -159,6 +167,7 @@ class Session:
         if changed:
             self._drop_pipeline()
             self._push_privacy(old)
+            self._sync_adaptive()
         return issues
 
     def toggle_local_only(self) -> bool:
@@ -194,6 +203,7 @@ class Session:
                 else:  # the settings changed while we built it: build again
                     self._retire(built)
             self._pipeline.settings = self.settings  # privacy toggles apply at once
+            self._pipeline.threshold_override = self.adaptive.current if self.adaptive else None
             return self._pipeline
 
     async def _build(self, settings: config.Settings) -> Pipeline:
@@ -323,6 +333,7 @@ class Session:
         if self._pipeline is not None:
             await self._close(self._pipeline)
             self._pipeline = None
+        self.retention.shutdown()  # no timer outlives the server
         if self._closing:  # retired pipelines close as their cancelled requests end
             await asyncio.wait(set(self._closing), timeout=2.0)
 
@@ -348,10 +359,20 @@ class Session:
         if st is None:
             return False
         accepted = self._is_acceptance(st, edits)
+        key = uri_key(uri)
+        watch = self.retention.watching(key)
+        inserted_at = 0
         for e in edits:
             if e.start is None or e.end is None:
+                if watch:  # follow the accepted regions through a whole-text sync
+                    a, b, new = minimal_edit(st.text.text, e.text)
+                    self.retention.edit(key, a, b, len(new))
                 st.syntax.replace_all(e.text)
             else:
+                a = st.text.edit_offset(*e.start) if watch or accepted else 0
+                if watch:
+                    self.retention.edit(key, a, st.text.edit_offset(*e.end), len(e.text))
+                inserted_at = a + len(e.text)
                 st.syntax.edit(e.start, e.end, e.text)
         st.keystrokes.append(time.monotonic())
         st.edited = st.keystrokes[-1]
@@ -359,7 +380,11 @@ class Session:
         st.offer = None
         if accepted is not None:
             # The editor inserted our completion: its lines now hold it, keep the card.
-            self.accept(accepted)
+            if self.accept(accepted) and self.settings.editor.ledger:
+                text = self.decisions[accepted].completion
+                self.retention.track(
+                    key, accepted, inserted_at - len(text), text, lambda: st.text.text
+                )
         else:
             st.last = None  # the completion's lines may have moved: no stale hover
         cleared, st.diagnostics_shown = st.diagnostics_shown, False
@@ -399,6 +424,7 @@ class Session:
     def close(self, uri: str) -> None:
         key = uri_key(uri)
         self._hot.pop(key, None)
+        self.retention.close(key)  # what the document held last is its retention
         st = self.documents.pop(key, None)
         if st is not None and st.inner is not None:
             st.inner.cancel()
@@ -442,6 +468,9 @@ class Session:
         self._touch(key)
         st.generation += 1
         mine = st.generation
+        if st.shown is not None:  # the item shown was not accepted: this one replaces it
+            self._resolve(st.shown, accepted=False)
+            st.shown = None
         if st.inner is not None and not st.inner.done():
             st.inner.cancel()  # a newer request supersedes the older one
         if not invoked:
@@ -497,6 +526,10 @@ class Session:
         st.last = (did, line, end_line)
         st.offer = (did, (line, character), rec.completion)
         word = word_before(text, offset)
+        if rec.completion:
+            st.shown = did
+            if self.settings.editor.ledger:
+                self.ledger.event("shown", did)
         return Completed(did, rec, rec.completion, (line, character), (line, character), word)
 
     def _notice_trouble(self, rec: RouteDecision) -> None:
@@ -521,6 +554,8 @@ class Session:
         if rec is None or not first <= line <= last:
             return None
         card = route_card(rec)
+        if self.adaptive is not None:
+            card += f"\n- adaptive threshold now {self.adaptive.current:.3f}: {self.adaptive.why}"
         if did in self.accepted:
             card += "\n- accepted"
         return card
@@ -531,10 +566,77 @@ class Session:
         if did in self.accepted:
             return True  # the editor's edit and the accept command both report it
         self.accepted.add(did)
-        if self.settings.editor.ledger:
-            self.ledger.accepted(did)
+        for st in self.documents.values():
+            if st.shown == did:
+                st.shown = None
+        self._resolve(did, accepted=True)
         log.info("accepted %s: %s", did, summary(self.decisions[did]))
         return True
+
+    # -- learning from the user (acceptance, retention, adaptive threshold) ----
+    def _resolve(self, did: str, *, accepted: bool) -> None:
+        """A shown item was accepted, or dismissed by a newer request."""
+        if self.settings.editor.ledger:
+            self.ledger.event("accepted" if accepted else "dismissed", did)
+        rec = self.decisions.get(did)
+        if self.adaptive is None or rec is None or rec.confidence is None or rec.cache_hit:
+            return
+        move = self.adaptive.observe(rec.confidence, rec.route, accepted)
+        if move is not None:
+            log.info("adaptive threshold %s", move.why)
+            if self.settings.editor.ledger:
+                self.ledger.adaptive(move.old, move.new, move.why, self.adaptive.start)
+            if self._pipeline is not None:
+                self._pipeline.threshold_override = move.new
+
+    def _retained(self, did: str, after: float, ratio: float, chars: int, closed: bool) -> None:
+        if self.settings.editor.ledger:
+            self.ledger.retained(did, after, ratio, chars, closed)
+
+    def _sync_adaptive(self) -> None:
+        """Adaptive mode follows the settings: built when turned on, re-bounded when its
+        bounds change (a workspace may have lowered them), dropped when turned off."""
+        r = self.settings.routing
+        if not r.adaptive or r.policy not in ("synconf", "confidence"):
+            self.adaptive = None
+        elif self.adaptive is None:
+            self.adaptive = Adaptive(
+                r.threshold_for(self.settings.local.model),
+                r.adaptive_min,
+                r.adaptive_max,
+                step=r.adaptive_step,
+                every=r.adaptive_every,
+            )
+            self._resume_adaptive(self.adaptive)
+        else:
+            self.adaptive.rebound(r.adaptive_min, r.adaptive_max)
+            self.adaptive.step, self.adaptive.every = r.adaptive_step, r.adaptive_every
+        if self._pipeline is not None:
+            self._pipeline.threshold_override = self.adaptive.current if self.adaptive else None
+
+    def _resume_adaptive(self, a: Adaptive) -> None:
+        """Carry on from the ledger's last move, if it began from today's configured
+        threshold (a new one, e.g. from `calibrate`, starts afresh), and take the recent
+        outcomes as evidence. Reads only the end of the file."""
+        path = self.ledger.path
+        if path is None or not self.settings.editor.ledger:
+            return
+        try:
+            decisions, moves, _ = load_ledger(path, tail_bytes=2_000_000)
+        except OSError:
+            return  # no ledger yet
+        observed = [
+            (float(d["confidence"]), str(d["route"]), bool(d["accepted"]))
+            for d in decisions
+            if (d["accepted"] or d["dismissed"])
+            and isinstance(d.get("confidence"), int | float)
+            and not d.get("cache_hit")
+        ]
+        last = moves[-1] if moves else None
+        if last is not None and last.get("start") == round(a.start, 4):
+            a.resume(float(last["adaptive"]), str(last.get("why", "")), observed)
+        else:
+            a.resume(a.current, "", observed)
 
     def status(self) -> dict[str, Any]:
         recent = list(self.decisions.values())
@@ -549,7 +651,10 @@ class Session:
                 else "not configured"
             ),
             "policy": self.settings.routing.policy,
-            "threshold": self.settings.routing.threshold,
+            "threshold": (
+                self.adaptive.current if self.adaptive else self.settings.routing.threshold
+            ),
+            "adaptive": self.adaptive.status() if self.adaptive else None,
             "completions": len(recent),
             "routes": routes,
             "accepted": len(self.accepted),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ async def start(
     env: Mapping[str, str] | None = None,
     configuration: Any = None,
     root: Path = ROOT,
+    server_args: Sequence[str] = (),
 ) -> tuple[LanguageClient, t.InitializeResult]:
     """`configuration` is what the client answers workspace/configuration with, from the
     server's first pull (at `initialized`) on. `root` is the workspace folder."""
@@ -83,6 +84,7 @@ async def start(
             "serve",
             "--ledger",  # never the user's own ledger
             str(config_path.parent / "ledger.jsonl"),
+            *server_args,
         ],
         server_env=server_env,
     )

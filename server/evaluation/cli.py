@@ -173,8 +173,25 @@ def add_calibrate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "records",
         type=Path,
+        nargs="?",
         metavar="RECORDS",
         help="an eval run folder (--out of `synconfroute eval`) or its records.jsonl",
+    )
+    p.add_argument(
+        "--from-ledger",
+        nargs="?",
+        const="",
+        metavar="LEDGER",
+        help="calibrate on your own decisions instead: the ledger the server keeps "
+        "(default: the platform state dir); the threshold with the most completions "
+        "accepted and retained within the budget",
+    )
+    p.add_argument(
+        "--min-decisions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --from-ledger: refuse below this many usable decisions (default 200)",
     )
     goal = p.add_mutually_exclusive_group(required=True)
     goal.add_argument(
@@ -239,6 +256,18 @@ def run_calibrate_command(args: argparse.Namespace, loaded: Loaded) -> int:
 
     for issue in loaded.issues:
         print(f"warning: {issue}", file=sys.stderr)
+    if args.from_ledger is not None:
+        if args.records is not None:
+            print(
+                "synconfroute calibrate: give RECORDS or --from-ledger, not both", file=sys.stderr
+            )
+            return 2
+        return _calibrate_from_ledger(args, loaded)
+    if args.records is None:
+        print(
+            "synconfroute calibrate: give RECORDS (an eval run) or --from-ledger", file=sys.stderr
+        )
+        return 2
     try:
         folder = RunFolder.locate(args.records)
     except FileNotFoundError as exc:
@@ -258,4 +287,44 @@ def run_calibrate_command(args: argparse.Namespace, loaded: Loaded) -> int:
     print(f"{verb} {written.path}: [routing] threshold = {written.value:.4f}")
     for w in written.warnings:
         print(f"warning: {w}", file=sys.stderr)
+    return 0
+
+
+def _calibrate_from_ledger(args: argparse.Namespace, loaded: Loaded) -> int:
+    from .. import ledger
+    from .calibrate import CalibrationError, write_threshold
+    from .from_ledger import MIN_SAMPLE, choose, describe
+
+    path = Path(args.from_ledger) if args.from_ledger else ledger.default_path()
+    if not path.is_file():
+        print(f"synconfroute calibrate: no ledger at {path}", file=sys.stderr)
+        return 2
+    decisions, _, bad = ledger.load(path)
+    if bad:
+        print(f"warning: skipped {bad} unreadable lines in {path}", file=sys.stderr)
+    try:
+        choice = choose(
+            decisions,
+            budget=args.budget,
+            best=args.best,
+            min_sample=MIN_SAMPLE if args.min_decisions is None else args.min_decisions,
+        )
+        print(describe(choice))
+        if args.dry_run:
+            print("dry run: nothing written")
+            return 0
+        out = loaded.config_path or default_config_path()
+        written = write_threshold(out, choice.threshold, choice.model)
+    except CalibrationError as exc:
+        print(f"synconfroute calibrate: {exc}", file=sys.stderr)
+        return 1
+    verb = "created" if written.created else "updated"
+    print(f"{verb} {written.path}: [routing] threshold = {written.value:.4f}")
+    for w in written.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if loaded.settings.routing.adaptive:
+        print(
+            "note: routing.adaptive is on: the server starts from this value and moves it",
+            file=sys.stderr,
+        )
     return 0

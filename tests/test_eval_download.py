@@ -270,7 +270,9 @@ def test_eval_downloads_the_real_files_into_the_user_cache(
     args = ["eval", "--ceiling-only", "--datasets", "humaneval,safim-api", "--limit", "1"]
     args += ["--langs", "python", "--out", str(out), "--workers", "1"]
     assert main(["--config", str(tmp_path / "none.toml"), *args]) == 0
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.err
+    assert "download" not in captured.out  # stdout holds the results only
     assert "download humaneval-single-line-infilling.jsonl.gz: 0.1/0.1 MB (100%)" in err
     assert sorted(p.name for p in no_env.iterdir()) == [
         "humaneval-single-line-infilling.jsonl.gz",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import BinaryIO, TextIO
@@ -135,9 +136,15 @@ def fetch(
     """`folder/source.file`, downloaded and checked unless a valid copy is already there."""
     target = folder / source.file
     if target.is_file():
-        if sha256_of(target) == source.sha256:
-            return target
-        print(f"note: {target} does not match its checksum; downloading it again", file=stream)
+        try:
+            if sha256_of(target) == source.sha256:
+                return target
+        except OSError as exc:
+            raise DownloadError(f"cannot read the cached {target}: {exc}") from exc
+        print(
+            f"note: {target} does not match its checksum; downloading it again",
+            file=stream or sys.stderr,  # stdout is for the results
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{source.file}.", suffix=".part")

@@ -15,9 +15,19 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 from pathlib import Path
 from typing import Any
+
+from server.evaluation.datasets import DATA_ENV
+
+# The test-only data setting: $SYNCONFROUTE_DATA, else ../shared/data next to the
+# repository (our development machines). Tests that run `eval` set the variable to it, so
+# the command reads these files instead of downloading them.
+DATA = Path(
+    os.environ.get(DATA_ENV) or Path(__file__).resolve().parents[1].parent / "shared" / "data"
+)
 
 
 def single_line_rows(path: Path) -> list[dict[str, Any]]:

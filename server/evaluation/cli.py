@@ -73,8 +73,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="folder of the built-in datasets (default $SYNCONFROUTE_DATA, else "
-        "../shared/data next to the repository)",
+        help="folder holding the built-in datasets' files, for machines without internet "
+        "access (default: download them once from their public releases into the user "
+        "cache, checked against pinned sha256)",
     )
     p.add_argument(
         "--langs",

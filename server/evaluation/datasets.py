@@ -105,24 +105,21 @@ class DatasetError(UserError):
     """A dataset that cannot be read, worded for the user."""
 
 
-# name -> file name in the data folder
+# name -> file name in the data folder (and in the download cache, see download.py)
 BUILTIN: dict[str, str] = {
     "humaneval": "humaneval-single-line-infilling.jsonl.gz",
     "safim-block": "safim-block.jsonl.gz",
     "safim-api": "safim-api.jsonl.gz",
 }
-# SAFIM's control-flow split is part of the SAFIM release but not of ../shared/data.
+# SAFIM's control-flow split is part of the SAFIM release but not downloaded by `eval`.
 NOT_SHIPPED = {"safim-control": "control_completion.jsonl.gz"}
 
 
-def repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
-def data_dir() -> Path:
-    """$SYNCONFROUTE_DATA, else ../shared/data next to the repository."""
+def env_data_dir() -> Path | None:
+    """$SYNCONFROUTE_DATA: a folder that replaces the download (our tests and development
+    machines point it at ../shared/data)."""
     env = os.environ.get(DATA_ENV)
-    return Path(env).expanduser() if env else repo_root().parent / "shared" / "data"
+    return Path(env).expanduser() if env else None
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -192,9 +189,16 @@ def load_safim(path: Path, dataset: str) -> list[Task]:
         parts = _need(r, "eval_prompt", where).split(PLACEHOLDER)
         if len(parts) != 2:
             raise DatasetError(f"{where}: eval_prompt must hold {PLACEHOLDER} exactly once")
+        raw = r.get("unit_tests") or []
+        if isinstance(raw, str):  # the Hugging Face copy stores the list JSON-encoded
+            try:
+                raw = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{where}: unit_tests is not JSON ({exc.msg})") from None
+        if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+            raise DatasetError(f"{where}: unit_tests must be a list of {{input, output}}")
         tests = tuple(
-            IOTest(str(t.get("input", "")), tuple(str(o) for o in t.get("output", ())))
-            for t in r.get("unit_tests") or ()
+            IOTest(str(t.get("input", "")), tuple(str(o) for o in t.get("output", ()))) for t in raw
         )
         out.append(
             Task(
@@ -267,23 +271,57 @@ def load_own(path: Path) -> list[Task]:
     return out
 
 
-def load_builtin(name: str, folder: Path | None = None) -> list[Task]:
-    folder = folder or data_dir()
+def _check_name(name: str) -> None:
     if name in NOT_SHIPPED:
         raise DatasetError(
-            f"{name} is not in {folder}: get {NOT_SHIPPED[name]} from the SAFIM release "
-            "and pass it with --file"
+            f"{name} is not downloaded by eval: get {NOT_SHIPPED[name]} from the SAFIM "
+            "release and pass it with --file"
         )
     if name not in BUILTIN:
         known = ", ".join([*BUILTIN, *NOT_SHIPPED])
         raise DatasetError(f"unknown dataset {name!r}; known: {known} (or --file PATH)")
-    path = folder / BUILTIN[name]
-    if not path.is_file():
-        raise DatasetError(
-            f"{path} not found: set {DATA_ENV} (or --data) to the folder with the benchmark "
-            ".jsonl.gz files"
-        )
+
+
+def locate(names: Sequence[str], folder: Path | None = None) -> dict[str, Path]:
+    """The file of each built-in dataset: in `folder` (--data), else in $SYNCONFROUTE_DATA,
+    else downloaded into the cache (checked against its pinned sha256)."""
+    from . import download  # httpx and platformdirs only when a dataset is asked for
+
+    for name in names:
+        _check_name(name)
+    given: Path | None = folder
+    origin = "--data"
+    if folder is None:
+        given, origin = env_data_dir(), f"${DATA_ENV}"
+    sources = {name: download.SOURCES[name] for name in names}
+    if given is not None:
+        found = {name: download.find_in(given, s) for name, s in sources.items()}
+        missing = [sources[name] for name, path in found.items() if path is None]
+        if missing:
+            raise DatasetError(
+                f"{origin} folder {given} lacks {', '.join(s.file for s in missing)}.\n"
+                + download.how_to_get(missing, given)
+            )
+        return {name: path for name, path in found.items() if path is not None}
+    out: dict[str, Path] = {}
+    cache = download.cache_dir()
+    for name, source in sources.items():
+        try:
+            out[name] = download.fetch(source, cache)
+        except download.ChecksumError:
+            raise
+        except download.DownloadError as exc:
+            left = [s for n, s in sources.items() if n not in out]
+            raise download.DownloadError(f"{exc}\n" + download.how_to_get(left, None)) from exc
+    return out
+
+
+def load_path(name: str, path: Path) -> list[Task]:
     return load_humaneval(path, name) if name == "humaneval" else load_safim(path, name)
+
+
+def load_builtin(name: str, folder: Path | None = None) -> list[Task]:
+    return load_path(name, locate([name], folder)[name])
 
 
 def load_file(path: Path) -> list[Task]:

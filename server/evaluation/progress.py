@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import Literal, TextIO
 
 
 def _clock(seconds: float) -> str:
@@ -29,8 +29,10 @@ class Progress:
         stream: TextIO | None = None,
         every_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        unit: Literal["items", "bytes"] = "items",
     ) -> None:
         self.label = label
+        self.unit = unit
         self.total = total
         self.done = 0
         self.stream = stream if stream is not None else sys.stderr
@@ -54,9 +56,13 @@ class Progress:
         else:
             eta = "ETA ?"
         extra = f"  {self.extra}" if self.extra else ""
+        if self.unit == "bytes":
+            amount = f"{self.done / 1e6:.1f}/{self.total / 1e6:.1f} MB"
+            speed = f"{rate / 1e6:.2f} MB/s"
+        else:
+            amount, speed = f"{self.done}/{self.total}", f"{rate:.2f}/s"
         return (
-            f"{self.label}: {self.done}/{self.total} ({pct:.0f}%)  {rate:.2f}/s  "
-            f"elapsed {_clock(elapsed)}  {eta}{extra}"
+            f"{self.label}: {amount} ({pct:.0f}%)  {speed}  elapsed {_clock(elapsed)}  {eta}{extra}"
         )
 
     def advance(self, n: int = 1) -> None:

@@ -64,8 +64,9 @@ class EvalOptions:
 
 def load_tasks(opts: EvalOptions) -> list[Task]:
     tasks: list[Task] = []
-    for name in opts.datasets:
-        tasks += datasets.load_builtin(name, opts.data)
+    # every file located (or downloaded) first: one message names all the missing ones
+    for name, path in datasets.locate(opts.datasets, opts.data).items():
+        tasks += datasets.load_path(name, path)
     for path in opts.files:
         tasks += datasets.load_file(path)
     langs = opts.langs or datasets.LANGUAGES

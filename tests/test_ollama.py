@@ -24,6 +24,7 @@ from clients.errors import (
 from clients.ollama import OllamaBackend
 from clients.templates import QWEN_CODER, STARCODER
 from clients.types import Backend, Chunk, CompletionRequest
+from server.doctor import probe
 from tests.fakes import FakeOllama, TokenScript
 from tests.fakes.http import Request, closed_port
 
@@ -530,7 +531,7 @@ async def test_stop_cut_closes_the_stream(fake: FakeOllama) -> None:
 
 
 async def test_probe_healthy(fake: FakeOllama, backend: OllamaBackend) -> None:
-    report = await backend.probe()
+    report = await probe(backend)
     assert report.reachable and report.usable and report.problems == ()
     assert report.backend == "ollama" and report.target == fake.url
     assert report.version == "0.13.0" and report.model_present is True
@@ -539,14 +540,14 @@ async def test_probe_healthy(fake: FakeOllama, backend: OllamaBackend) -> None:
     assert report.first_token_s is not None and report.total_s is not None
     assert 0 < report.first_token_s <= report.total_s
     body = sent(fake)
-    assert body["prompt"] == "def add(a, b):\n    return " and body["suffix"] == "\n"
+    assert body["prompt"] == "def add(a, b):\n    return" and body["suffix"] == "\n"
     assert body["options"]["num_predict"] == 8
 
 
 async def test_probe_server_down() -> None:
     b = OllamaBackend(f"http://127.0.0.1:{closed_port()}")
     try:
-        report = await b.probe()
+        report = await probe(b)
     finally:
         await b.aclose()
     assert not report.reachable and not report.usable
@@ -559,7 +560,7 @@ async def test_probe_missing_model() -> None:
     with FakeOllama(models={"llama3.2:1b": {}}) as fake:
         b = OllamaBackend(fake.url)
         try:
-            report = await b.probe()
+            report = await probe(b)
         finally:
             await b.aclose()
     assert report.reachable and not report.usable and report.model_present is False
@@ -573,7 +574,7 @@ async def test_probe_old_server_without_logprobs() -> None:
     with FakeOllama(version="0.12.3", default=TokenScript.of("a", " + b", logprobs=False)) as fake:
         b = OllamaBackend(fake.url)
         try:
-            report = await b.probe()
+            report = await probe(b)
         finally:
             await b.aclose()
     assert report.reachable and report.logprobs is False and report.sample == "a + b"
@@ -585,7 +586,7 @@ async def test_probe_old_server_without_logprobs() -> None:
 
 async def test_probe_reports_failed_generation(fake: FakeOllama, backend: OllamaBackend) -> None:
     fake.script(TokenScript(status=503))
-    report = await backend.probe()
+    report = await probe(backend)
     assert report.reachable and report.model_present and not report.usable
     (problem,) = report.problems
     assert "busy" in problem.message and "OLLAMA_MAX_QUEUE" in problem.fix
@@ -595,7 +596,7 @@ async def test_probe_prefix_only_warns() -> None:
     with FakeOllama(models={"llama3.2:1b": {}}) as fake:
         b = OllamaBackend(fake.url, "llama3.2:1b")
         try:
-            report = await b.probe()
+            report = await probe(b)
         finally:
             await b.aclose()
     assert report.prompt_mode == "prefix-only" and report.template is None

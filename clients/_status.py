@@ -10,16 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from .errors import (
-    BackendError,
-    BackendUnavailable,
-    BadCredentials,
-    FimUnsupported,
-    ModelNotFound,
-    ProtocolError,
-    RequestCancelled,
-    RequestRejected,
-)
+from . import errors
+from .errors import BackendError, ProtocolError
 
 Failure = Literal[
     "auth",  # 401/403: the key (or a proxy) refuses us
@@ -38,16 +30,16 @@ Failure = Literal[
 Words = Callable[[Failure], tuple[str, str]]
 
 _ERRORS: dict[Failure, type[BackendError]] = {
-    "auth": BadCredentials,
-    "model": ModelNotFound,
-    "wrong_url": ProtocolError,
-    "fim": FimUnsupported,
-    "cancelled": RequestCancelled,
-    "rate": BackendUnavailable,
-    "busy": BackendUnavailable,
-    "failed": BackendUnavailable,
-    "rejected": RequestRejected,
-    "unexpected": ProtocolError,
+    "auth": errors.BadCredentials,
+    "model": errors.ModelNotFound,
+    "wrong_url": errors.ProtocolError,
+    "fim": errors.FimUnsupported,
+    "cancelled": errors.RequestCancelled,
+    "rate": errors.BackendUnavailable,
+    "busy": errors.BackendUnavailable,
+    "failed": errors.BackendUnavailable,
+    "rejected": errors.RequestRejected,
+    "unexpected": errors.ProtocolError,
 }
 
 

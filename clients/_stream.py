@@ -102,15 +102,16 @@ class TokenStops:
     """Cuts streamed text at the first stop string (a `StopCutter`) and hands out, with
     each piece of text, the tokens that produced it: the one rule of every backend.
 
-    A token goes out with the first emitted character of its text (a token with empty
-    text, once the text before it is out). Tokens whose text never goes out (cut by a
-    stop string, or held back by the server and never sent as text) are dropped, so the
-    confidence reads only tokens the model's answer contains. A token that a stop string
-    cuts through keeps its log-prob and the part of its text before the cut.
+    A token goes out once all of its text is out (a token with empty text, once the
+    text before it is). Where the text ends (a stop string, or the end of the stream)
+    inside a token, the token keeps its log-prob and the part of its text before that
+    point; tokens whose text never goes out (cut by a stop string, or held back by the
+    server and never sent) are dropped. So the tokens always spell the text handed out,
+    and the confidence reads only tokens of the answer.
 
     A server may send a token ahead of its text (llama.cpp holds back a possible stop
-    string); a token is placed at the offset its predecessors' texts reach, but never
-    beyond the end of the text received with it.
+    string): a token is placed where its predecessors' texts end, but never beyond the
+    end of the text received with it.
     """
 
     def __init__(self, stops: Iterable[str]) -> None:
@@ -134,28 +135,29 @@ class TokenStops:
             self._queued.append((min(pos, end), tok))
             pos += len(tok.text)
         self._received = end
-        return self._release(self._cutter.feed(text))
+        out = self._cutter.feed(text)
+        return out, self._release(len(out), ended=self.stopped)
 
     def flush(self) -> tuple[str, tuple[TokenLogprob, ...]]:
         """The held-back text and its tokens, once the stream has ended."""
-        out = self._release(self._cutter.flush())
-        self._queued.clear()  # tokens of text that never came
-        return out
+        out = self._cutter.flush()
+        return out, self._release(len(out), ended=True)
 
-    def _release(self, out: str) -> tuple[str, tuple[TokenLogprob, ...]]:
-        self._emitted += len(out)
+    def _release(self, more: int, *, ended: bool) -> tuple[TokenLogprob, ...]:
+        self._emitted += more
         ready: list[TokenLogprob] = []
         while self._queued:
             start, tok = self._queued[0]
-            if not (start < self._emitted or (not tok.text and start <= self._emitted)):
+            if start + len(tok.text) <= self._emitted:
+                ready.append(tok)
+            elif ended and start < self._emitted:  # the text ends inside this token
+                ready.append(TokenLogprob(tok.text[: self._emitted - start], tok.logprob))
+            else:
                 break
             self._queued.popleft()
-            if self.stopped and start + len(tok.text) > self._emitted:
-                tok = TokenLogprob(tok.text[: self._emitted - start], tok.logprob)
-            ready.append(tok)
-        if self.stopped:
+        if ended:
             self._queued.clear()
-        return out, tuple(ready)
+        return tuple(ready)
 
 
 class TokenCap:

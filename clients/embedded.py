@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -522,20 +523,19 @@ class EmbeddedBackend:
         the tiny generation. Never raises for expected failures (a crash of the worker
         is reported as what it is)."""
         target = str(self._path) if self._path else f"bundled {BUNDLED_FILE} (not installed)"
-        version = _llama_cpp_version()
+        report = functools.partial(
+            ProbeReport,
+            backend=BACKEND,
+            target=target,
+            model=self.model,
+            version=_llama_cpp_version(),
+        )
         try:
             await self.load()
         except BackendUnavailable as exc:
             present = self._path is not None and self._path.is_file()
-            return ProbeReport(
-                backend=BACKEND,
-                target=target,
-                model=self.model,
-                reachable=False,
-                version=version,
-                model_present=present,
-                problems=(Problem("error", exc.message, exc.hint),),
-            )
+            problem = Problem("error", exc.message, exc.hint)
+            return report(reachable=False, model_present=present, problems=(problem,))
         problems: list[Problem] = []
         info = self._info() or {}
         if info.get("template") is None and self._template_setting.mode == "auto":
@@ -551,12 +551,8 @@ class EmbeddedBackend:
             problems.append(
                 Problem("warning", info["template_warning"], "set local.template to 'auto'")
             )
-        return ProbeReport(
-            backend=BACKEND,
-            target=target,
-            model=self.model,
+        return report(
             reachable=True,
-            version=version,
             model_present=True,
             prompt_mode=self.prompt_mode,
             template=self.template,

@@ -527,6 +527,46 @@ async def test_stop_cut_closes_the_stream(fake: FakeOllama) -> None:
     assert req.tokens_sent <= 6 and not req.finished
 
 
+async def test_stop_cut_inside_a_token_keeps_its_head(fake: FakeOllama) -> None:
+    # One token " +\n" ends where the stop "\n\n" begins: the shared rule (TokenStops)
+    # keeps its log-prob and the text before the cut, so the tokens spell the text.
+    fake.honour_stop = False
+    fake.script(TokenScript(tokens=[("a", -0.1), (" +\n", -0.2), ("\nb", -0.3), ("z", -0.4)]))
+    done = await OllamaBackend(fake.url).complete(
+        CompletionRequest(prefix=PREFIX, suffix=SUFFIX, stop=("\n\n",))
+    )
+    assert done.text == "a +" and done.finish_reason == "stop"
+    assert [(t.text, t.logprob) for t in done.tokens] == [("a", -0.1), (" +", -0.2)]
+
+
+async def test_template_off_is_prefix_only_even_with_native_fim(fake: FakeOllama) -> None:
+    # qwen2.5-coder:3b has `insert` and a known template; "off" uses neither.
+    b = OllamaBackend(fake.url, template="off")
+    try:
+        await b.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX))
+        report = await b.discover()
+    finally:
+        await b.aclose()
+    body = sent(fake)
+    assert body["prompt"] == PREFIX and body["raw"] is True and "suffix" not in body
+    assert b.template is None
+    assert report.prompt_mode == "prefix-only" and report.template is None
+    assert report.problems == ()  # prefix-only was asked for: nothing to warn about
+
+
+async def test_doctor_flags_log_probs_above_zero() -> None:
+    # Ollama passes log-probs on as they come: doctor checks they are finite and <= 0.
+    with FakeOllama(default=TokenScript.of("a", " + b", logprob=0.5)) as fake:
+        b = OllamaBackend(fake.url)
+        try:
+            report = await probe(b)
+        finally:
+            await b.aclose()
+    assert report.logprobs is False and report.sample == "a + b"
+    (problem,) = report.problems
+    assert problem.severity == "warning" and "not finite, or above 0" in problem.message
+
+
 # -- probe ---------------------------------------------------------------------------------
 
 

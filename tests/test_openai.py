@@ -150,6 +150,20 @@ async def test_template_override(fake: FakeOpenAI) -> None:
         OpenAIBackend(fake.base_url, MODEL, template="nope")
 
 
+async def test_template_off_sends_the_prefix_alone(fake: FakeOpenAI) -> None:
+    b = OpenAIBackend(fake.base_url, MODEL, template="off", timeout=5.0)
+    try:
+        assert b.template is None
+        await b.complete(REQ)
+        report = await b.discover()
+    finally:
+        await b.aclose()
+    body = last(fake).json()
+    assert body["prompt"] == REQ.prefix and body["stop"] == []
+    assert "skip_special_tokens" not in body
+    assert report.prompt_mode == "prefix-only" and report.problems == ()
+
+
 async def test_max_tokens_cuts_with_length(fake: FakeOpenAI, backend: OpenAIBackend) -> None:
     fake.script(TokenScript.of(*[f" t{i}" for i in range(10)]))
     done = await backend.complete(CompletionRequest(prefix="x", max_tokens=3))

@@ -4,40 +4,31 @@ from __future__ import annotations
 
 import pytest
 
+from clients import errors as e
 from clients._status import Failure, failure_of, status_error
-from clients.errors import (
-    BackendError,
-    BackendUnavailable,
-    BadCredentials,
-    FimUnsupported,
-    ModelNotFound,
-    ProtocolError,
-    RequestCancelled,
-    RequestRejected,
-)
 
 
 @pytest.mark.parametrize(
     ("status", "message", "failure", "kind"),
     [
-        (401, "Unauthorized", "auth", BadCredentials),
-        (403, "forbidden", "auth", BadCredentials),
-        (404, "model 'x' not found, try pulling it first", "model", ModelNotFound),
-        (404, "The model `x` does not exist.", "model", ModelNotFound),
-        (404, "404 page not found", "wrong_url", ProtocolError),
-        (400, "x does not support insert", "fim", FimUnsupported),
-        (400, "invalid options: num_ctx", "rejected", RequestRejected),
-        (422, "temperature must be >= 0", "rejected", RequestRejected),
-        (499, "context canceled", "cancelled", RequestCancelled),
-        (429, "slow down", "rate", BackendUnavailable),
-        (503, "queue full", "busy", BackendUnavailable),
-        (500, "boom", "failed", BackendUnavailable),
-        (502, "<html>bad gateway</html>", "failed", BackendUnavailable),
-        (302, "", "unexpected", ProtocolError),
+        (401, "Unauthorized", "auth", e.BadCredentials),
+        (403, "forbidden", "auth", e.BadCredentials),
+        (404, "model 'x' not found, try pulling it first", "model", e.ModelNotFound),
+        (404, "The model `x` does not exist.", "model", e.ModelNotFound),
+        (404, "404 page not found", "wrong_url", e.ProtocolError),
+        (400, "x does not support insert", "fim", e.FimUnsupported),
+        (400, "invalid options: num_ctx", "rejected", e.RequestRejected),
+        (422, "temperature must be >= 0", "rejected", e.RequestRejected),
+        (499, "context canceled", "cancelled", e.RequestCancelled),
+        (429, "slow down", "rate", e.BackendUnavailable),
+        (503, "queue full", "busy", e.BackendUnavailable),
+        (500, "boom", "failed", e.BackendUnavailable),
+        (502, "<html>bad gateway</html>", "failed", e.BackendUnavailable),
+        (302, "", "unexpected", e.ProtocolError),
     ],
 )
 def test_status_and_message_decide_the_exception(
-    status: int, message: str, failure: Failure, kind: type[BackendError]
+    status: int, message: str, failure: Failure, kind: type[e.BackendError]
 ) -> None:
     asked: list[Failure] = []
 
@@ -56,7 +47,7 @@ def test_a_backend_may_class_a_wrong_url_as_a_bad_setting() -> None:
     def words(f: Failure) -> tuple[str, str]:
         return "no /v1", "add /v1"
 
-    err = status_error(404, "Not Found", words, backend="openai", wrong_url=RequestRejected)
-    assert type(err) is RequestRejected
-    model = status_error(404, "no model", words, backend="openai", wrong_url=RequestRejected)
-    assert type(model) is ModelNotFound
+    err = status_error(404, "Not Found", words, backend="openai", wrong_url=e.RequestRejected)
+    assert type(err) is e.RequestRejected
+    model = status_error(404, "no model", words, backend="openai", wrong_url=e.RequestRejected)
+    assert type(model) is e.ModelNotFound

@@ -1,5 +1,6 @@
 """Model backends: stream fill-in-the-middle completions with per-token log-probs."""
 
+from ._stream import trim_tokens
 from .errors import (
     BackendError,
     BackendTimeout,
@@ -38,4 +39,5 @@ __all__ = [
     "RequestCancelled",
     "RequestRejected",
     "TokenLogprob",
+    "trim_tokens",
 ]

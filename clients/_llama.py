@@ -37,7 +37,6 @@ import re
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncGenerator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -47,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import templates
-from ._stream import StopCutter, collect, next_before
+from ._stream import TokenStops, collect, next_before
 from .errors import BackendError, BackendUnavailable, RequestCancelled
 from .types import (
     Chunk,
@@ -202,26 +201,13 @@ class _Job:
             self.generation.cancel()
 
 
-class _QueueIter:
-    """An async iterator over a queue, so `next_before` can put a deadline on it."""
-
-    def __init__(self, queue: asyncio.Queue[Chunk | BaseException | None]) -> None:
-        self._queue = queue
-
-    def __aiter__(self) -> _QueueIter:
-        return self
-
-    async def __anext__(self) -> Chunk | BaseException | None:
-        return await self._queue.get()
-
-
 class LlamaRunner:
     """A GGUF model run in this process by llama.cpp (inside the worker process).
 
-    `template`: "auto" uses a FIM template when the model's vocabulary has its
-    sentinel tokens (the family guessed from the file name first, then every
-    known family), else prefix-only prompting; "off" always prompts with the
-    prefix alone; a family name from `clients.templates` forces that template.
+    `template` is the setting `clients.templates.resolve` reads: "auto" keeps a FIM
+    template only if the vocabulary has its sentinels as special tokens; "off" prompts
+    with the prefix alone; a family forces that template (with a warning if the
+    vocabulary lacks its sentinels).
     """
 
     def __init__(
@@ -234,14 +220,6 @@ class LlamaRunner:
         n_threads: int | None = None,
         seed: int = 0,
     ) -> None:
-        mode = template.strip().lower()
-        if mode not in ("auto", "off"):
-            try:
-                templates.get(mode)
-            except KeyError as exc:
-                raise ValueError(
-                    f"{exc.args[0]}; use 'auto', 'off' or one of those (local.template)"
-                ) from None
         if n_ctx < 16:
             raise ValueError(f"n_ctx must be at least 16, got {n_ctx}")
         # Explicit: the user set local.model_path (the hint then names that setting).
@@ -249,7 +227,7 @@ class LlamaRunner:
         self._path: Path | None = Path(model_path) if model_path is not None else None
         if self._path is None:
             self._path = bundled_model_path()
-        self._template_setting = mode
+        self._template_setting = templates.resolve(template, self.model)
         self._n_ctx = n_ctx
         self._n_threads = n_threads
         self._seed = seed
@@ -384,10 +362,11 @@ class LlamaRunner:
                     bad.append(s)
             return ids, bad
 
-        if self._template_setting == "off":
+        setting = self._template_setting
+        if setting.mode == "off":
             return None, None, {}
-        if self._template_setting != "auto":
-            tpl = templates.get(self._template_setting)
+        if setting.mode == "fixed" and setting.template is not None:
+            tpl = setting.template
             ids, bad = sentinel_ids(tpl)
             warning = None
             if bad:
@@ -398,10 +377,8 @@ class LlamaRunner:
                     "the middle"
                 )
             return tpl, warning, ids
-        candidates: list[templates.FimTemplate] = []
-        guessed = templates.detect(path.name)
-        if guessed is not None:
-            candidates.append(guessed)
+        # auto: the family the file's name suggests first, then every known one.
+        candidates = [setting.template] if setting.template is not None else []
         candidates += [t for t in templates.TEMPLATES.values() if t not in candidates]
         for tpl in candidates:
             ids, bad = sentinel_ids(tpl)
@@ -510,28 +487,12 @@ class LlamaRunner:
             common = len(ids) if llm.n_tokens == len(ids) else len(ids) - 1
         gen.cached_tokens = common
 
-        stops = (*(state.template.stop if state.template else ()), *request.stop)
-        cutter = StopCutter(stops)
+        stops = TokenStops((*(state.template.stop if state.template else ()), *request.stop))
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        pending: deque[TokenLogprob] = deque()  # generated, text not yet all emitted
-        unassigned = 0  # emitted characters not yet attributed to an emitted token
 
-        def emit(text: str, *, cut: bool = False, finish: str | None = None) -> None:
-            nonlocal unassigned
-            unassigned += len(text)
-            ready: list[TokenLogprob] = []
-            while pending and len(pending[0].text) <= unassigned:
-                tok = pending.popleft()
-                unassigned -= len(tok.text)
-                ready.append(tok)
-            if cut:  # a stop string cut inside this token: keep the part before it
-                if pending and unassigned:
-                    head = pending[0]
-                    ready.append(TokenLogprob(head.text[:unassigned], head.logprob))
-                pending.clear()
-                unassigned = 0
-            if text or ready or finish:
-                job.push(Chunk(text=text, tokens=tuple(ready), finish_reason=finish))
+        def emit(text: str, tokens: tuple[TokenLogprob, ...], finish: str | None = None) -> None:
+            if text or tokens or finish:
+                job.push(Chunk(text=text, tokens=tokens, finish_reason=finish))
 
         temperature = max(0.0, request.temperature)
         started = time.monotonic()
@@ -562,13 +523,12 @@ class LlamaRunner:
                 lse = top + math.log(float(np.exp(logits - top).sum()))
                 logprob = min(0.0, float(logits[token]) - lse)
                 piece = decoder.decode(llm.detokenize([token], special=True))
-                pending.append(TokenLogprob(piece, logprob))
-                out = cutter.feed(piece)
-                if cutter.stopped:
+                out, toks = stops.feed(piece, (TokenLogprob(piece, logprob),))
+                if stops.stopped:
                     finish = "stop"
-                    emit(out, cut=True, finish=finish)
+                    emit(out, toks, finish)
                     return
-                emit(out)
+                emit(out, toks)
         finally:
             tokens.close()
             if first_at is not None:
@@ -579,7 +539,7 @@ class LlamaRunner:
             # if the model had finished.
             job.push(_closed_error())
         else:
-            emit(cutter.flush(), finish=finish)
+            emit(*stops.flush(), finish)
 
     # -- the Backend protocol ---------------------------------------------------
 
@@ -605,10 +565,9 @@ class LlamaRunner:
         job = _Job(request, gen, loop, queue)
         self._active.add(gen)
         self._pool().submit(self._work, job)
-        items = _QueueIter(queue)
         try:
             while True:
-                item = await next_before(items, request.deadline, BACKEND)
+                item = await next_before(queue, request.deadline, BACKEND)
                 if item is None:
                     return
                 if isinstance(item, BaseException):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TypeVar
 
 from .errors import BackendTimeout
@@ -13,22 +14,49 @@ from .types import Chunk, Completion, TokenLogprob
 T = TypeVar("T")
 
 
-async def next_before(
-    it: AsyncIterator[T], deadline: float | None, backend: str, *, hint: str = ""
+async def within(
+    deadline: float | None,
+    start: Callable[[], Awaitable[T]],
+    backend: str,
+    *,
+    before: str,
+    late: str,
+    hint: str = "",
 ) -> T:
-    """`anext(it)`, but raise BackendTimeout (with `hint`) once `deadline` (monotonic) passes."""
+    """`await start()`, but raise BackendTimeout (with `hint`) once `deadline` (monotonic)
+    passes: the one deadline wrapper of every backend.
+
+    A deadline already past raises "the deadline passed before {before}" without calling
+    `start` (so nothing is sent); one that passes while waiting raises `late`.
+    """
     if deadline is None:
-        return await anext(it)
+        return await start()
     left = deadline - time.monotonic()
     if left <= 0:
-        raise BackendTimeout("deadline passed before the next token", backend=backend, hint=hint)
+        raise BackendTimeout(f"the deadline passed before {before}", backend=backend, hint=hint)
     try:
         async with asyncio.timeout(left):
-            return await anext(it)
+            return await start()
     except TimeoutError as exc:
-        raise BackendTimeout(
-            f"no token within the deadline ({left:.2f}s left)", backend=backend, hint=hint
-        ) from exc
+        raise BackendTimeout(f"{late} ({left:.2f}s left)", backend=backend, hint=hint) from exc
+
+
+async def next_before(
+    source: AsyncIterator[T] | asyncio.Queue[T],
+    deadline: float | None,
+    backend: str,
+    *,
+    hint: str = "",
+) -> T:
+    """The next item of a stream (`anext`) or a queue (`get`) within `deadline`."""
+    return await within(
+        deadline,
+        source.get if isinstance(source, asyncio.Queue) else lambda: anext(source),
+        backend,
+        before="the next token",
+        late="no token within the deadline",
+        hint=hint,
+    )
 
 
 class StopCutter:
@@ -68,6 +96,68 @@ class StopCutter:
         """The held-back text, once the stream has ended without a stop string."""
         out, self._held = ("" if self.stopped else self._held), ""
         return out
+
+
+class TokenStops:
+    """Cuts streamed text at the first stop string (a `StopCutter`) and hands out, with
+    each piece of text, the tokens that produced it: the one rule of every backend.
+
+    A token goes out once all of its text is out (a token with empty text, once the
+    text before it is). Where the text ends (a stop string, or the end of the stream)
+    inside a token, the token keeps its log-prob and the part of its text before that
+    point; tokens whose text never goes out (cut by a stop string, or held back by the
+    server and never sent) are dropped. So the tokens always spell the text handed out,
+    and the confidence reads only tokens of the answer.
+
+    A server may send a token ahead of its text (llama.cpp holds back a possible stop
+    string): a token is placed where its predecessors' texts end, but never beyond the
+    end of the text received with it.
+    """
+
+    def __init__(self, stops: Iterable[str]) -> None:
+        self._cutter = StopCutter(stops)
+        self._queued: deque[tuple[int, TokenLogprob]] = deque()  # (start offset, token)
+        self._received = 0  # characters of text received
+        self._emitted = 0  # characters of text handed out
+
+    @property
+    def stopped(self) -> bool:
+        return self._cutter.stopped
+
+    def feed(
+        self, text: str, tokens: Iterable[TokenLogprob] = ()
+    ) -> tuple[str, tuple[TokenLogprob, ...]]:
+        """The text safe to emit now and its tokens; `stopped` once a stop string appears."""
+        if self.stopped:
+            return "", ()
+        pos, end = self._received, self._received + len(text)
+        for tok in tokens:
+            self._queued.append((min(pos, end), tok))
+            pos += len(tok.text)
+        self._received = end
+        out = self._cutter.feed(text)
+        return out, self._release(len(out), ended=self.stopped)
+
+    def flush(self) -> tuple[str, tuple[TokenLogprob, ...]]:
+        """The held-back text and its tokens, once the stream has ended."""
+        out = self._cutter.flush()
+        return out, self._release(len(out), ended=True)
+
+    def _release(self, more: int, *, ended: bool) -> tuple[TokenLogprob, ...]:
+        self._emitted += more
+        ready: list[TokenLogprob] = []
+        while self._queued:
+            start, tok = self._queued[0]
+            if start + len(tok.text) <= self._emitted:
+                ready.append(tok)
+            elif ended and start < self._emitted:  # the text ends inside this token
+                ready.append(TokenLogprob(tok.text[: self._emitted - start], tok.logprob))
+            else:
+                break
+            self._queued.popleft()
+        if ended:
+            self._queued.clear()
+        return tuple(ready)
 
 
 class TokenCap:

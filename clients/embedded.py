@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import logging
-import math
 import signal
 import subprocess
 import sys
@@ -32,8 +32,6 @@ from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-import attrs
-
 from . import errors, templates
 from ._llama import (
     BACKEND,
@@ -41,12 +39,13 @@ from ._llama import (
     INSTALL_HINT,
     PATH_HINT,
     Generation,
+    _closed_error,
     bundled_model_path,
     check_model_path,
     import_llama_cpp,
 )
-from ._stream import collect, next_before
-from .errors import BackendError, BackendTimeout, BackendUnavailable, RequestCancelled
+from ._stream import collect, next_before, within
+from .errors import BackendError, BackendUnavailable, RequestCancelled
 from .types import (
     Chunk,
     Completion,
@@ -83,10 +82,6 @@ _BACKOFF_S = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 60.0)
 # A prompt evaluation is one uninterruptible llama.cpp call: 2,048 tokens take ~5 s on
 # 2 busy cores. Far beyond that, a worker that has not stopped after a cancel is stuck.
 STOP_TIMEOUT_S = 30.0
-
-_PROBE_REQUEST = CompletionRequest(
-    prefix="def add(a, b):\n    return", suffix="\n\nprint(add(1, 2))\n", max_tokens=8
-)
 
 Event = dict[str, Any] | BaseException
 
@@ -296,12 +291,6 @@ def _copy(err: BackendError) -> BackendError:
     return type(err)(err.message, backend=err.backend, hint=err.hint)
 
 
-def _closed_error() -> RequestCancelled:
-    return RequestCancelled(
-        "the embedded model was closed during this request", backend=BACKEND, hint="retry"
-    )
-
-
 def _error_from(event: dict[str, Any]) -> BackendError:
     """The worker's error event as the exception the worker raised."""
     detail = event["error"]
@@ -311,26 +300,13 @@ def _error_from(event: dict[str, Any]) -> BackendError:
     return kind(str(detail.get("message", "")), backend=BACKEND, hint=str(detail.get("hint", "")))
 
 
-class _QueueIter:
-    """An async iterator over a queue, so `next_before` can put a deadline on it."""
-
-    def __init__(self, queue: asyncio.Queue[Event]) -> None:
-        self._queue = queue
-
-    def __aiter__(self) -> _QueueIter:
-        return self
-
-    async def __anext__(self) -> Event:
-        return await self._queue.get()
-
-
 class EmbeddedBackend:
     """A GGUF model run by llama.cpp in a worker process this backend owns.
 
-    `template`: "auto" uses a FIM template when the model's vocabulary has its
-    sentinel tokens (the family guessed from the file name first, then every
-    known family), else prefix-only prompting; "off" always prompts with the
-    prefix alone; a family name from `clients.templates` forces that template.
+    `template` is the setting `clients.templates.resolve` reads: "auto" keeps a FIM
+    template only if the vocabulary has its sentinels as special tokens (the family
+    the file's name suggests first, then every known one), else prompts with the prefix
+    alone; "off" always prompts with the prefix alone; a family forces that template.
     """
 
     def __init__(
@@ -343,25 +319,17 @@ class EmbeddedBackend:
         seed: int = 0,
         stop_timeout_s: float = STOP_TIMEOUT_S,
     ) -> None:
-        mode = template.strip().lower()
-        if mode not in ("auto", "off"):
-            try:
-                templates.get(mode)
-            except KeyError as exc:
-                raise ValueError(
-                    f"{exc.args[0]}; use 'auto', 'off' or one of those (local.template)"
-                ) from None
         if n_ctx < 16:
             raise ValueError(f"n_ctx must be at least 16, got {n_ctx}")
         self._explicit_path = model_path is not None
         self._path: Path | None = Path(model_path) if model_path is not None else None
         if self._path is None:
             self._path = bundled_model_path()
-        self._template_setting = mode
+        self._template_setting = templates.resolve(template, self.model)
         self._config = {
             "model_path": str(self._path) if self._path else None,
             "explicit_path": self._explicit_path,
-            "template": mode,
+            "template": self._template_setting.spelled,
             "n_ctx": n_ctx,
             "n_threads": n_threads,
             "seed": seed,
@@ -495,15 +463,14 @@ class EmbeddedBackend:
         or cancelling the task that iterates it, stops llama.cpp within one token.
         """
         if self._info() is None:
-            try:
-                async with asyncio.timeout(request.remaining()):
-                    await self.load()
-            except TimeoutError as exc:
-                raise BackendTimeout(
-                    "the embedded model was still loading at the deadline",
-                    backend=BACKEND,
-                    hint="the next request finds it loaded",
-                ) from exc
+            await within(
+                request.deadline,
+                self.load,
+                BACKEND,
+                before="the model was loaded",
+                late="the embedded model was still loading at the deadline",
+                hint="the next request finds it loaded",
+            )
         worker = self._running()
         queue: asyncio.Queue[Event] = asyncio.Queue()
         rid = next(self._ids)
@@ -523,10 +490,9 @@ class EmbeddedBackend:
             {"op": "generate", "id": rid, "request": fields},
             _Call(asyncio.get_running_loop(), queue, gen),
         )
-        items = _QueueIter(queue)
         try:
             while True:
-                event = await next_before(items, request.deadline, BACKEND)
+                event = await next_before(queue, request.deadline, BACKEND)
                 if isinstance(event, BaseException):
                     raise event
                 if "chunk" in event:
@@ -554,27 +520,27 @@ class EmbeddedBackend:
                 chunks, backend=BACKEND, model=self.model, started=started, bytes_sent=0
             )
 
-    async def probe(self) -> ProbeReport:
-        """Load the model and run a tiny generation, in the worker; never raises for
-        expected failures (a crash of the worker is reported as what it is)."""
+    async def discover(self) -> ProbeReport:
+        """Load the model in the worker and report its prompt mode; `server.doctor` adds
+        the tiny generation. Never raises for expected failures (a crash of the worker
+        is reported as what it is)."""
         target = str(self._path) if self._path else f"bundled {BUNDLED_FILE} (not installed)"
-        version = _llama_cpp_version()
+        report = functools.partial(
+            ProbeReport,
+            backend=BACKEND,
+            target=target,
+            model=self.model,
+            version=_llama_cpp_version(),
+        )
         try:
             await self.load()
         except BackendUnavailable as exc:
             present = self._path is not None and self._path.is_file()
-            return ProbeReport(
-                backend=BACKEND,
-                target=target,
-                model=self.model,
-                reachable=False,
-                version=version,
-                model_present=present,
-                problems=(Problem("error", exc.message, exc.hint),),
-            )
+            problem = Problem("error", exc.message, exc.hint)
+            return report(reachable=False, model_present=present, problems=(problem,))
         problems: list[Problem] = []
         info = self._info() or {}
-        if info.get("template") is None and self._template_setting == "auto":
+        if info.get("template") is None and self._template_setting.mode == "auto":
             problems.append(
                 Problem(
                     "warning",
@@ -587,48 +553,11 @@ class EmbeddedBackend:
             problems.append(
                 Problem("warning", info["template_warning"], "set local.template to 'auto'")
             )
-        first_token_s = total_s = None
-        sample = None
-        logprobs: bool | None = None
-        request = attrs.evolve(_PROBE_REQUEST, deadline=time.monotonic() + 60.0)
-        try:
-            done = await self.complete(request)
-        except BackendError as exc:
-            problems.append(Problem("error", f"test generation failed: {exc.message}", exc.hint))
-        else:
-            first_token_s, total_s, sample = done.first_token_s, done.total_s, done.text
-            logprobs = bool(done.tokens) and all(
-                math.isfinite(t.logprob) and t.logprob <= 0.0 for t in done.tokens
-            )
-            if not done.text:
-                problems.append(
-                    Problem(
-                        "warning",
-                        "the test generation returned no text",
-                        "try another model (local.model_path)",
-                    )
-                )
-            elif not logprobs:
-                problems.append(
-                    Problem(
-                        "error",
-                        "the test generation came without usable log-probs",
-                        "report this: llama.cpp log-probs are computed in process",
-                    )
-                )
-        return ProbeReport(
-            backend=BACKEND,
-            target=target,
-            model=self.model,
+        return report(
             reachable=True,
-            version=version,
             model_present=True,
             prompt_mode=self.prompt_mode,
             template=self.template,
-            logprobs=logprobs,
-            first_token_s=first_token_s,
-            total_s=total_s,
-            sample=sample,
             problems=tuple(problems),
         )
 

@@ -9,33 +9,29 @@ with our own FIM template, never combining `raw` with `suffix`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
 import logging
 import re
 import time
-from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator
+from typing import Any
 
 import attrs
 import httpx
 
 from . import templates
 from ._backoff import Backoff, Kind, kind_of_status, retry_after
-from ._stream import StopCutter, TokenCap, collect, next_before
+from ._status import Failure, status_error
+from ._stream import TokenCap, TokenStops, collect, next_before, within
 from .errors import (
     BackendError,
     BackendTimeout,
     BackendUnavailable,
-    BadCredentials,
     FimUnsupported,
     ModelNotFound,
     ProtocolError,
-    RequestCancelled,
-    RequestRejected,
     excerpt,
 )
 from .templates import FimTemplate
@@ -57,15 +53,11 @@ DEFAULT_MODEL = "qwen2.5-coder:3b"
 LOGPROBS_SINCE = (0, 12, 11)  # first Ollama release that returns log-probs
 NO_LOGPROBS = "this Ollama returns no log-probs"
 NO_LOGPROBS_FIX = "upgrade to 0.12.11 or newer"
-PROBE_PREFIX = "def add(a, b):\n    return "
-PROBE_SUFFIX = "\n"
 NOT_OLLAMA_HINT = "check that local.url points at Ollama itself (default http://127.0.0.1:11434)"
 DEADLINE_HINT = (
     "the local model is slow or still loading; raise the latency budget or use a smaller model"
 )
 SERVER_LOG_HINT = "see the Ollama server log (`journalctl -u ollama`, or ~/.ollama/logs/server.log)"
-
-T = TypeVar("T")
 
 
 @attrs.frozen(kw_only=True)
@@ -118,7 +110,12 @@ def _template_from_show(text: str) -> FimTemplate | None:
 
 
 class OllamaBackend:
-    """A local model served by Ollama (https://ollama.com), with per-token log-probs."""
+    """A local model served by Ollama (https://ollama.com), with per-token log-probs.
+
+    `template` is the setting `clients.templates.resolve` reads: "" / "auto" (the
+    model's name, else its Ollama template; native FIM where the model has `insert`),
+    "off" (prefix only) or a family.
+    """
 
     def __init__(
         self,
@@ -133,14 +130,7 @@ class OllamaBackend:
     ) -> None:
         self._url = url.rstrip("/")
         self._model = model
-        self._fixed_template: FimTemplate | None
-        if template:
-            try:
-                self._fixed_template = templates.get(template)
-            except KeyError as exc:
-                raise ValueError(str(exc.args[0])) from exc
-        else:
-            self._fixed_template = templates.detect(model)
+        self._setting = templates.resolve(template, model)
         self._num_ctx = num_ctx
         self._keep_alive = keep_alive
         self._timeout = timeout
@@ -180,14 +170,14 @@ class OllamaBackend:
     @property
     def template(self) -> FimTemplate | None:
         """Our FIM template: the setting, else the model's name, else its Ollama template."""
-        if self._fixed_template is not None:
-            return self._fixed_template
-        if self._info is not None:
+        if self._setting.template is not None:
+            return self._setting.template
+        if self._setting.mode == "auto" and self._info is not None:
             return _template_from_show(str(self._info.get("template", "")))
         return None
 
     def _native_insert(self, info: dict[str, Any]) -> bool:
-        if self._insert_rejected:
+        if self._insert_rejected or self._setting.mode == "off":
             return False
         caps = info.get("capabilities")
         if isinstance(caps, list):
@@ -228,66 +218,53 @@ class OllamaBackend:
         )
 
     def _status_error(self, status: int, msg: str, path: str) -> BackendError:
-        if status == 404:
-            if "model" in msg and "not found" in msg:
-                return ModelNotFound(
-                    f"Ollama has no model {self._model!r}",
-                    backend=BACKEND,
-                    hint=f"run `ollama pull {self._model}`, or set local.model",
-                )
-            return ProtocolError(
-                f"{self._url}{path} answered 404 ({msg}): this is not an Ollama server",
-                backend=BACKEND,
-                hint=NOT_OLLAMA_HINT,
-            )
-        if status == 400 and "does not support insert" in msg:
-            return FimUnsupported(
-                f"Ollama cannot fill in the middle with {self._model}: {msg}",
-                backend=BACKEND,
-                hint="set local.template to the model's FIM family, or use a FIM model"
-                " whose `ollama show` lists the insert capability",
-            )
-        if status in (401, 403):
-            return BadCredentials(
-                f"Ollama at {self._url} refused the request ({status}): {msg}",
-                backend=BACKEND,
-                hint="a proxy in front of Ollama wants credentials; point local.url at Ollama",
-            )
-        if status == 499:
-            return RequestCancelled(
-                f"Ollama cancelled the request: {msg}",
-                backend=BACKEND,
-                hint="it was aborted on the server (shutdown or model unload); retry",
-            )
-        if status == 429:
-            return BackendUnavailable(
-                f"Ollama (or a proxy in front of it) is rate-limiting us: {msg}",
-                backend=BACKEND,
-                hint="requests resume by themselves after the server's Retry-After",
-            )
-        if status == 503:
-            return BackendUnavailable(
-                f"Ollama is busy: {msg}",
-                backend=BACKEND,
-                hint="its request queue is full; retry, or raise OLLAMA_MAX_QUEUE"
-                " / OLLAMA_NUM_PARALLEL",
-            )
-        if status >= 500:
-            return BackendUnavailable(
-                f"Ollama failed ({status}): {msg}", backend=BACKEND, hint=SERVER_LOG_HINT
-            )
-        if 400 <= status < 500:
-            return RequestRejected(
-                f"Ollama rejected the request ({status}): {msg}",
-                backend=BACKEND,
-                hint="check the local.* settings (model, num_ctx); if they look right,"
-                " report a synconfroute bug",
-            )
-        return ProtocolError(
-            f"unexpected HTTP {status} from {self._url}{path}: {msg}",
-            backend=BACKEND,
-            hint=NOT_OLLAMA_HINT,
-        )
+        def words(failure: Failure) -> tuple[str, str]:
+            model = self._model
+            said: dict[Failure, tuple[str, str]] = {
+                "auth": (
+                    f"Ollama at {self._url} refused the request ({status}): {msg}",
+                    "a proxy in front of Ollama wants credentials; point local.url at Ollama",
+                ),
+                "model": (
+                    f"Ollama has no model {model!r}",
+                    f"run `ollama pull {model}`, or set local.model",
+                ),
+                "wrong_url": (
+                    f"{self._url}{path} answered 404 ({msg}): this is not an Ollama server",
+                    NOT_OLLAMA_HINT,
+                ),
+                "fim": (
+                    f"Ollama cannot fill in the middle with {model}: {msg}",
+                    "set local.template to the model's FIM family, or use a FIM model"
+                    " whose `ollama show` lists the insert capability",
+                ),
+                "cancelled": (
+                    f"Ollama cancelled the request: {msg}",
+                    "it was aborted on the server (shutdown or model unload); retry",
+                ),
+                "rate": (
+                    f"Ollama (or a proxy in front of it) is rate-limiting us: {msg}",
+                    "requests resume by themselves after the server's Retry-After",
+                ),
+                "busy": (
+                    f"Ollama is busy: {msg}",
+                    "its request queue is full; retry, or raise OLLAMA_MAX_QUEUE"
+                    " / OLLAMA_NUM_PARALLEL",
+                ),
+                "failed": (f"Ollama failed ({status}): {msg}", SERVER_LOG_HINT),
+                "rejected": (
+                    f"Ollama rejected the request ({status}): {msg}",
+                    "check the local.* settings (model, num_ctx); if they look right,"
+                    " report a synconfroute bug",
+                ),
+                "unexpected": (
+                    f"unexpected HTTP {status} from {self._url}{path}: {msg}",
+                    NOT_OLLAMA_HINT,
+                ),
+            }
+            return said[failure]
+
+        return status_error(status, msg, words, backend=BACKEND)
 
     async def _check(self, resp: httpx.Response, path: str) -> None:
         """Raise the mapped error unless the answer is 200."""
@@ -321,33 +298,15 @@ class OllamaBackend:
                 hint=NOT_OLLAMA_HINT,
             ) from exc
 
-    async def _bounded(
-        self, deadline: float | None, what: str, fn: Callable[[], Awaitable[T]]
-    ) -> T:
-        """`await fn()`, giving up with BackendTimeout at `deadline` (monotonic)."""
-        if deadline is None:
-            return await fn()
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise BackendTimeout(
-                f"the deadline passed before {what}", backend=BACKEND, hint=DEADLINE_HINT
-            )
-        try:
-            async with asyncio.timeout(left):
-                return await fn()
-        except TimeoutError as exc:
-            raise BackendTimeout(
-                f"Ollama did not answer {what} within the deadline ({left:.2f}s)",
-                backend=BACKEND,
-                hint=DEADLINE_HINT,
-            ) from exc
-
     async def _show(self, deadline: float | None = None) -> dict[str, Any]:
         if self._info is None:
-            data = await self._bounded(
+            data = await within(
                 deadline,
-                "/api/show",
                 lambda: self._call("POST", "/api/show", {"model": self._model}),
+                BACKEND,
+                before="/api/show",
+                late="Ollama did not answer /api/show within the deadline",
+                hint=DEADLINE_HINT,
             )
             if not isinstance(data, dict):
                 raise ProtocolError(
@@ -446,8 +405,14 @@ class OllamaBackend:
                 content=body,
                 headers={"Content-Type": "application/json"},
             )
-            enter = functools.partial(stack.enter_async_context, stream)
-            resp = await self._bounded(request.deadline, "/api/generate", enter)
+            resp = await within(
+                request.deadline,
+                functools.partial(stack.enter_async_context, stream),
+                BACKEND,
+                before="/api/generate",
+                late="Ollama did not answer /api/generate within the deadline",
+                hint=DEADLINE_HINT,
+            )
             try:
                 await self._check(resp, "/api/generate")
             except FimUnsupported:
@@ -468,18 +433,8 @@ class OllamaBackend:
         """One Chunk per NDJSON line, cut client-side at the stop strings and max_tokens too."""
         deadline = request.deadline
         lines = resp.aiter_lines()
-        cutter = StopCutter(plan.stop)
+        stops = TokenStops(plan.stop)
         cap = TokenCap(request.max_tokens)
-        queued: deque[tuple[int, TokenLogprob]] = deque()  # (start offset, token)
-        received = emitted = 0
-
-        def release(everything: bool = False) -> tuple[TokenLogprob, ...]:
-            # A token goes out with the first emitted character of its text.
-            out: list[TokenLogprob] = []
-            while queued and (everything or queued[0][0] < emitted):
-                out.append(queued.popleft()[1])
-            return tuple(out)
-
         while True:
             try:
                 line = await next_before(lines, deadline, BACKEND, hint=DEADLINE_HINT)
@@ -493,46 +448,29 @@ class OllamaBackend:
                 continue
             obj = self._parse_line(line)
             text, toks = cap.take(obj.get("response", ""), self._parse_logprobs(obj))
-            pos = received
-            for tok in toks:
-                queued.append((min(pos, received + len(text)), tok))
-                pos += len(tok.text)
-            received += len(text)
             has_lp = not text or bool(toks)
             if text:
                 self._logprobs = has_lp
-            out = cutter.feed(text)
-            emitted += len(out)
-            done = obj.get("done") is True
-            if cutter.stopped:
+            out, tokens = stops.feed(text, toks)
+            if stops.stopped:
                 # Leaving the `async with` closes the response: the server stops generating.
-                yield Chunk(text=out, tokens=release(), logprobs=has_lp, finish_reason="stop")
+                yield Chunk(text=out, tokens=tokens, logprobs=has_lp, finish_reason="stop")
                 return
-            if done:
-                rest = cutter.flush()
-                emitted += len(rest)
-                self.last_timings = {k: v for k, v in obj.items() if _is_timing(k, v)}
-                reason = obj.get("done_reason")
+            done = obj.get("done") is True
+            if done or cap.reached:
+                # At max_tokens the server may go on (some ignore num_predict): stop
+                # reading; leaving the `async with` closes the response.
+                rest, more = stops.flush()
+                reason = obj.get("done_reason") if done else "length"
+                if done:
+                    self.last_timings = {k: v for k, v in obj.items() if _is_timing(k, v)}
                 yield Chunk(
                     text=out + rest,
-                    tokens=release(everything=True),
+                    tokens=tokens + more,
                     logprobs=has_lp,
                     finish_reason=reason if isinstance(reason, str) and reason else "stop",
                 )
                 return
-            if cap.reached:
-                # The server goes on past num_predict (some ignore it): stop reading.
-                # Leaving the `async with` closes the response: the server stops generating.
-                rest = cutter.flush()
-                emitted += len(rest)
-                yield Chunk(
-                    text=out + rest,
-                    tokens=release(everything=True),
-                    logprobs=has_lp,
-                    finish_reason="length",
-                )
-                return
-            tokens = release()
             if out or tokens or not has_lp:
                 yield Chunk(text=out, tokens=tokens, logprobs=has_lp)
 
@@ -603,8 +541,8 @@ class OllamaBackend:
             return []
         return [str(m["name"]) for m in models if isinstance(m, dict) and "name" in m]
 
-    async def probe(self) -> ProbeReport:
-        """Check server, model, FIM mode and log-probs with a tiny real generation."""
+    async def discover(self) -> ProbeReport:
+        """Server, version, model and FIM mode; `server.doctor` adds the tiny generation."""
 
         def report(**kw: Any) -> ProbeReport:
             return ProbeReport(backend=BACKEND, target=self._url, model=self._model, **kw)
@@ -639,7 +577,8 @@ class OllamaBackend:
             return report(reachable=True, version=version, problems=(problem,))
 
         problems: list[Problem] = []
-        if self._mode(info) == "prefix-only":
+        mode = self._mode(info)
+        if mode == "prefix-only" and self._setting.mode != "off":
             known = ", ".join(sorted(templates.TEMPLATES))
             problems.append(
                 Problem(
@@ -650,35 +589,10 @@ class OllamaBackend:
                     f" such as {DEFAULT_MODEL}",
                 )
             )
-        done: Completion | None = None
-        try:
-            done = await self.complete(
-                CompletionRequest(
-                    prefix=PROBE_PREFIX,
-                    suffix=PROBE_SUFFIX,
-                    max_tokens=8,
-                    deadline=time.monotonic() + self._timeout,
-                )
-            )
-        except BackendError as exc:
-            problems.append(Problem("error", f"a test generation failed: {exc.message}", exc.hint))
-        logprobs: bool | None = None
-        if done is not None:
-            if done.text:
-                logprobs = done.logprobs
-            else:
-                problems.append(
-                    Problem(
-                        "warning",
-                        "the test generation returned no text",
-                        f"try `ollama run {self._model}` to see whether the model works",
-                    )
-                )
-        if logprobs is False or (logprobs is None and old):
+        if old:  # known without generating: these versions never return log-probs
             problems.append(
                 Problem("warning", f"{NO_LOGPROBS} (version {version})", NO_LOGPROBS_FIX)
             )
-        mode = self._mode(info)
         tpl = self.template
         return report(
             reachable=True,
@@ -686,10 +600,7 @@ class OllamaBackend:
             model_present=True,
             prompt_mode=mode,
             template=tpl.name if tpl is not None else None,
-            logprobs=logprobs,
-            first_token_s=done.first_token_s if done else None,
-            total_s=done.total_s if done else None,
-            sample=done.text if done else None,
+            logprobs=False if old else None,
             problems=tuple(problems),
         )
 

@@ -30,13 +30,13 @@ import httpx
 
 from . import templates
 from ._backoff import Backoff, kind_of_status, retry_after
-from ._stream import StopCutter, TokenCap, collect, next_before, trim_tokens
+from ._status import Failure, failure_of, status_error
+from ._stream import TokenCap, TokenStops, collect, next_before, within
 from .errors import (
     BackendError,
     BackendTimeout,
     BackendUnavailable,
     BadCredentials,
-    ModelNotFound,
     ProtocolError,
     RequestRejected,
     excerpt,
@@ -61,8 +61,6 @@ MIN_LOGPROB = -9999.0
 # After the final chunk only `data: [DONE]` should follow; reading it keeps the
 # connection reusable (no new TLS handshake next time), but never wait long for it.
 DRAIN_S = 0.5
-PROBE_PREFIX = "def add(a, b):\n    return"
-PROBE_SUFFIX = "\n"
 
 
 @attrs.define
@@ -107,16 +105,15 @@ class _Assembler:
     """Turns server pieces into our Chunks: stop strings cut, tokens kept aligned."""
 
     def __init__(self, stops: Sequence[str], max_tokens: int) -> None:
-        self.cutter = StopCutter(stops)
+        # Servers may send a token before its text (llama.cpp holds back possible stop
+        # strings); only tokens that make up the text handed out count.
+        self.stops = TokenStops(stops)
         self.cap = TokenCap(max_tokens)
-        self.text = ""  # text handed out so far
-        self.tokens: list[TokenLogprob] = []  # every token the server reported
-        self.given = 0  # how many of them went out with the text
         self.logprobs = True
 
     @property
     def stopped(self) -> bool:
-        return self.cutter.stopped
+        return self.stops.stopped
 
     @property
     def capped(self) -> bool:
@@ -124,27 +121,18 @@ class _Assembler:
 
     def feed(self, piece: _Piece) -> Chunk | None:
         text, tokens = self.cap.take(piece.text, piece.tokens or ())
-        if piece.tokens is None:
-            if text:
-                self.logprobs = False
-        else:
-            self.tokens.extend(tokens)
-        out = self.cutter.feed(text)
-        if self.cutter.stopped:
-            return self._chunk(out, "stop")
-        return self._chunk(out, None) if out else None
+        if piece.tokens is None and text:
+            self.logprobs = False
+        out, tokens = self.stops.feed(text, tokens)
+        if self.stops.stopped:
+            return self._chunk(out, tokens, "stop")
+        return self._chunk(out, tokens, None) if out or tokens else None
 
     def finish(self, reason: str | None) -> Chunk:
-        return self._chunk(self.cutter.flush(), reason)
+        return self._chunk(*self.stops.flush(), reason)
 
-    def _chunk(self, out: str, finish: str | None) -> Chunk:
-        self.text += out
-        # Servers may send a token before its text (llama.cpp holds back possible
-        # stop strings); only tokens that make up the text handed out count.
-        keep = trim_tokens(tuple(self.tokens), self.text)
-        fresh = keep[self.given :]
-        self.given = len(keep)
-        return Chunk(text=out, tokens=fresh, logprobs=self.logprobs, finish_reason=finish)
+    def _chunk(self, out: str, tokens: tuple[TokenLogprob, ...], finish: str | None) -> Chunk:
+        return Chunk(text=out, tokens=tokens, logprobs=self.logprobs, finish_reason=finish)
 
 
 class OpenAIBackend:
@@ -152,8 +140,8 @@ class OpenAIBackend:
 
     `urls` are base URLs ending in /v1 (several = failover). `api_key_env` is the
     NAME of the environment variable holding the key (None: send no key).
-    `template` names the FIM family (see clients.templates); by default it is
-    detected from `model`, and without one the model sees only the prefix.
+    `template` is the setting `clients.templates.resolve` reads ("" / "auto": detected
+    from `model`; "off"; a family); without a template the model sees only the prefix.
     """
 
     def __init__(
@@ -176,13 +164,8 @@ class OpenAIBackend:
         key = os.environ.get(api_key_env, "").strip() if api_key_env else ""
         self._key = key or None
         register_secret(self._key)  # scrubbed from every error text from now on
-        if template:
-            try:
-                self._template: templates.FimTemplate | None = templates.get(template)
-            except KeyError as exc:
-                raise ValueError(str(exc.args[0])) from None
-        else:
-            self._template = templates.detect(model)
+        self._setting = templates.resolve(template, model)
+        self._template = self._setting.template
         self._stream = stream
         self._timeout = timeout
         self._client = httpx.AsyncClient(
@@ -394,31 +377,38 @@ class OpenAIBackend:
         self, url: str, data: bytes, request: CompletionRequest, sent: _Sent
     ) -> httpx.Response:
         """POST the request; a 2xx response (unread), or _Retry / a BackendError."""
-        if request.remaining() == 0:  # not None and already past
-            raise BackendTimeout("the deadline passed before the request was sent", backend=BACKEND)
         headers = {**self._headers(), "Content-Type": "application/json"}
         req = self._client.build_request(
             "POST", f"{url}/completions", content=data, headers=headers
         )
-        resp: httpx.Response | None = None
+        asked = False  # the deadline had not passed: the request went out (or began to)
+        got: list[httpx.Response] = []
+
+        async def exchange() -> bytes | None:
+            """Send; None for a 2xx answer, else its (read) body."""
+            nonlocal asked
+            asked = True
+            try:
+                got.append(await self._client.send(req, stream=True))
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                raise _Retry(f"cannot connect ({_describe(exc)})", connect=True) from exc
+            sent.n += len(data)
+            return None if got[0].is_success else await got[0].aread()
+
         try:
-            async with asyncio.timeout(request.remaining()):
-                try:
-                    resp = await self._client.send(req, stream=True)
-                except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                    raise _Retry(f"cannot connect ({_describe(exc)})", connect=True) from exc
-                sent.n += len(data)
-                if resp.is_success:
-                    return resp
-                raw = await resp.aread()
-        except TimeoutError as exc:  # the request's deadline, from asyncio.timeout
-            if resp is None:
+            raw = await within(
+                request.deadline,
+                exchange,
+                BACKEND,
+                before="the request was sent",
+                late=f"{url} did not answer before the deadline",
+            )
+        except BackendTimeout:
+            if asked and not got:
                 sent.n += len(data)  # most likely on the wire already
-            raise BackendTimeout(
-                f"{url} did not answer before the deadline", backend=BACKEND
-            ) from exc
+            raise
         except httpx.TimeoutException as exc:
-            if resp is None:
+            if not got:
                 sent.n += len(data)
             raise BackendTimeout(
                 f"{url} did not answer within {self._timeout:g}s",
@@ -426,13 +416,15 @@ class OpenAIBackend:
                 hint="the server is overloaded or the timeout is too short",
             ) from exc
         except httpx.TransportError as exc:
-            if resp is None:
+            if not got:
                 sent.n += len(data)
             raise _Retry(f"connection failed ({_describe(exc)})") from exc
         finally:
-            if resp is not None and not resp.is_success:
-                await resp.aclose()
-        assert resp is not None  # only a non-2xx answer gets here
+            if got and not got[0].is_success:
+                await got[0].aclose()
+        resp = got[0]
+        if raw is None:
+            return resp
         status = resp.status_code
         message = _error_message(raw)
         if status >= 500 or status in (408, 429):
@@ -445,41 +437,41 @@ class OpenAIBackend:
         raise err
 
     async def _http_error(self, url: str, status: int, message: str) -> BackendError:
-        if status in (401, 403):
-            if self._key_env is None:
-                hint = "the server wants an API key: configure the environment variable holding it"
-            elif self._key is None:
-                hint = f"set {self._key_env} to the server's API key"
-            else:
-                hint = f"check the key in {self._key_env}: the server refused it"
-            return BadCredentials(
-                f"{url} refused the request: bad or missing API key (HTTP {status})",
-                backend=BACKEND,
-                hint=hint,
-            )
-        if status == 404 and "model" in message.lower():
-            served = await self._list_models(url)
-            if served:
-                hint = (
-                    f"the server serves: {', '.join(served)}; set the remote model to one of them"
+        """A 4xx answer (5xx, 408 and 429 fail over instead) as the shared mapping says."""
+        served = await self._list_models(url) if failure_of(status, message) == "model" else []
+
+        def words(failure: Failure) -> tuple[str, str]:
+            if failure == "auth":
+                if self._key_env is None:
+                    hint = "the server wants an API key: configure the environment variable "
+                    hint += "holding it"
+                elif self._key is None:
+                    hint = f"set {self._key_env} to the server's API key"
+                else:
+                    hint = f"check the key in {self._key_env}: the server refused it"
+                return f"{url} refused the request: bad or missing API key (HTTP {status})", hint
+            if failure == "model":
+                if served:
+                    hint = f"the server serves: {', '.join(served)}; set the remote model to "
+                    hint += "one of them"
+                else:
+                    hint = f"check the remote model name (GET {url}/models lists what the "
+                    hint += "server has)"
+                return f"{url} has no model {self._model!r}: {message}", hint
+            if failure in ("wrong_url", "unexpected"):
+                return (
+                    f"{url}/completions answered HTTP {status} ({message})"
+                    if failure == "unexpected"
+                    else f"{url}/completions does not exist (HTTP 404: {message})",
+                    "the remote URL must be the server's base URL ending in /v1",
                 )
-            else:
-                hint = f"check the remote model name (GET {url}/models lists what the server has)"
-            return ModelNotFound(
-                f"{url} has no model {self._model!r}: {message}", backend=BACKEND, hint=hint
+            return (
+                f"{url} rejected the request (HTTP {status}): {message}",
+                "a bad setting (e.g. max_tokens beyond the model's context) or a bug: "
+                "see the server's message",
             )
-        if status == 404:
-            return RequestRejected(
-                f"{url}/completions does not exist (HTTP 404: {message})",
-                backend=BACKEND,
-                hint="the remote URL must be the server's base URL ending in /v1",
-            )
-        return RequestRejected(
-            f"{url} rejected the request (HTTP {status}): {message}",
-            backend=BACKEND,
-            hint="a bad setting (e.g. max_tokens beyond the model's context) or a bug: "
-            "see the server's message",
-        )
+
+        return status_error(status, message, words, backend=BACKEND, wrong_url=RequestRejected)
 
     # -- answers -----------------------------------------------------------
     async def _pieces(self, resp: httpx.Response, url: str) -> AsyncGenerator[_Piece, None]:
@@ -577,10 +569,12 @@ class OpenAIBackend:
         return None
 
     # -- doctor ------------------------------------------------------------
-    async def probe(self) -> ProbeReport:
+    async def discover(self) -> ProbeReport:
+        """Which server answers, its version, whether it serves our model and takes our
+        key, the prompt mode; `server.doctor` adds the tiny generation."""
         problems: list[Problem] = []
         mode: PromptMode = "fim-template" if self._template is not None else "prefix-only"
-        if self._template is None:
+        if self._template is None and self._setting.mode != "off":
             names = ", ".join(sorted(templates.TEMPLATES))
             problems.append(
                 Problem(
@@ -670,54 +664,7 @@ class OpenAIBackend:
                     fix="set the remote model to one the server lists",
                 )
             )
-            return attrs.evolve(base, problems=tuple(problems))
-
-        # 3. A tiny real generation: timings, and are log-probs there?
-        request = CompletionRequest(
-            prefix=PROBE_PREFIX,
-            suffix=PROBE_SUFFIX,
-            max_tokens=8,
-            deadline=time.monotonic() + self._timeout,
-        )
-        try:
-            done = await self.complete(request)
-        except BadCredentials:
-            problems.append(self._key_problem(target))
-            return attrs.evolve(base, problems=tuple(problems))
-        except BackendError as exc:
-            problems.append(
-                Problem(
-                    "error",
-                    f"a test completion failed: {exc.message}",
-                    fix=exc.hint or "see the server's log",
-                )
-            )
-            return attrs.evolve(base, problems=tuple(problems))
-        has_lp = done.logprobs and (bool(done.tokens) or not done.text)
-        if not has_lp:
-            problems.append(
-                Problem(
-                    "warning",
-                    "the server returned no log-probs: remote confidence cannot be measured",
-                    fix="use a server that supports `logprobs` on /v1/completions (vLLM does)",
-                )
-            )
-        if not done.text:
-            problems.append(
-                Problem(
-                    "warning",
-                    "the test completion came back empty",
-                    fix="check that the model is a code model and the template fits it",
-                )
-            )
-        return attrs.evolve(
-            base,
-            logprobs=has_lp,
-            first_token_s=done.first_token_s,
-            total_s=done.total_s,
-            sample=done.text,
-            problems=tuple(problems),
-        )
+        return attrs.evolve(base, problems=tuple(problems))
 
     def _key_problem(self, url: str) -> Problem:
         if self._key_env is None:

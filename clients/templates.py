@@ -8,7 +8,7 @@ name (Ollama tag or Hugging Face id); settings may name a family explicitly.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -261,6 +261,49 @@ def detect(model_name: str) -> FimTemplate | None:
     return None
 
 
+@attrs.frozen
+class TemplateSetting:
+    """What a backend's `template` setting asks for (see `resolve`)."""
+
+    mode: Literal["auto", "off", "fixed"]
+    # fixed: that family; auto: the guess from the model's name (None: no guess); off: None
+    template: FimTemplate | None
+
+    @property
+    def spelled(self) -> str:
+        """The setting written back: "auto", "off" or the family's canonical name."""
+        if self.mode == "fixed" and self.template is not None:
+            return self.template.name
+        return self.mode
+
+
+def resolve(setting: str | None, model: str) -> TemplateSetting:
+    """The one meaning of the `template` setting, for every backend.
+
+    - "" (or None) and "auto": detect. The guess from the model's name (`detect`) comes
+      first; a backend that can see more completes it: Ollama reads the model's own
+      template from /api/show when the name says nothing, the embedded backend keeps a
+      family only if the GGUF's vocabulary has its sentinels as special tokens (the
+      guessed one first, then every known family).
+    - "off": no FIM template, ever: the model sees only the text before the cursor
+      (prefix-only; Ollama does not use its native FIM either).
+    - a family name or alias (`get`): that template, whatever the model is called.
+
+    Anything else is a ValueError that lists the choices.
+    """
+    key = (setting or "").strip().lower()
+    if key in ("", "auto"):
+        return TemplateSetting("auto", detect(model))
+    if key == "off":
+        return TemplateSetting("off", None)
+    try:
+        return TemplateSetting("fixed", get(key))
+    except KeyError as exc:
+        raise ValueError(
+            f"{exc.args[0]}; or 'auto' (detect from the model) or 'off' (prefix only)"
+        ) from None
+
+
 __all__ = [
     "CODEGEMMA",
     "CODELLAMA",
@@ -271,10 +314,12 @@ __all__ = [
     "STARCODER2",
     "TEMPLATES",
     "FimTemplate",
+    "TemplateSetting",
     "comment_marker",
     "commented",
     "context_args",
     "detect",
     "get",
+    "resolve",
     "with_context",
 ]

@@ -92,7 +92,9 @@ class Problem:
 
 @attrs.frozen(kw_only=True)
 class ProbeReport:
-    """What a backend found out about itself (for `synconfroute doctor`)."""
+    """What `synconfroute doctor` found out about a backend: the backend's own discovery
+    (`Backend.discover`), then a tiny generation (`server.doctor.probe`) for the timings,
+    the sample and `logprobs`."""
 
     backend: str
     target: str  # URL or model path
@@ -131,6 +133,9 @@ class Backend(Protocol):
 
     async def complete(self, request: CompletionRequest) -> Completion: ...
 
-    async def probe(self) -> ProbeReport: ...
+    async def discover(self) -> ProbeReport:
+        """Reachability, version, model present, prompt mode (FIM support); no generation.
+        Never raises for an expected failure: it becomes a Problem."""
+        ...
 
     async def aclose(self) -> None: ...

@@ -33,10 +33,12 @@ def cmd_check_build(args: argparse.Namespace) -> int:
     """Run a tiny generation on the installed llama.cpp build, in its worker process."""
     from clients.embedded import EmbeddedBackend
 
+    from . import doctor
+
     async def probe() -> int:
         backend = EmbeddedBackend(args.model)
         try:
-            report = await backend.probe()
+            report = await doctor.probe(backend)
         finally:
             await backend.aclose()
         errors = [p for p in report.problems if p.severity == "error"]

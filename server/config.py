@@ -67,8 +67,9 @@ class LocalSettings:
     template: str = _doc(
         "",
         "FIM template family (qwen2.5-coder, starcoder, deepseek-coder, codellama, "
-        "codestral, codegemma); empty = detect from the model name. Embedded: `off` "
-        "forces prefix-only prompting.",
+        "codestral, codegemma); empty or `auto` = detect: from the model name, else "
+        "Ollama's own template for the model (embedded: only a family whose tokens the "
+        "GGUF has); `off` = no template: the model sees only the code before the cursor.",
     )
     timeout: float = _doc(10.0, "Seconds to wait for the local server.", lo=0.1)
     num_ctx: int = _doc(
@@ -126,7 +127,11 @@ class RemoteSettings:
         "NAME of the environment variable that holds the API key (the key itself "
         "never goes in a settings file).",
     )
-    template: str = _doc("", "FIM template family; empty = detect from the model name.")
+    template: str = _doc(
+        "",
+        "FIM template family; empty or `auto` = detect from the model name; `off` = no "
+        "template: the model sees only the code before the cursor.",
+    )
     timeout: float = _doc(10.0, "Seconds to wait for the cluster.", lo=0.1)
     max_prompt_chars: int = _doc(
         32000,

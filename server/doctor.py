@@ -1,21 +1,77 @@
-"""`synconfroute doctor`: is each configured tier usable, and if not, how to fix it."""
+"""`synconfroute doctor`: is each configured tier usable, and if not, how to fix it.
+
+A backend discovers what it alone can (`Backend.discover`: reachable, version, model
+present, prompt mode); `probe` adds what is the same for every backend: a tiny real
+generation and its checks (text came back, log-probs there, finite and <= 0, timings).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
+import time
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from clients.errors import BackendError
-from clients.types import Backend, ProbeReport, Problem
+from clients.types import Backend, CompletionRequest, ProbeReport, Problem
 
 from .backends import Choice, choose_local, make_local, make_remote
 from .config import Loaded
 
 PROBE_TIMEOUT_S = 180.0  # the embedded model's first load can take a while on a cold disk
+GENERATION_S = 60.0  # the tiny generation's deadline (the backends' own timeouts apply too)
+PROBE_REQUEST = CompletionRequest(prefix="def add(a, b):\n    return", suffix="\n", max_tokens=8)
+NO_TEXT_FIX = "check that the model is a code model and that its prompt mode (template) fits it"
+NO_LOGPROBS_FIX = (
+    "use a server that returns per-token log-probs (vLLM, llama.cpp, Ollama 0.12.11 or "
+    "newer); until then routing.missing_logprobs decides"
+)
+
+
+async def probe(backend: Backend, *, generation_s: float = GENERATION_S) -> ProbeReport:
+    """The backend's discovery, then, if nothing there is an error, a tiny generation."""
+    report = await backend.discover()
+    if not report.usable:
+        return report
+    request = attrs.evolve(PROBE_REQUEST, deadline=time.monotonic() + generation_s)
+    try:
+        done = await backend.complete(request)
+    except BackendError as exc:
+        failed = Problem(
+            "error", f"a test completion failed: {exc.message}", exc.hint or "see the server's log"
+        )
+        return attrs.evolve(report, problems=(*report.problems, failed))
+    problems = list(report.problems)
+    logprobs = report.logprobs  # the backend may know already (an Ollama too old for them)
+    if not done.text:
+        problems.append(Problem("warning", "the test completion returned no text", NO_TEXT_FIX))
+    elif logprobs is None:
+        logprobs = (
+            done.logprobs
+            and bool(done.tokens)
+            and all(math.isfinite(t.logprob) and t.logprob <= 0.0 for t in done.tokens)
+        )
+        if not logprobs:
+            problems.append(
+                Problem(
+                    "warning",
+                    "the test completion returned no log-probs, or unusable ones (not finite, "
+                    "or above 0): confidence cannot be measured",
+                    NO_LOGPROBS_FIX,
+                )
+            )
+    return attrs.evolve(
+        report,
+        logprobs=logprobs,
+        first_token_s=done.first_token_s,
+        total_s=done.total_s,
+        sample=done.text,
+        problems=tuple(problems),
+    )
 
 
 @attrs.frozen
@@ -45,7 +101,7 @@ async def _probe(make: Callable[[], Backend | None], what: str) -> ProbeReport |
     if backend is None:
         return None
     try:
-        return await asyncio.wait_for(backend.probe(), PROBE_TIMEOUT_S)
+        return await asyncio.wait_for(probe(backend), PROBE_TIMEOUT_S)
     except TimeoutError:
         return ProbeReport(
             backend=backend.name,

@@ -22,6 +22,7 @@ from clients.embedded import (
 )
 from clients.errors import BackendTimeout, BackendUnavailable, RequestCancelled
 from clients.types import Backend, Completion, CompletionRequest
+from server.doctor import probe
 
 pytestmark = pytest.mark.embedded
 
@@ -220,7 +221,7 @@ async def test_missing_model_path_is_unavailable(tmp_path: Path) -> None:
         assert str(missing) in str(caught.value)
         assert "does not exist" in str(caught.value)
         assert caught.value.hint == PATH_HINT
-        report = await b.probe()
+        report = await probe(b)
     assert not report.reachable and not report.usable
     assert report.model_present is False
     assert report.problems[0].severity == "error"
@@ -235,7 +236,7 @@ async def test_unreadable_model_file_is_unavailable(tmp_path: Path) -> None:
             await b.complete(CompletionRequest(prefix=ADD))
         assert "cannot load" in str(caught.value)
         assert PATH_HINT in str(caught.value)
-        report = await b.probe()
+        report = await probe(b)
     assert not report.reachable
     assert report.model_present is True
     assert "cannot load" in report.problems[0].message
@@ -265,7 +266,7 @@ async def test_template_off_gives_prefix_only() -> None:
         gen = b.last_generation
         assert gen is not None
         assert await b.detokenize(gen.prompt_ids) == ADD
-        report = await b.probe()
+        report = await probe(b)
     assert report.prompt_mode == "prefix-only"
     assert report.problems == ()  # prefix-only was asked for: nothing to warn about
 
@@ -279,7 +280,7 @@ async def test_forced_template_renders_and_warns() -> None:
         assert gen is not None
         prompt = await b.detokenize(gen.prompt_ids)
         assert prompt == f"<fim_prefix>{ADD}<fim_suffix>\nx = 1\n<fim_middle>"
-        report = await b.probe()
+        report = await probe(b)
     assert any("not a special token" in p.message for p in report.problems)
 
 
@@ -313,7 +314,7 @@ async def test_long_fim_keeps_prefix_end_and_suffix_start() -> None:
 
 
 async def test_probe_on_the_real_model(backend: EmbeddedBackend) -> None:
-    report = await backend.probe()
+    report = await probe(backend)
     assert report.reachable and report.usable
     assert report.backend == "embedded"
     assert report.target == str(MODEL)

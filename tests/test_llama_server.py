@@ -26,6 +26,7 @@ import pytest
 from clients import Chunk, CompletionRequest
 from clients.embedded import bundled_model_path
 from clients.openai import OpenAIBackend
+from server.doctor import probe
 
 pytestmark = pytest.mark.slow
 
@@ -203,7 +204,7 @@ async def test_closing_the_stream_early(backend: OpenAIBackend, llama_server: Ll
 
 
 async def test_probe(backend: OpenAIBackend) -> None:
-    report = await backend.probe()
+    report = await probe(backend)
     assert report.reachable and report.usable
     assert report.model_present is True
     assert report.version is None  # llama.cpp has no /version

@@ -24,6 +24,7 @@ from clients.errors import (
 from clients.ollama import OllamaBackend
 from clients.templates import QWEN_CODER, STARCODER2
 from clients.types import Backend, Chunk, CompletionRequest
+from server.doctor import probe
 from tests.fakes import FakeOllama, TokenScript
 from tests.fakes.http import Request, closed_port
 
@@ -526,11 +527,51 @@ async def test_stop_cut_closes_the_stream(fake: FakeOllama) -> None:
     assert req.tokens_sent <= 6 and not req.finished
 
 
+async def test_stop_cut_inside_a_token_keeps_its_head(fake: FakeOllama) -> None:
+    # One token " +\n" ends where the stop "\n\n" begins: the shared rule (TokenStops)
+    # keeps its log-prob and the text before the cut, so the tokens spell the text.
+    fake.honour_stop = False
+    fake.script(TokenScript(tokens=[("a", -0.1), (" +\n", -0.2), ("\nb", -0.3), ("z", -0.4)]))
+    done = await OllamaBackend(fake.url).complete(
+        CompletionRequest(prefix=PREFIX, suffix=SUFFIX, stop=("\n\n",))
+    )
+    assert done.text == "a +" and done.finish_reason == "stop"
+    assert [(t.text, t.logprob) for t in done.tokens] == [("a", -0.1), (" +", -0.2)]
+
+
+async def test_template_off_is_prefix_only_even_with_native_fim(fake: FakeOllama) -> None:
+    # qwen2.5-coder:3b has `insert` and a known template; "off" uses neither.
+    b = OllamaBackend(fake.url, template="off")
+    try:
+        await b.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX))
+        report = await b.discover()
+    finally:
+        await b.aclose()
+    body = sent(fake)
+    assert body["prompt"] == PREFIX and body["raw"] is True and "suffix" not in body
+    assert b.template is None
+    assert report.prompt_mode == "prefix-only" and report.template is None
+    assert report.problems == ()  # prefix-only was asked for: nothing to warn about
+
+
+async def test_doctor_flags_log_probs_above_zero() -> None:
+    # Ollama passes log-probs on as they come: doctor checks they are finite and <= 0.
+    with FakeOllama(default=TokenScript.of("a", " + b", logprob=0.5)) as fake:
+        b = OllamaBackend(fake.url)
+        try:
+            report = await probe(b)
+        finally:
+            await b.aclose()
+    assert report.logprobs is False and report.sample == "a + b"
+    (problem,) = report.problems
+    assert problem.severity == "warning" and "not finite, or above 0" in problem.message
+
+
 # -- probe ---------------------------------------------------------------------------------
 
 
 async def test_probe_healthy(fake: FakeOllama, backend: OllamaBackend) -> None:
-    report = await backend.probe()
+    report = await probe(backend)
     assert report.reachable and report.usable and report.problems == ()
     assert report.backend == "ollama" and report.target == fake.url
     assert report.version == "0.13.0" and report.model_present is True
@@ -539,14 +580,14 @@ async def test_probe_healthy(fake: FakeOllama, backend: OllamaBackend) -> None:
     assert report.first_token_s is not None and report.total_s is not None
     assert 0 < report.first_token_s <= report.total_s
     body = sent(fake)
-    assert body["prompt"] == "def add(a, b):\n    return " and body["suffix"] == "\n"
+    assert body["prompt"] == "def add(a, b):\n    return" and body["suffix"] == "\n"
     assert body["options"]["num_predict"] == 8
 
 
 async def test_probe_server_down() -> None:
     b = OllamaBackend(f"http://127.0.0.1:{closed_port()}")
     try:
-        report = await b.probe()
+        report = await probe(b)
     finally:
         await b.aclose()
     assert not report.reachable and not report.usable
@@ -559,7 +600,7 @@ async def test_probe_missing_model() -> None:
     with FakeOllama(models={"llama3.2:1b": {}}) as fake:
         b = OllamaBackend(fake.url)
         try:
-            report = await b.probe()
+            report = await probe(b)
         finally:
             await b.aclose()
     assert report.reachable and not report.usable and report.model_present is False
@@ -573,7 +614,7 @@ async def test_probe_old_server_without_logprobs() -> None:
     with FakeOllama(version="0.12.3", default=TokenScript.of("a", " + b", logprobs=False)) as fake:
         b = OllamaBackend(fake.url)
         try:
-            report = await b.probe()
+            report = await probe(b)
         finally:
             await b.aclose()
     assert report.reachable and report.logprobs is False and report.sample == "a + b"
@@ -585,7 +626,7 @@ async def test_probe_old_server_without_logprobs() -> None:
 
 async def test_probe_reports_failed_generation(fake: FakeOllama, backend: OllamaBackend) -> None:
     fake.script(TokenScript(status=503))
-    report = await backend.probe()
+    report = await probe(backend)
     assert report.reachable and report.model_present and not report.usable
     (problem,) = report.problems
     assert "busy" in problem.message and "OLLAMA_MAX_QUEUE" in problem.fix
@@ -595,7 +636,7 @@ async def test_probe_prefix_only_warns() -> None:
     with FakeOllama(models={"llama3.2:1b": {}}) as fake:
         b = OllamaBackend(fake.url, "llama3.2:1b")
         try:
-            report = await b.probe()
+            report = await probe(b)
         finally:
             await b.aclose()
     assert report.prompt_mode == "prefix-only" and report.template is None

@@ -23,6 +23,7 @@ from clients import (
 )
 from clients.openai import DEFAULT_KEY_ENV, OpenAIBackend
 from clients.templates import QWEN_CODER, STARCODER2
+from server.doctor import probe
 from tests.fakes.http import Request, TokenScript, closed_port
 from tests.fakes.openai import ErrorStyle, FakeOpenAI
 
@@ -147,6 +148,20 @@ async def test_template_override(fake: FakeOpenAI) -> None:
     assert body["stop"] == list(STARCODER2.stop)
     with pytest.raises(ValueError, match="unknown FIM template"):
         OpenAIBackend(fake.base_url, MODEL, template="nope")
+
+
+async def test_template_off_sends_the_prefix_alone(fake: FakeOpenAI) -> None:
+    b = OpenAIBackend(fake.base_url, MODEL, template="off", timeout=5.0)
+    try:
+        assert b.template is None
+        await b.complete(REQ)
+        report = await b.discover()
+    finally:
+        await b.aclose()
+    body = last(fake).json()
+    assert body["prompt"] == REQ.prefix and body["stop"] == []
+    assert "skip_special_tokens" not in body
+    assert report.prompt_mode == "prefix-only" and report.problems == ()
 
 
 async def test_max_tokens_cuts_with_length(fake: FakeOpenAI, backend: OpenAIBackend) -> None:
@@ -493,7 +508,7 @@ async def test_context_length_cached(fake: FakeOpenAI, backend: OpenAIBackend) -
 
 
 async def test_probe_healthy(fake: FakeOpenAI, backend: OpenAIBackend) -> None:
-    report = await backend.probe()
+    report = await probe(backend)
     assert report.reachable and report.usable
     assert report.version == "0.11.0"
     assert report.model_present is True
@@ -509,7 +524,7 @@ async def test_probe_down() -> None:
     url = closed_url()
     b = OpenAIBackend(url, MODEL, timeout=2.0)
     try:
-        report = await b.probe()
+        report = await probe(b)
     finally:
         await b.aclose()
     assert not report.reachable and not report.usable
@@ -521,7 +536,7 @@ async def test_probe_reports_unreachable_failover_url(fake: FakeOpenAI) -> None:
     down = closed_url()
     b = OpenAIBackend([fake.base_url, down], MODEL, timeout=2.0)
     try:
-        report = await b.probe()
+        report = await probe(b)
     finally:
         await b.aclose()
     assert report.usable and report.target == fake.base_url
@@ -536,7 +551,7 @@ async def test_probe_bad_or_missing_key(monkeypatch: pytest.MonkeyPatch, key: st
     with FakeOpenAI(api_key=KEY) as fake:
         b = OpenAIBackend(fake.base_url, MODEL, api_key_env=KEY_ENV, timeout=5.0)
         try:
-            report = await b.probe()
+            report = await probe(b)
         finally:
             await b.aclose()
     assert report.reachable and not report.usable
@@ -551,7 +566,7 @@ async def test_probe_missing_model() -> None:
     with FakeOpenAI(models=["Qwen/Qwen2.5-Coder-7B"]) as fake:
         b = OpenAIBackend(fake.base_url, MODEL, timeout=5.0)
         try:
-            report = await b.probe()
+            report = await probe(b)
         finally:
             await b.aclose()
         assert fake.received("/v1/completions") == []  # no generation attempted
@@ -564,7 +579,7 @@ async def test_probe_warns_without_template_or_logprobs() -> None:
         fake.script(TokenScript.of("x", logprobs=False))
         b = OpenAIBackend(fake.base_url, "my-general-llm", timeout=5.0)
         try:
-            report = await b.probe()
+            report = await probe(b)
         finally:
             await b.aclose()
     assert report.usable  # warnings only
@@ -579,7 +594,7 @@ async def test_probe_generation_failure_is_a_problem(
     fake: FakeOpenAI, backend: OpenAIBackend
 ) -> None:
     fake.script(TokenScript(status=500, error_message="out of memory"))
-    report = await backend.probe()
+    report = await probe(backend)
     assert report.reachable and not report.usable
     assert "out of memory" in report.problems[0].message
     json.dumps([p.message for p in report.problems])  # plain strings, ready to print

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import AsyncIterator
 
 import pytest
 
-from clients._stream import StopCutter, collect, next_before, trim_tokens
+from clients._stream import StopCutter, TokenStops, collect, next_before, trim_tokens, within
 from clients.errors import BackendTimeout
 from clients.types import Chunk, TokenLogprob
 
@@ -82,3 +83,106 @@ async def test_collect_sums_chunks() -> None:
     assert c.text == "ab" and c.finish_reason == "stop" and not c.logprobs
     assert c.tokens == (TokenLogprob("a", -0.5),) and c.bytes_sent == 7
     assert c.first_token_s is not None and 0 <= c.first_token_s <= c.total_s
+
+
+# -- TokenStops: the one stop-cut token alignment of every backend ----------------------
+
+
+def stops_all(stops: list[str], pieces: list[tuple[str, list[str]]]) -> tuple[str, list[str], bool]:
+    """Feed (text, token texts) pieces; the text and token texts handed out."""
+    ts = TokenStops(stops)
+    text, toks = "", []
+    for piece, tok_texts in pieces:
+        out, got = ts.feed(piece, [TokenLogprob(t, -0.1) for t in tok_texts])
+        text += out
+        toks += [t.text for t in got]
+        if ts.stopped:
+            break
+    else:
+        out, got = ts.flush()
+        text += out
+        toks += [t.text for t in got]
+    return text, toks, ts.stopped
+
+
+def test_token_cut_by_a_stop_keeps_its_head() -> None:
+    # " +\n" is one token and "\n\n" the stop: the token keeps " +" and its log-prob.
+    got = stops_all(["\n\n"], [("a", ["a"]), (" +\n", [" +\n"]), ("\nx", ["\nx"])])
+    assert got == ("a +", ["a", " +"], True)
+
+
+def test_token_ahead_of_its_text_goes_out_with_it() -> None:
+    # llama.cpp's server sends the token of a held-back "\n" with empty text.
+    got = stops_all(["\n\n"], [("x", ["x"]), ("", ["\n"]), ("\ny", ["y"])])
+    assert got == ("x\ny", ["x", "\n", "y"], False)
+
+
+def test_tokens_whose_text_never_comes_are_dropped() -> None:
+    got = stops_all(["\n\n"], [("x", ["x"]), ("", ["\n"]), ("", ["\n"])])
+    assert got == ("x", ["x"], False)
+
+
+def test_empty_token_inside_the_text_is_kept() -> None:
+    # A token of half a UTF-8 character decodes to "" (the next one carries it).
+    got = stops_all([], [("", [""]), ("é", ["é"]), ("b", ["b"])])
+    assert got == ("éb", ["", "é", "b"], False)
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_token_texts_always_spell_the_text(seed: int) -> None:
+    """Random tokens, pieces and stop strings: the tokens handed out spell exactly the
+    text handed out, which is the text before the first stop string."""
+    rng = random.Random(seed)
+    alphabet = "ab\n<|>"
+    tokens = ["".join(rng.choices(alphabet, k=rng.randint(1, 4))) for _ in range(12)]
+    stop = "".join(rng.choices(alphabet, k=rng.randint(1, 3)))
+    pieces: list[tuple[str, list[str]]] = []
+    i = 0
+    while i < len(tokens):
+        n = rng.randint(1, 3)
+        group = tokens[i : i + n]
+        pieces.append(("".join(group), group))
+        i += n
+    full = "".join(tokens)
+    cut = full.find(stop)
+    text, toks, stopped = stops_all([stop], pieces)
+    assert text == (full if cut < 0 else full[:cut])
+    assert stopped == (cut >= 0)
+    assert "".join(toks) == text
+
+
+# -- within: the one deadline wrapper --------------------------------------------------
+
+
+async def test_within_a_past_deadline_starts_nothing() -> None:
+    started: list[bool] = []
+
+    async def send() -> int:
+        started.append(True)
+        return 1
+
+    with pytest.raises(BackendTimeout, match="deadline passed before the request was sent"):
+        await within(time.monotonic() - 1, send, "t", before="the request was sent", late="x")
+    assert started == []
+    assert await within(None, send, "t", before="-", late="-") == 1
+
+
+async def test_within_raises_late_with_the_hint() -> None:
+    with pytest.raises(BackendTimeout, match="no answer in time") as caught:
+        await within(
+            time.monotonic() + 0.05,
+            lambda: asyncio.sleep(5),
+            "t",
+            before="-",
+            late="no answer in time",
+            hint="raise the budget",
+        )
+    assert caught.value.hint == "raise the budget"
+
+
+async def test_next_before_reads_a_queue() -> None:
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    queue.put_nowait(7)
+    assert await next_before(queue, time.monotonic() + 5, "t") == 7
+    with pytest.raises(BackendTimeout, match="no token within the deadline"):
+        await next_before(queue, time.monotonic() + 0.05, "t")

@@ -223,3 +223,32 @@ def test_get_aliases_and_unknown() -> None:
 
 def test_sentinels_skip_empty_markers() -> None:
     assert templates.CODESTRAL.sentinels == ("[PREFIX]", "[SUFFIX]")
+
+
+@pytest.mark.parametrize(
+    ("setting", "model", "mode", "family"),
+    [
+        (None, "qwen2.5-coder:3b", "auto", "qwen2.5-coder"),
+        ("", "my-general-llm", "auto", None),
+        (" Auto ", "bigcode/starcoder2-3b", "auto", "starcoder2"),
+        ("off", "qwen2.5-coder:3b", "off", None),
+        ("OFF", "my-general-llm", "off", None),
+        ("starcoder2", "qwen2.5-coder:3b", "fixed", "starcoder2"),
+        ("starcoder", "qwen2.5-coder:3b", "fixed", "starcoder"),
+        ("codellama", "my-general-llm", "fixed", "codellama"),
+    ],
+)
+def test_resolve_gives_every_backend_one_meaning(
+    setting: str | None, model: str, mode: str, family: str | None
+) -> None:
+    got = templates.resolve(setting, model)
+    assert got.mode == mode
+    assert (got.template.name if got.template else None) == family
+    assert templates.resolve(got.spelled, model) == got  # what the embedded worker receives
+
+
+def test_resolve_refuses_unknown_names_listing_the_choices() -> None:
+    with pytest.raises(ValueError, match="unknown FIM template 'gpt-17'") as caught:
+        templates.resolve("gpt-17", "x")
+    assert "'auto'" in str(caught.value) and "'off'" in str(caught.value)
+    assert "qwen2.5-coder" in str(caught.value)

@@ -27,6 +27,7 @@ from typing import Literal
 
 import attrs
 
+from clients import trim_tokens
 from clients.errors import (
     BackendError,
     BackendUnavailable,
@@ -34,7 +35,7 @@ from clients.errors import (
     FimUnsupported,
     ModelNotFound,
 )
-from clients.types import Backend, CompletionRequest
+from clients.types import Backend, CompletionRequest, TokenLogprob
 
 from ..config import Settings
 from ..context import make_context
@@ -67,18 +68,6 @@ def context_for(task: Task, settings: Settings) -> CompletionContext:
     )
 
 
-def _trim(tokens: tuple[tuple[str, float], ...], text: str) -> tuple[tuple[str, float], ...]:
-    """The leading tokens that make up `text` (a stop string may cut the last one)."""
-    out = []
-    used = 0
-    for tok in tokens:
-        if used >= len(text):
-            break
-        out.append(tok)
-        used += len(tok[0])
-    return tuple(out)
-
-
 def multiline_for(task: Task, settings: Settings) -> bool:
     """The server's single-line or multi-line decision at the task's cursor; a task may
     ask for one line whatever the cursor (HumanEval single-line: the editor's single-line
@@ -96,7 +85,8 @@ def treat(task: Task, gen: Generation, settings: Settings) -> Generation:
     raw = gen.raw
     cut = min((i for s in REQUEST_STOPS if (i := raw.find(s)) >= 0), default=len(raw))
     text = post_process(raw[:cut], ctx.suffix, multiline=multiline_for(task, settings))
-    return attrs.evolve(gen, text=text, tokens=_trim(gen.tokens, raw[:cut]))
+    kept = trim_tokens(tuple(TokenLogprob(t, lp) for t, lp in gen.tokens), raw[:cut])
+    return attrs.evolve(gen, text=text, tokens=tuple((t.text, t.logprob) for t in kept))
 
 
 def refresh_all(folder: RunFolder, settings: Settings) -> int:

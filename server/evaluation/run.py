@@ -162,7 +162,7 @@ async def _probe_local(local: Backend, err: TextIO) -> str | None:
         await local.load()
         mode = local.prompt_mode
     else:
-        report_ = await local.probe()
+        report_ = await local.discover()
         mode = report_.prompt_mode
         for p in report_.problems:
             print(f"{p.severity}: local: {p.message} ({p.fix})", file=err)

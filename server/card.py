@@ -49,6 +49,12 @@ def route_card(rec: RouteDecision) -> str:
     if rec.latency_ms:
         stages = ", ".join(f"{_STAGES.get(k, k)} {v:.0f} ms" for k, v in rec.latency_ms.items())
         lines.append(f"- latency: {stages}")
+    for tier, cut in rec.truncated.items():
+        what = f"{cut.lines} line{'s' if cut.lines != 1 else ''} ({cut.chars:,} characters)"
+        lines.append(
+            f"- truncated: the {tier} model hit its token budget (max_tokens); "
+            f"{what} dropped to keep whole lines"
+        )
     lines.append(f"- sent off this machine: {rec.bytes_sent:,} bytes")
     if rec.cache_hit:
         lines.append("- served from the cache (no model asked)")

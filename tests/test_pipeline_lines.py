@@ -15,6 +15,9 @@ from clients.openai import OpenAIBackend
 from clients.types import Chunk, TokenLogprob
 from server.card import route_card
 from server.config import Settings
+from server.evaluation.datasets import Task
+from server.evaluation.generate import treat
+from server.evaluation.records import Generation
 from server.gate import make_gate
 from server.pipeline import (
     CompletionContext,
@@ -215,3 +218,50 @@ async def test_single_line_remote_cut_mid_line_is_not_shown(
     assert rec.route == "none" and rec.completion == ""
     assert rec.reasons == ["syntax-invalid", "remote-empty"]
     assert rec.truncated["remote"].chars == len(" a + (b")
+
+
+# -- the evaluation derives texts the way the server does ----------------------------
+
+
+def _task(prefix: str, *, multiline: bool = True) -> Task:
+    suffix = "\n\n\nprint(total([1, 2]))\n"
+    return Task(
+        dataset="hand",
+        task_id="t",
+        language="python",
+        prefix=prefix,
+        suffix=suffix,
+        multiline=multiline,
+    )
+
+
+def _gen(tokens: list[str], finish: str) -> Generation:
+    raw = "".join(tokens)
+    toks = tuple((t, -0.1) for t in tokens)
+    return Generation(backend="b", model="m", raw=raw, text="", tokens=toks, finish_reason=finish)
+
+
+def test_eval_treat_trims_length_cuts_like_the_pipeline() -> None:
+    s = Settings()
+    gate = make_gate(s.routing)
+    task = _task("def total(xs):\n")
+    cut = _gen(
+        ["    s = 0\n", "    for x in xs:\n", "        s += x\n", "    if s:\n", "  r"], "length"
+    )
+    assert treat(task, cut, s, gate).text == "    s = 0\n    for x in xs:\n        s += x"
+    assert treat(task, cut, s).text == "    s = 0\n    for x in xs:\n        s += x\n    if s:"
+    assert treat(task, _gen(["    s = 0\n", "    pr"], "stop"), s, gate).text == "    s = 0\n    pr"
+    # Nothing the gate accepts: the local text stays (and is rejected), the remote's is empty.
+    open_only = _gen(["    if xs:\n", "  r"], "length")
+    assert treat(task, open_only, s, gate).text == "    if xs:"
+    assert treat(task, open_only, s, gate, tier="remote").text == ""
+
+
+def test_eval_treat_single_line_stops_at_the_line_end() -> None:
+    s = Settings()
+    task = _task("def total(xs):\n    return ", multiline=False)
+    gen = _gen([" sum", "(xs)", "\n", "    x", " = 1\n"], "length")
+    done = treat(task, gen, s)
+    assert done.text == " sum(xs)"  # a whole line: not truncated although "length"
+    assert [t for t, _ in done.tokens] == [" sum", "(xs)", "\n"]  # as the stream stopped
+    assert treat(task, _gen([" sum", "(x"], "length"), s).text == ""

@@ -16,6 +16,7 @@ _STAGES = {
     "gate": "syntax gate",
     "remote_first_token": "remote first token",
     "remote_total": "remote total",
+    "remote_gate": "syntax gate on the remote's cut text",
     "total": "total",
 }
 

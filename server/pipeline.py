@@ -331,7 +331,7 @@ class Pipeline:
 
         # 2. Gate, only when the verdict depends on it.
         if router.needs_syntax(ev, rules, access) and not run.cut:
-            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline)
+            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
 
         verdict = router.decide(ev, rules, access)
         rec.confidence = verdict.confidence
@@ -358,7 +358,7 @@ class Pipeline:
             ev = attrs.evolve(ev, available=run.available, text=local_text, timed_out=run.timed_out)
         if not remote_ok and ev.syntax is None and ev.available and local_text:
             # Could we still keep the local completion? Only if it passes the gate.
-            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline)
+            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
         final = router.after_remote(verdict, ev, remote_ok=remote_ok, remote_text=remote_text)
         rec.route = final.route
         rec.reasons = [str(r) for r in final.reasons]
@@ -452,7 +452,7 @@ class Pipeline:
                 has_logprobs=run.has_logprobs,
             )
         if router.needs_syntax(ev, rules, access) and ev.syntax is None:
-            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline)
+            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
         verdict = router.decide(ev, rules, access)
         rec.confidence = verdict.confidence
         rec.route = "local" if verdict.action == "keep-local" else "none"
@@ -580,15 +580,19 @@ class Pipeline:
         ev: LocalEvidence,
         rec: RouteDecision,
         multiline: bool,
+        deadline: float,
     ) -> tuple[str, LocalEvidence]:
         """Gate the local text; a multi-line text the token budget cut that the gate
-        rejects is trimmed to the longest run of whole lines it accepts, if any (else it
-        stays as it is, rejected, and escalates as syntax-invalid)."""
+        rejects is trimmed to the longest run of whole lines it accepts, if any (else, or
+        once the deadline passed, it stays as it is, rejected, and escalates as
+        syntax-invalid)."""
         ev = await self._gate(ctx, text, ev, rec)
         if ev.syntax != "invalid" or not multiline or "local" not in rec.truncated:
             return text, ev
         first, spent = rec.syntax, rec.latency_ms.get("gate", 0.0)
         for run in list(whole_line_runs(text))[1:]:
+            if self._clock() >= deadline:
+                break
             ev = await self._gate(ctx, run, ev, rec)
             spent += rec.latency_ms["gate"]
             if ev.syntax != "invalid":

@@ -583,7 +583,12 @@ class LlamaRunner:
         started = time.monotonic()
         async with contextlib.aclosing(self.stream(request)) as chunks:
             return await collect(
-                chunks, backend=BACKEND, model=self.model, started=started, bytes_sent=0
+                chunks,
+                backend=BACKEND,
+                model=self.model,
+                started=started,
+                bytes_sent=0,
+                single_line=request.single_line,
             )
 
     async def detokenize(self, ids: Sequence[int]) -> str:

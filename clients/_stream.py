@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TypeVar
 
 from .errors import BackendTimeout
-from .types import Chunk, Completion, TokenLogprob
+from .types import Chunk, Completion, TokenLogprob, line_end
 
 T = TypeVar("T")
 
@@ -218,8 +218,13 @@ async def collect(
     model: str,
     started: float,
     bytes_sent: int = 0,
+    single_line: bool = False,
 ) -> Completion:
-    """Drain a chunk stream into one Completion (times relative to `started`)."""
+    """Drain a chunk stream into one Completion (times relative to `started`).
+
+    `single_line`: stop at the end of the first line (`line_end`) with finish reason
+    "stop"; the caller's `aclosing` then closes the stream, which ends the generation.
+    """
     text: list[str] = []
     tokens: list[TokenLogprob] = []
     logprobs = True
@@ -232,6 +237,10 @@ async def collect(
         tokens.extend(chunk.tokens)
         logprobs = logprobs and chunk.logprobs
         finish = chunk.finish_reason or finish
+        if single_line and (end := line_end(joined := "".join(text))) >= 0:
+            text, finish = [joined[:end]], "stop"
+            tokens = list(trim_tokens(tuple(tokens), joined[: end + 1]))  # with the newline's
+            break
     return Completion(
         text="".join(text),
         tokens=tuple(tokens),

@@ -517,7 +517,12 @@ class EmbeddedBackend:
         started = time.monotonic()
         async with contextlib.aclosing(self.stream(request)) as chunks:
             return await collect(
-                chunks, backend=BACKEND, model=self.model, started=started, bytes_sent=0
+                chunks,
+                backend=BACKEND,
+                model=self.model,
+                started=started,
+                bytes_sent=0,
+                single_line=request.single_line,
             )
 
     async def discover(self) -> ProbeReport:

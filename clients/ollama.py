@@ -372,7 +372,13 @@ class OllamaBackend:
         started = time.monotonic()
         sent = _Sent()
         async with contextlib.aclosing(self._stream(request, sent)) as chunks:
-            done = await collect(chunks, backend=BACKEND, model=self._model, started=started)
+            done = await collect(
+                chunks,
+                backend=BACKEND,
+                model=self._model,
+                started=started,
+                single_line=request.single_line,
+            )
         return attrs.evolve(done, bytes_sent=sent.bytes)
 
     async def _stream(self, request: CompletionRequest, sent: _Sent) -> AsyncGenerator[Chunk, None]:

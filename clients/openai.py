@@ -255,7 +255,13 @@ class OpenAIBackend:
         sent = _Sent()
         try:
             async with aclosing(self._generate(request, sent)) as chunks:
-                done = await collect(chunks, backend=BACKEND, model=self._model, started=started)
+                done = await collect(
+                    chunks,
+                    backend=BACKEND,
+                    model=self._model,
+                    started=started,
+                    single_line=request.single_line,
+                )
         except BackendError as exc:
             exc.bytes_sent = sent.n
             raise

@@ -17,6 +17,8 @@ class CompletionRequest:
 
     `deadline` is a `time.monotonic()` instant after which the backend gives up
     with `BackendTimeout`; None means only the backend's own timeouts apply.
+    `single_line`: the answer ends where its first line does (`line_end`), so
+    `complete()` stops reading there and closes the stream, which ends the generation.
     """
 
     prefix: str
@@ -33,12 +35,24 @@ class CompletionRequest:
     context_files: tuple[tuple[str, str], ...] = ()
     repo: str = ""
     repo_path: str = ""
+    single_line: bool = False
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or None."""
         if self.deadline is None:
             return None
         return max(0.0, self.deadline - time.monotonic())
+
+
+def line_end(text: str) -> int:
+    """Where a single-line completion ends: its first newline after the leading ones
+    (a completion may legitimately start on the next line), or -1 while none came.
+
+    The one rule for every tier: the pipeline stops reading the local stream here,
+    `complete()` the others, and `post_process` cuts there.
+    """
+    lead = len(text) - len(text.lstrip("\n"))
+    return text.find("\n", lead)
 
 
 @attrs.frozen

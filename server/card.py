@@ -16,6 +16,7 @@ _STAGES = {
     "gate": "syntax gate",
     "remote_first_token": "remote first token",
     "remote_total": "remote total",
+    "remote_gate": "syntax gate on the remote's cut text",
     "total": "total",
 }
 
@@ -49,6 +50,12 @@ def route_card(rec: RouteDecision) -> str:
     if rec.latency_ms:
         stages = ", ".join(f"{_STAGES.get(k, k)} {v:.0f} ms" for k, v in rec.latency_ms.items())
         lines.append(f"- latency: {stages}")
+    for tier, cut in rec.truncated.items():
+        what = f"{cut.lines} line{'s' if cut.lines != 1 else ''} ({cut.chars:,} characters)"
+        lines.append(
+            f"- truncated: the {tier} model hit its token budget (max_tokens); "
+            f"{what} dropped to keep whole lines"
+        )
     lines.append(f"- sent off this machine: {rec.bytes_sent:,} bytes")
     if rec.context_files:
         fed: dict[str, tuple[int, list[str]]] = {}

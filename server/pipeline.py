@@ -9,25 +9,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import attrs
 
 from clients.errors import BackendError, BackendTimeout
-from clients.types import Backend, Completion, CompletionRequest
+from clients.types import Backend, Completion, CompletionRequest, line_end
 
 from . import crossfile, privacy, router
 from .cache import CompletionCache
 from .config import PrivacySettings, Settings
 from .positions import cap_window
-from .record import RouteDecision, SyntaxInfo
+from .record import RouteDecision, SyntaxInfo, Truncation
 from .router import LocalEvidence, Reason, RemoteAccess, Rules, SyntaxStatus
 
 log = logging.getLogger(__name__)
 
 # Where post_process would cut anyway: let the model stop there (saves tokens).
 REQUEST_STOPS = ("\n```", "\n\n\n")
+
+
+def request_stops(*, single_line: bool) -> tuple[str, ...]:
+    """The stop strings to send. None for a single line: it ends at its first newline
+    anyway, and a stop string starting with one makes the backends hold each newline
+    back until the next token shows it is no stop, one wasted token per completion."""
+    return () if single_line else REQUEST_STOPS
+
 
 _STATUSES: dict[str, SyntaxStatus] = {
     s: s for s in ("valid", "invalid", "timeout", "unsupported-language", "error", "skipped")
@@ -84,8 +92,7 @@ def post_process(text: str, suffix: str, *, multiline: bool) -> str:
       often continue past the hole.
     """
     if not multiline:
-        lead = len(text) - len(text.lstrip("\n"))
-        end = text.find("\n", lead)
+        end = line_end(text)
         text = text if end < 0 else text[:end]
     # Chat-tuned small models close code with a Markdown fence and then explain it;
     # two blank lines in a row end a block in every language we serve.
@@ -101,6 +108,55 @@ def post_process(text: str, suffix: str, *, multiline: bool) -> str:
                 text = "\n".join(lines[:i])
                 break
     return text.rstrip() if text.strip() == "" else text
+
+
+def drop_last_line(text: str) -> str:
+    """`text` without its last line (whole or partial) and the line break before it."""
+    end = text.rfind("\n")
+    if end <= 0:
+        return ""
+    return text[: end - 1] if text[end - 1] == "\r" else text[:end]
+
+
+def shown_text(
+    raw: str, finish_reason: str | None, suffix: str, *, multiline: bool
+) -> tuple[str, Truncation | None]:
+    """A tier's raw generation as it is judged and shown, and what a length cut dropped.
+
+    A generation that hit max_tokens (finish reason "length") ends in the middle of a
+    line: it is trimmed back to its last complete line before `post_process`, so
+    neither the gate nor the user sees a half-written statement.
+    """
+    text = post_process(raw, suffix, multiline=multiline)
+    if finish_reason != "length":
+        return text, None
+    trimmed = post_process(drop_last_line(raw), suffix, multiline=multiline)
+    return trimmed, None if trimmed == text else truncation(text, trimmed)
+
+
+def truncation(before: str, after: str) -> Truncation:
+    def lines(t: str) -> int:
+        return t.count("\n") + 1 if t else 0
+
+    return Truncation(chars=max(0, len(before) - len(after)), lines=lines(before) - lines(after))
+
+
+def whole_line_runs(text: str) -> Iterator[str]:
+    """`text`, then ever shorter runs of its leading whole lines (never the empty one)."""
+    while text.strip():
+        yield text
+        text = drop_last_line(text)
+
+
+def gate_trimmed(text: str, check: Callable[[str], SyntaxInfo]) -> tuple[str, SyntaxInfo] | None:
+    """The longest run of `text`'s leading whole lines the gate does not reject, with
+    its verdict; None when it rejects every run (or `text` is blank). For a multi-line
+    completion the token budget cut: its last lines may leave a block open."""
+    for run in whole_line_runs(text):
+        info = check(run)
+        if info.status != "invalid":
+            return run, info
+    return None
 
 
 def remote_access(
@@ -140,6 +196,7 @@ class _LocalRun:
     first_token_s: float | None = None
     total_s: float = 0.0
     timed_out: bool = False  # cut by the local budget (local.first_token_ms / total_ms)
+    finish_reason: str | None = None  # the tier's, "stop" when we stopped at a line end
 
     @property
     def cut(self) -> bool:
@@ -265,7 +322,13 @@ class Pipeline:
         return sum(f.bytes for f in files)
 
     def _request(
-        self, ctx: CompletionContext, deadline: float, max_chars: int, tier: str = "local"
+        self,
+        ctx: CompletionContext,
+        deadline: float,
+        max_chars: int,
+        tier: str = "local",
+        *,
+        single_line: bool,
     ) -> CompletionRequest:
         c = self.settings.completion
         prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)  # per tier
@@ -279,9 +342,10 @@ class Pipeline:
             language=ctx.language,
             path=ctx.path,
             max_tokens=c.max_tokens,
-            stop=REQUEST_STOPS,
+            stop=request_stops(single_line=single_line),
             temperature=0.0,
             deadline=deadline,
+            single_line=single_line,
         )
 
     async def complete(self, ctx: CompletionContext) -> RouteDecision:
@@ -319,17 +383,17 @@ class Pipeline:
             rec.latency_ms["total"] = (self._clock() - t0) * 1000
             return rec
 
-        # 1. Local tier, cut short as soon as k tokens say "escalate".
+        # 1. Local tier, cut short as soon as k tokens say "escalate" (or, single-line,
+        # as soon as the line ends).
         if self.local is not None:
             self._note_context(rec, ctx, "local", self.settings.local.max_prompt_chars)
-        run = await self._run_local(ctx, deadline, rules, access)
+        multiline = wants_multiline(ctx.prefix, self.settings.completion.multiline)
+        run = await self._run_local(ctx, deadline, rules, access, multiline)
         rec.latency_ms["local_total"] = run.total_s * 1000
         if run.first_token_s is not None:
             rec.latency_ms["local_first_token"] = run.first_token_s * 1000
         self._note_local_error(rec, run)
-        multiline = wants_multiline(ctx.prefix, self.settings.completion.multiline)
-        local_text = post_process(run.text, ctx.suffix, multiline=multiline)
-        rec.local_completion = local_text
+        local_text = self._local_text(run, ctx, rec, multiline)
         rec.local_tokens = len(run.logprobs)
         rec.local_cancelled_early = run.cancelled_early
         ev = LocalEvidence(
@@ -343,7 +407,7 @@ class Pipeline:
 
         # 2. Gate, only when the verdict depends on it.
         if router.needs_syntax(ev, rules, access) and not run.cut:
-            ev = await self._gate(ctx, local_text, ev, rec)
+            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
 
         verdict = router.decide(ev, rules, access)
         rec.confidence = verdict.confidence
@@ -364,14 +428,13 @@ class Pipeline:
         if not remote_ok and run.cut and self._clock() < deadline:
             # We cut the local stream for an escalation that failed: finish the
             # local completion after all, so the user may still get something.
-            run = await self._run_local(ctx, deadline, rules, "not-configured")
+            run = await self._run_local(ctx, deadline, rules, "not-configured", multiline)
             rec.latency_ms["local_rerun"] = run.total_s * 1000
-            local_text = post_process(run.text, ctx.suffix, multiline=multiline)
-            rec.local_completion = local_text
+            local_text = self._local_text(run, ctx, rec, multiline)
             ev = attrs.evolve(ev, available=run.available, text=local_text, timed_out=run.timed_out)
         if not remote_ok and ev.syntax is None and ev.available and local_text:
             # Could we still keep the local completion? Only if it passes the gate.
-            ev = await self._gate(ctx, local_text, ev, rec)
+            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
         final = router.after_remote(verdict, ev, remote_ok=remote_ok, remote_text=remote_text)
         rec.route = final.route
         rec.reasons = [str(r) for r in final.reasons]
@@ -389,9 +452,10 @@ class Pipeline:
         """(remote ok, its text), or None when a privacy change cancelled the call."""
         assert self.remote is not None
         t_remote = self._clock()
+        max_chars = self.settings.remote.max_prompt_chars
         call = asyncio.ensure_future(
             self.remote.complete(
-                self._request(ctx, deadline, self.settings.remote.max_prompt_chars, "remote")
+                self._request(ctx, deadline, max_chars, "remote", single_line=not multiline)
             )
         )
         max_chars = self.settings.remote.max_prompt_chars
@@ -427,7 +491,19 @@ class Pipeline:
         rec.context_bytes_sent += ctx_bytes
         if result.first_token_s is not None:
             rec.latency_ms["remote_first_token"] = result.first_token_s * 1000
-        return True, post_process(result.text, ctx.suffix, multiline=multiline)
+        text, cut = shown_text(result.text, result.finish_reason, ctx.suffix, multiline=multiline)
+        if result.finish_reason == "length" and multiline and self.gate is not None and text:
+            # Whole lines may still leave a block open: keep those the gate accepts (none
+            # accepted: nothing from the remote is shown, rather than broken code).
+            t = self._clock()
+            kept = await self._trim_to_gate(ctx, text, deadline)
+            rec.latency_ms["remote_gate"] = (self._clock() - t) * 1000
+            if kept != text:
+                cut = truncation(post_process(result.text, ctx.suffix, multiline=multiline), kept)
+                text = kept
+        if cut is not None:
+            rec.truncated["remote"] = cut
+        return True, text
 
     async def _blocked_late(
         self,
@@ -451,11 +527,10 @@ class Pipeline:
         if run.cut and self._clock() >= deadline:
             ev = attrs.evolve(ev, text=local_text)
         elif run.cut:
-            run = await self._run_local(ctx, deadline, rules, access)
+            run = await self._run_local(ctx, deadline, rules, access, multiline)
             rec.latency_ms["local_rerun"] = run.total_s * 1000
             self._note_local_error(rec, run)
-            local_text = post_process(run.text, ctx.suffix, multiline=multiline)
-            rec.local_completion = local_text
+            local_text = self._local_text(run, ctx, rec, multiline)
             rec.local_tokens = len(run.logprobs)
             ev = LocalEvidence(
                 available=run.available,
@@ -464,7 +539,7 @@ class Pipeline:
                 has_logprobs=run.has_logprobs,
             )
         if router.needs_syntax(ev, rules, access) and ev.syntax is None:
-            ev = await self._gate(ctx, local_text, ev, rec)
+            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
         verdict = router.decide(ev, rules, access)
         rec.confidence = verdict.confidence
         rec.route = "local" if verdict.action == "keep-local" else "none"
@@ -486,7 +561,12 @@ class Pipeline:
         return rec
 
     async def _run_local(
-        self, ctx: CompletionContext, deadline: float, rules: Rules, access: RemoteAccess
+        self,
+        ctx: CompletionContext,
+        deadline: float,
+        rules: Rules,
+        access: RemoteAccess,
+        multiline: bool,
     ) -> _LocalRun:
         run = _LocalRun()
         if self.local is None:
@@ -501,8 +581,9 @@ class Pipeline:
             b = self.settings.local
             total_end = min(deadline, started + b.total_ms / 1000)
             first_end = min(total_end, started + b.first_token_ms / 1000)
+        max_chars = self.settings.local.max_prompt_chars
         stream = self.local.stream(
-            self._request(ctx, deadline, self.settings.local.max_prompt_chars)
+            self._request(ctx, deadline, max_chars, single_line=not multiline)
         )
         try:
             while True:
@@ -529,6 +610,12 @@ class Pipeline:
                 run.text += chunk.text
                 run.logprobs.extend(t.logprob for t in chunk.tokens)
                 run.has_logprobs = run.has_logprobs and chunk.logprobs
+                run.finish_reason = chunk.finish_reason or run.finish_reason
+                if not multiline and line_end(run.text) >= 0:
+                    # The line is complete and post_process keeps nothing after it:
+                    # closing the stream (finally) ends the generation.
+                    run.finish_reason = "stop"
+                    break
                 # Early escalation: no point waiting for the rest of a completion
                 # we are going to throw away; the remote request starts now.
                 if (
@@ -545,6 +632,68 @@ class Pipeline:
             await stream.aclose()
             run.total_s = self._clock() - started
         return run
+
+    def _local_text(
+        self, run: _LocalRun, ctx: CompletionContext, rec: RouteDecision, multiline: bool
+    ) -> str:
+        """The local run's text as judged and shown (noted in the record)."""
+        text, cut = shown_text(run.text, run.finish_reason, ctx.suffix, multiline=multiline)
+        rec.local_completion = text
+        rec.truncated.pop("local", None)
+        if cut is not None:
+            rec.truncated["local"] = cut
+        return text
+
+    async def _check(self, ctx: CompletionContext, text: str) -> SyntaxInfo:
+        assert self.gate is not None
+        if self.gate.blocking:
+            return await asyncio.to_thread(self.gate.check, ctx, text)
+        return self.gate.check(ctx, text)
+
+    async def _trim_to_gate(self, ctx: CompletionContext, text: str, deadline: float) -> str:
+        """`gate_trimmed` for the remote text ("" when the gate rejects every run); past
+        the deadline, whole lines are all we have time for."""
+        for run in whole_line_runs(text):
+            if self._clock() >= deadline:
+                return text
+            if (await self._check(ctx, run)).status != "invalid":
+                return run
+        return ""
+
+    async def _gate_local(
+        self,
+        ctx: CompletionContext,
+        text: str,
+        ev: LocalEvidence,
+        rec: RouteDecision,
+        multiline: bool,
+        deadline: float,
+    ) -> tuple[str, LocalEvidence]:
+        """Gate the local text; a multi-line text the token budget cut that the gate
+        rejects is trimmed to the longest run of whole lines it accepts, if any (else, or
+        once the deadline passed, it stays as it is, rejected, and escalates as
+        syntax-invalid)."""
+        ev = await self._gate(ctx, text, ev, rec)
+        if ev.syntax != "invalid" or not multiline or "local" not in rec.truncated:
+            return text, ev
+        first, spent = rec.syntax, rec.latency_ms.get("gate", 0.0)
+        for run in list(whole_line_runs(text))[1:]:
+            if self._clock() >= deadline:
+                break
+            ev = await self._gate(ctx, run, ev, rec)
+            spent += rec.latency_ms["gate"]
+            if ev.syntax != "invalid":
+                rec.latency_ms["gate"] = spent
+                old = rec.truncated["local"]
+                more = truncation(text, run)
+                rec.truncated["local"] = Truncation(
+                    chars=old.chars + more.chars, lines=old.lines + more.lines
+                )
+                rec.local_completion = run
+                return run, attrs.evolve(ev, text=run)
+        rec.latency_ms["gate"] = spent
+        rec.syntax = first
+        return text, attrs.evolve(ev, syntax="invalid")
 
     async def _gate(
         self, ctx: CompletionContext, text: str, ev: LocalEvidence, rec: RouteDecision

@@ -31,6 +31,14 @@ class SyntaxInfo:
     checker: str = ""
 
 
+@attrs.frozen
+class Truncation:
+    """What was dropped from a tier's text that its token budget cut (finish "length")."""
+
+    chars: int  # characters dropped from what would have been shown
+    lines: int  # lines (whole or partial) dropped
+
+
 @attrs.define(kw_only=True)
 class RouteDecision:
     completion: str
@@ -45,6 +53,9 @@ class RouteDecision:
     local_completion: str = ""  # what the local model wrote (after post-processing)
     local_tokens: int = 0
     local_cancelled_early: bool = False  # stream cut after k unconfident tokens
+    # Per tier ("local", "remote"): its text hit max_tokens and was trimmed back to whole
+    # lines (and, multi-line, to those the gate accepts) before it was judged or shown.
+    truncated: dict[str, Truncation] = attrs.field(factory=dict)
     latency_ms: dict[str, float] = attrs.field(factory=dict)
     bytes_sent: int = 0  # request bytes that left this machine
     # Cross-file context: (workspace-relative path, bytes, tier) per file that fed a

@@ -2,10 +2,12 @@
 
 The request is what the server would send: the context cut by `make_context` to
 `completion.context_lines`, `completion.max_tokens` (unless overridden), the pipeline's
-stop strings, temperature 0; the answer becomes what the server would insert (`treat`:
-the stop strings, then `server.pipeline.post_process` in the mode `wants_multiline`
-picks, single-line for HumanEval single-line tasks) and the local one is checked by the
-server's syntax gate.
+stop strings, temperature 0, and in single-line mode (the mode `wants_multiline` picks,
+single-line for HumanEval single-line tasks) the stop at the end of the line; the answer
+becomes what the server would insert (`treat`: the stop strings, the line end, then
+`server.pipeline.shown_text`, which trims a generation the token budget cut to whole
+lines, and in multi-line mode to the lines the gate accepts) and the local one is
+checked by the server's syntax gate.
 
 The records keep the raw generation beside that text, so when the pipeline's
 post-processing changes, `refresh_all` derives the text again without generating anew
@@ -35,12 +37,19 @@ from clients.errors import (
     FimUnsupported,
     ModelNotFound,
 )
-from clients.types import Backend, CompletionRequest, TokenLogprob
+from clients.types import Backend, CompletionRequest, TokenLogprob, line_end
 
 from ..config import Settings
 from ..context import make_context
-from ..gate import SyntaxGate
-from ..pipeline import REQUEST_STOPS, CompletionContext, post_process, wants_multiline
+from ..gate import SyntaxGate, make_gate
+from ..pipeline import (
+    REQUEST_STOPS,
+    CompletionContext,
+    gate_trimmed,
+    request_stops,
+    shown_text,
+    wants_multiline,
+)
 from .datasets import Task
 from .progress import Progress
 from .records import GateResult, Generation, Record, RunFolder
@@ -76,16 +85,39 @@ def multiline_for(task: Task, settings: Settings) -> bool:
     return task.multiline and wants_multiline(ctx.prefix, settings.completion.multiline)
 
 
-def treat(task: Task, gen: Generation, settings: Settings) -> Generation:
+def treat(
+    task: Task,
+    gen: Generation,
+    settings: Settings,
+    gate: SyntaxGate | None = None,
+    *,
+    tier: Literal["local", "remote"] = "local",
+) -> Generation:
     """`gen` with `text` = what the server would insert for its `raw` generation, and the
-    tokens cut to match (the confidence reads only tokens the model would have written)."""
+    tokens cut to match (the confidence reads only tokens the model would have written).
+
+    As in the pipeline: a multi-line generation the token budget cut is trimmed to the
+    lines `gate` accepts; when it accepts none, the local text stays (and is rejected),
+    the remote one becomes empty."""
     if not gen.ok:
         return gen
     ctx = context_for(task, settings)
-    raw = gen.raw
+    multiline = multiline_for(task, settings)
+    raw, finish = gen.raw, gen.finish_reason
+    # Records made before single-line requests stopped at the line end were generated
+    # with the stop strings: cutting at them again changes nothing shown.
     cut = min((i for s in REQUEST_STOPS if (i := raw.find(s)) >= 0), default=len(raw))
-    text = post_process(raw[:cut], ctx.suffix, multiline=multiline_for(task, settings))
-    kept = trim_tokens(tuple(TokenLogprob(t, lp) for t, lp in gen.tokens), raw[:cut])
+    if cut < len(raw):
+        raw, finish = raw[:cut], "stop"
+    written = raw  # what the model wrote before it stopped (or was stopped)
+    if not multiline and (end := line_end(raw)) >= 0:
+        raw, finish, written = raw[:end], "stop", raw[: end + 1]
+    text, _ = shown_text(raw, finish, ctx.suffix, multiline=multiline)
+    if multiline and finish == "length" and gate is not None and text.strip():
+        whole = CompletionContext(prefix=task.prefix, suffix=task.suffix, language=task.language)
+        found = gate_trimmed(text, lambda t: gate.check(whole, t))
+        text = found[0] if found else (text if tier == "local" else "")
+    kept = trim_tokens(tuple(TokenLogprob(t, lp) for t, lp in gen.tokens), written)
     return attrs.evolve(gen, text=text, tokens=tuple((t.text, t.logprob) for t in kept))
 
 
@@ -94,9 +126,14 @@ def refresh_all(folder: RunFolder, settings: Settings) -> int:
     are append-only). A changed local text loses its cached gate verdicts. Returns how
     many records changed."""
     changed = 0
+    checker = make_gate(settings.routing)
     for key, rec in list(folder.records.items()):
-        loc = treat(rec.task, rec.local, settings)
-        rem = treat(rec.task, rec.remote, settings) if rec.remote is not None else None
+        loc = treat(rec.task, rec.local, settings, checker)
+        rem = (
+            treat(rec.task, rec.remote, settings, checker, tier="remote")
+            if rec.remote is not None
+            else None
+        )
         same_local = loc.text == rec.local.text and loc.tokens == rec.local.tokens
         same_remote = rem is None or rec.remote is None or rem.text == rec.remote.text
         if same_local and same_remote:
@@ -111,17 +148,7 @@ async def _complete(
     backend: Backend, request: CompletionRequest, tier: str, timeout_s: float
 ) -> Generation | BackendError:
     for attempt, wait in enumerate((*_RETRIES, None)):
-        req = CompletionRequest(
-            prefix=request.prefix,
-            suffix=request.suffix,
-            language=request.language,
-            max_tokens=request.max_tokens,
-            stop=request.stop,
-            temperature=0.0,
-            deadline=time.monotonic() + timeout_s,
-            context_files=request.context_files,
-            repo_path=request.repo_path,
-        )
+        req = attrs.evolve(request, temperature=0.0, deadline=time.monotonic() + timeout_s)
         try:
             done = await backend.complete(req)
         except _FATAL as exc:
@@ -165,28 +192,32 @@ async def generate_record(
     timeout_s: float = 120.0,
 ) -> Record:
     ctx = context_for(task, settings)
+    single_line = not multiline_for(task, settings)
     request = CompletionRequest(
         prefix=ctx.prefix,
         suffix=ctx.suffix,
         language=task.language,
         max_tokens=max_tokens,
-        stop=REQUEST_STOPS,
+        stop=request_stops(single_line=single_line),
+        single_line=single_line,
         context_files=task.context_files,
         repo_path=f"{task.task_id}.{_EXT.get(task.language, 'txt')}" if task.context_files else "",
     )
 
-    def finish(gen: Generation | BackendError, backend: Backend) -> Generation:
+    def finish(
+        gen: Generation | BackendError, backend: Backend, tier: Literal["local", "remote"]
+    ) -> Generation:
         if isinstance(gen, BackendError):
             return Generation(
                 backend=backend.name, model=backend.model, raw="", text="", error=str(gen)
             )
-        return treat(task, gen, settings)
+        return treat(task, gen, settings, gate, tier=tier)
 
-    loc = finish(await _complete(local, request, "local", timeout_s), local)
+    loc = finish(await _complete(local, request, "local", timeout_s), local, "local")
     rem: Generation | None = None
     if remote_kind == "config":
         assert remote is not None
-        rem = finish(await _complete(remote, request, "remote", timeout_s), remote)
+        rem = finish(await _complete(remote, request, "remote", timeout_s), remote, "remote")
     elif remote_kind == "oracle":
         if task.truth is None:
             rem = Generation(

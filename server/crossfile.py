@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 
 import attrs
+from cachetools import LRUCache
 
 from .workspace_index import WorkspaceIndex
 
@@ -242,14 +242,12 @@ class SnippetCache:
     only after an edit."""
 
     def __init__(self, size: int = 32) -> None:
-        self._cache: OrderedDict[tuple[str, int], _Windows] = OrderedDict()
-        self._size = size
+        self._cache: LRUCache[tuple[str, int], _Windows] = LRUCache(size)
 
     def windows(self, path: str, version: int, text: str) -> _Windows:
         key = (path, version)
         hit = self._cache.get(key)
         if hit is not None:
-            self._cache.move_to_end(key)
             return hit
         lines = text.split("\n")
         step = SNIPPET_LINES // 2
@@ -264,8 +262,6 @@ class SnippetCache:
                 out.append((start, chunk, len(idents)))
         found = _Windows(out, postings)
         self._cache[key] = found
-        while len(self._cache) > self._size:
-            self._cache.popitem(last=False)
         return found
 
 

@@ -154,182 +154,200 @@ def create_server(
         roots=lambda: _workspace_roots(server),
         retention_delays=DEFAULT_DELAYS if retention_after is None else retention_after,
     )
-    session = server.session
     logging.getLogger().addHandler(_ClientLogHandler(server))
 
-    @server.feature(t.INITIALIZE)
-    def initialize(ls: SynConfRouteServer, params: t.InitializeParams) -> None:
-        enc = ls.workspace.position_encoding or t.PositionEncodingKind.Utf16
-        session.encoding = _ENCODINGS.get(str(enc), "utf-16")
-        issues = session.apply_overrides(init=_options(params.initialization_options) or {})
-        _report_issues(ls, session.load_issues + issues)
-        caps = params.capabilities.text_document
-        if caps is None or caps.inline_completion is None:
-            # Emacs/eglot, Helix, Neovim < 0.12: offer the same completion through
-            # the classic completion request (registered before capabilities are built).
-            ls.feature(t.TEXT_DOCUMENT_COMPLETION, t.CompletionOptions())(completion)
-
-    @server.feature(t.INITIALIZED)
-    async def initialized(ls: SynConfRouteServer, params: t.InitializedParams) -> None:
-        await _pull_configuration(ls)
-        session.start_index()  # in the background: completions never wait for it
-        await _watch_files(ls)
-        await session.pipeline()  # choose and build the tiers now, not on the first keystroke
-
-    @server.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    async def did_change_configuration(
-        ls: SynConfRouteServer, params: t.DidChangeConfigurationParams
-    ) -> None:
-        pushed = _options(params.settings)
-        if pushed is not None:
-            _report_issues(ls, session.apply_overrides(workspace=pushed))
-        else:
-            await _pull_configuration(ls)
-        session.start_index()  # when the context setting just became "workspace"
-        await _watch_files(ls)
-
-    @server.feature(t.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls: SynConfRouteServer, params: t.DidOpenTextDocumentParams) -> None:
-        doc = params.text_document
-        session.open(doc.uri, doc.text, doc.language_id)
-
-    @server.feature(t.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(ls: SynConfRouteServer, params: t.DidChangeTextDocumentParams) -> None:
-        edits = []
-        for ch in params.content_changes:
-            if isinstance(ch, t.TextDocumentContentChangePartial):
-                r = ch.range
-                edits.append(
-                    Edit(ch.text, (r.start.line, r.start.character), (r.end.line, r.end.character))
-                )
-            else:
-                edits.append(Edit(ch.text))
-        if session.change(params.text_document.uri, edits):
-            ls.text_document_publish_diagnostics(
-                t.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
-            )
-
-    @server.feature(t.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(ls: SynConfRouteServer, params: t.DidSaveTextDocumentParams) -> None:
-        session.saved(params.text_document.uri)
-
-    @server.feature(t.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-    async def did_change_watched_files(
-        ls: SynConfRouteServer, params: t.DidChangeWatchedFilesParams
-    ) -> None:
-        deleted = t.FileChangeType.Deleted
-        await session.files_changed([(c.uri, c.type == deleted) for c in params.changes])
-
-    @server.feature(t.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(ls: SynConfRouteServer, params: t.DidCloseTextDocumentParams) -> None:
-        session.close(params.text_document.uri)
-
-    async def _complete(
-        ls: SynConfRouteServer, uri: str, pos: t.Position, invoked: bool
-    ) -> Completed | None:
-        try:
-            # The session's own text, never pygls' workspace copy (other line rule).
-            done = await session.complete(uri, pos.line, pos.character, invoked=invoked)
-        except DocumentNotOpen as exc:
-            raise JsonRpcInvalidParams(f"synconfroute: {exc.args[0]}") from exc
-        except PositionOutOfRange as exc:
-            raise JsonRpcInvalidParams(f"synconfroute: {exc}") from exc
-        if done is not None and session.settings.editor.diagnostics:
-            _publish_route(ls, uri, done)
-        return done
-
-    @server.feature(t.TEXT_DOCUMENT_INLINE_COMPLETION, t.InlineCompletionOptions())
-    async def inline_completion(
-        ls: SynConfRouteServer, params: t.InlineCompletionParams
-    ) -> t.InlineCompletionList | None:
-        invoked = params.context.trigger_kind == t.InlineCompletionTriggerKind.Invoked
-        done = await _complete(ls, params.text_document.uri, params.position, invoked)
-        if done is None or not done.insert_text:
-            return t.InlineCompletionList(items=[])
-        pos = t.Position(*done.start)
-        item = t.InlineCompletionItem(
-            insert_text=done.insert_text,
-            range=t.Range(pos, t.Position(*done.end)),
-            command=t.Command(
-                title=summary(done.decision), command=CMD_ACCEPT, arguments=[done.id]
-            ),
-        )
-        return t.InlineCompletionList(items=[item])
-
-    async def completion(ls: SynConfRouteServer, params: t.CompletionParams) -> t.CompletionList:
-        invoked = (
-            params.context is None or params.context.trigger_kind == t.CompletionTriggerKind.Invoked
-        )
-        done = await _complete(ls, params.text_document.uri, params.position, invoked)
-        if done is None or not done.insert_text:
-            return t.CompletionList(is_incomplete=True, items=[])
-        rec = done.decision
-        line, col = done.start
-        word_start = t.Position(line, col - advance(0, 0, done.word, session.encoding)[1])
-        new_text = done.word + done.insert_text
-        first = done.insert_text.strip().split("\n", 1)[0]
-        item = t.CompletionItem(
-            label=f"{first[:60]}",
-            label_details=t.CompletionItemLabelDetails(description=f"synconfroute {rec.route}"),
-            kind=t.CompletionItemKind.Text,
-            detail=summary(rec),
-            documentation=_markup(route_card(rec), _doc_formats(ls)),
-            # The word before the cursor is part of the edit, so the editor's
-            # filtering (by that word) keeps the item.
-            filter_text=new_text,
-            sort_text="0",
-            preselect=True,
-            text_edit=t.TextEdit(t.Range(word_start, t.Position(*done.end)), new_text),
-            insert_text_format=t.InsertTextFormat.PlainText,
-            command=t.Command(title=summary(rec), command=CMD_ACCEPT, arguments=[done.id]),
-        )
-        return t.CompletionList(is_incomplete=True, items=[item])
-
-    @server.feature(t.TEXT_DOCUMENT_HOVER)
-    def hover(ls: SynConfRouteServer, params: t.HoverParams) -> t.Hover | None:
-        card = session.hover(params.text_document.uri, params.position.line)
-        if card is None:
-            return None
-        caps = ls.client_capabilities.text_document
-        formats = caps.hover.content_format if caps and caps.hover else None
-        return t.Hover(contents=_markup(card, formats))
-
-    @server.command(CMD_ACCEPT)
-    def accept(ls: SynConfRouteServer, did: Any = None, *_: Any) -> bool:
-        # pygls passes the command's arguments as positional parameters
-        return isinstance(did, str) and session.accept(did)
-
-    @server.command(CMD_TOGGLE_LOCAL_ONLY)
-    def toggle_local_only(ls: SynConfRouteServer, *_: Any) -> bool:
-        on = session.toggle_local_only()
-        _show(
-            ls,
-            "info",
-            f"synconfroute: local-only {'ON: nothing leaves this machine' if on else 'off'}",
-        )
-        return on
-
-    @server.command(CMD_STATUS)
-    def status(ls: SynConfRouteServer, *_: Any) -> dict[str, Any]:
-        st = session.status()
-        routes = st["routes"]
-        _show(
-            ls,
-            "info",
-            f"synconfroute: local {st['local']}; remote {st['remote']}; "
-            f"local-only {'on' if st['local_only'] else 'off'}; "
-            f"{st['completions']} completions ({routes['local']} local, "
-            f"{routes['remote']} remote, {routes['none']} none); "
-            f"threshold {st['threshold']:.2f}"
-            + (f" (adaptive: {st['adaptive']['why']})" if st["adaptive"] else ""),
-        )
-        return st
-
-    @server.feature(t.SHUTDOWN)
-    async def shutdown(ls: SynConfRouteServer, params: None) -> None:
-        await session.shutdown()
-
+    server.feature(t.INITIALIZE)(initialize)
+    server.feature(t.INITIALIZED)(initialized)
+    server.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration)
+    server.feature(t.TEXT_DOCUMENT_DID_OPEN)(did_open)
+    server.feature(t.TEXT_DOCUMENT_DID_CHANGE)(did_change)
+    server.feature(t.TEXT_DOCUMENT_DID_SAVE)(did_save)
+    server.feature(t.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
+    server.feature(t.TEXT_DOCUMENT_DID_CLOSE)(did_close)
+    server.feature(t.TEXT_DOCUMENT_INLINE_COMPLETION, t.InlineCompletionOptions())(
+        inline_completion
+    )
+    server.feature(t.TEXT_DOCUMENT_HOVER)(hover)
+    server.command(CMD_ACCEPT)(accept)
+    server.command(CMD_TOGGLE_LOCAL_ONLY)(toggle_local_only)
+    server.command(CMD_STATUS)(status)
+    server.feature(t.SHUTDOWN)(shutdown)
     return server
+
+
+# -- handlers: module-level, the session on the server (as jedi-language-server does) --
+
+
+def initialize(ls: SynConfRouteServer, params: t.InitializeParams) -> None:
+    enc = ls.workspace.position_encoding or t.PositionEncodingKind.Utf16
+    ls.session.encoding = _ENCODINGS.get(str(enc), "utf-16")
+    issues = ls.session.apply_overrides(init=_options(params.initialization_options) or {})
+    _report_issues(ls, ls.session.load_issues + issues)
+    caps = params.capabilities.text_document
+    if caps is None or caps.inline_completion is None:
+        # Emacs/eglot, Helix, Neovim < 0.12: offer the same completion through
+        # the classic completion request (registered before capabilities are built).
+        ls.feature(t.TEXT_DOCUMENT_COMPLETION, t.CompletionOptions())(completion)
+
+
+async def initialized(ls: SynConfRouteServer, params: t.InitializedParams) -> None:
+    await _pull_configuration(ls)
+    ls.session.start_index()  # in the background: completions never wait for it
+    await _watch_files(ls)
+    await ls.session.pipeline()  # choose and build the tiers now, not on the first keystroke
+
+
+async def did_change_configuration(
+    ls: SynConfRouteServer, params: t.DidChangeConfigurationParams
+) -> None:
+    pushed = _options(params.settings)
+    if pushed is not None:
+        _report_issues(ls, ls.session.apply_overrides(workspace=pushed))
+    else:
+        await _pull_configuration(ls)
+    ls.session.start_index()  # when the context setting just became "workspace"
+    await _watch_files(ls)
+
+
+def did_open(ls: SynConfRouteServer, params: t.DidOpenTextDocumentParams) -> None:
+    doc = params.text_document
+    ls.session.open(doc.uri, doc.text, doc.language_id)
+
+
+def did_change(ls: SynConfRouteServer, params: t.DidChangeTextDocumentParams) -> None:
+    edits = []
+    for ch in params.content_changes:
+        if isinstance(ch, t.TextDocumentContentChangePartial):
+            r = ch.range
+            edits.append(
+                Edit(ch.text, (r.start.line, r.start.character), (r.end.line, r.end.character))
+            )
+        else:
+            edits.append(Edit(ch.text))
+    if ls.session.change(params.text_document.uri, edits):
+        ls.text_document_publish_diagnostics(
+            t.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
+        )
+
+
+def did_save(ls: SynConfRouteServer, params: t.DidSaveTextDocumentParams) -> None:
+    ls.session.saved(params.text_document.uri)
+
+
+async def did_change_watched_files(
+    ls: SynConfRouteServer, params: t.DidChangeWatchedFilesParams
+) -> None:
+    deleted = t.FileChangeType.Deleted
+    await ls.session.files_changed([(c.uri, c.type == deleted) for c in params.changes])
+
+
+def did_close(ls: SynConfRouteServer, params: t.DidCloseTextDocumentParams) -> None:
+    ls.session.close(params.text_document.uri)
+
+
+async def _complete(
+    ls: SynConfRouteServer, uri: str, pos: t.Position, invoked: bool
+) -> Completed | None:
+    try:
+        # The session's own text, never pygls' workspace copy (other line rule).
+        done = await ls.session.complete(uri, pos.line, pos.character, invoked=invoked)
+    except DocumentNotOpen as exc:
+        raise JsonRpcInvalidParams(f"synconfroute: {exc.args[0]}") from exc
+    except PositionOutOfRange as exc:
+        raise JsonRpcInvalidParams(f"synconfroute: {exc}") from exc
+    if done is not None and ls.session.settings.editor.diagnostics:
+        _publish_route(ls, uri, done)
+    return done
+
+
+async def inline_completion(
+    ls: SynConfRouteServer, params: t.InlineCompletionParams
+) -> t.InlineCompletionList | None:
+    invoked = params.context.trigger_kind == t.InlineCompletionTriggerKind.Invoked
+    done = await _complete(ls, params.text_document.uri, params.position, invoked)
+    if done is None or not done.insert_text:
+        return t.InlineCompletionList(items=[])
+    pos = t.Position(*done.start)
+    item = t.InlineCompletionItem(
+        insert_text=done.insert_text,
+        range=t.Range(pos, t.Position(*done.end)),
+        command=t.Command(title=summary(done.decision), command=CMD_ACCEPT, arguments=[done.id]),
+    )
+    return t.InlineCompletionList(items=[item])
+
+
+async def completion(ls: SynConfRouteServer, params: t.CompletionParams) -> t.CompletionList:
+    invoked = (
+        params.context is None or params.context.trigger_kind == t.CompletionTriggerKind.Invoked
+    )
+    done = await _complete(ls, params.text_document.uri, params.position, invoked)
+    if done is None or not done.insert_text:
+        return t.CompletionList(is_incomplete=True, items=[])
+    rec = done.decision
+    line, col = done.start
+    word_start = t.Position(line, col - advance(0, 0, done.word, ls.session.encoding)[1])
+    new_text = done.word + done.insert_text
+    first = done.insert_text.strip().split("\n", 1)[0]
+    item = t.CompletionItem(
+        label=f"{first[:60]}",
+        label_details=t.CompletionItemLabelDetails(description=f"synconfroute {rec.route}"),
+        kind=t.CompletionItemKind.Text,
+        detail=summary(rec),
+        documentation=_markup(route_card(rec), _doc_formats(ls)),
+        # The word before the cursor is part of the edit, so the editor's
+        # filtering (by that word) keeps the item.
+        filter_text=new_text,
+        sort_text="0",
+        preselect=True,
+        text_edit=t.TextEdit(t.Range(word_start, t.Position(*done.end)), new_text),
+        insert_text_format=t.InsertTextFormat.PlainText,
+        command=t.Command(title=summary(rec), command=CMD_ACCEPT, arguments=[done.id]),
+    )
+    return t.CompletionList(is_incomplete=True, items=[item])
+
+
+def hover(ls: SynConfRouteServer, params: t.HoverParams) -> t.Hover | None:
+    card = ls.session.hover(params.text_document.uri, params.position.line)
+    if card is None:
+        return None
+    caps = ls.client_capabilities.text_document
+    formats = caps.hover.content_format if caps and caps.hover else None
+    return t.Hover(contents=_markup(card, formats))
+
+
+def accept(ls: SynConfRouteServer, did: Any = None, *_: Any) -> bool:
+    # pygls passes the command's arguments as positional parameters
+    return isinstance(did, str) and ls.session.accept(did)
+
+
+def toggle_local_only(ls: SynConfRouteServer, *_: Any) -> bool:
+    on = ls.session.toggle_local_only()
+    _show(
+        ls,
+        "info",
+        f"synconfroute: local-only {'ON: nothing leaves this machine' if on else 'off'}",
+    )
+    return on
+
+
+def status(ls: SynConfRouteServer, *_: Any) -> dict[str, Any]:
+    st = ls.session.status()
+    routes = st.routes
+    _show(
+        ls,
+        "info",
+        f"synconfroute: local {st.local}; remote {st.remote}; "
+        f"local-only {'on' if st.local_only else 'off'}; "
+        f"{st.completions} completions ({routes['local']} local, "
+        f"{routes['remote']} remote, {routes['none']} none); "
+        f"threshold {st.threshold:.2f}"
+        + (f" (adaptive: {st.adaptive['why']})" if st.adaptive else ""),
+    )
+    return st.to_json()
+
+
+async def shutdown(ls: SynConfRouteServer, params: None) -> None:
+    await ls.session.shutdown()
 
 
 def _workspace_roots(ls: LanguageServer) -> list[str]:

@@ -273,17 +273,17 @@ async def test_session_adaptive_moves_show_in_status_hover_ledger_and_routing(
         ledger=Ledger(tmp_path / "l.jsonl"),
         make_pipeline=lambda st: Pipeline(st, None, None),
     )
-    assert s.status()["threshold"] == -0.5 and s.status()["adaptive"]["decisions"] == 0
+    assert s.status().threshold == -0.5 and s.status().adaptive["decisions"] == 0
     rnd = random.Random(3)
     for i in range(400):  # local completions always dismissed, remote ones accepted
         conf = rnd.uniform(-1.5, 0.0)
-        route = "local" if conf >= s.status()["threshold"] else "remote"
-        s.decisions[f"c{i}"] = rec(route, conf, s.status()["threshold"])
+        route = "local" if conf >= s.status().threshold else "remote"
+        s.decisions[f"c{i}"] = rec(route, conf, s.status().threshold)
         s._resolve(f"c{i}", accepted=route == "remote")
     st = s.status()
-    assert st["threshold"] == -0.3  # raised to its bound, never past it
+    assert st.threshold == -0.3  # raised to its bound, never past it
     assert "raised" in " ".join(m.why for m in s.adaptive.moves)  # type: ignore[union-attr]
-    assert "bound" in st["adaptive"]["why"]
+    assert "bound" in st.adaptive["why"]
     pipeline = await s.pipeline()
     assert pipeline.rules().threshold == -0.3  # the routing uses it
     moves = load(tmp_path / "l.jsonl")[1]
@@ -297,12 +297,12 @@ async def test_session_adaptive_moves_show_in_status_hover_ledger_and_routing(
     assert card is not None and "adaptive threshold now -0.300" in card
     # A new server run carries on from the ledger's last move ...
     again = Session(loaded, ledger=Ledger(tmp_path / "l.jsonl"))
-    assert again.status()["threshold"] == -0.3
-    assert "resumed" in again.status()["adaptive"]["why"]
+    assert again.status().threshold == -0.3
+    assert "resumed" in again.status().adaptive["why"]
     # ... unless the configured threshold changed since (e.g. a new calibration).
     fresh_settings, _ = config.merge(settings, {"routing": {"threshold": -0.6}})
     fresh = Session(
         config.Loaded(fresh_settings, (), tmp_path / "c.toml", False),
         ledger=Ledger(tmp_path / "l.jsonl"),
     )
-    assert fresh.status()["threshold"] == -0.6
+    assert fresh.status().threshold == -0.6

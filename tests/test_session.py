@@ -8,9 +8,10 @@ import pytest
 
 from clients.ollama import OllamaBackend
 from server import config
+from server.documents import _TREES_KEPT
 from server.gate import make_gate
 from server.pipeline import Pipeline
-from server.session import _TREES_KEPT, Edit, Session
+from server.session import Edit, Session
 from server.syntax import SyntaxDocument
 from tests.fakes import FakeOllama, TokenScript
 
@@ -156,7 +157,7 @@ async def test_kept_trees_are_bounded_by_text_size(
     fake: FakeOllama, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # 16 trees of multi-MB files would cost gigabytes: count the text too.
-    monkeypatch.setattr("server.session._TREE_BYTES_KEPT", 25_000)
+    monkeypatch.setattr("server.documents._TREE_BYTES_KEPT", 25_000)
     settings = config.Settings()
     settings.editor.debounce_ms = 0
 
@@ -176,3 +177,28 @@ async def test_kept_trees_are_bounded_by_text_size(
     kept = [uri for uri, st in session.documents.items() if st.syntax.has_tree]
     assert kept == ["file:///m2.py", "file:///m3.py"]  # 2 x 10 KB fit in 25 KB, 3 do not
     await session.shutdown()
+
+
+def test_settings_changes_publish_new_objects_never_mutate_old_ones() -> None:
+    """A pipeline or request holding the settings it started with keeps a snapshot:
+    the local-only toggle and editor overrides replace the object, never edit it."""
+    session = Session(config.Loaded(config.Settings(), (), config.default_config_path(), False))
+    before = session.settings
+    assert session.toggle_local_only() is True
+    assert session.settings.privacy.local_only and not before.privacy.local_only
+    session.apply_overrides(init={"editor": {"debounce_ms": 10}})
+    merged = session.settings
+    assert merged.privacy.local_only and merged.editor.debounce_ms == 10  # the toggle stays
+    assert session.toggle_local_only() is False
+    assert merged.privacy.local_only and not session.settings.privacy.local_only
+    assert before.editor.debounce_ms != 10
+
+
+def test_status_record_keeps_the_command_json_keys() -> None:
+    session = Session(config.Loaded(config.Settings(), (), config.default_config_path(), False))
+    st = session.status().to_json()
+    assert list(st) == [
+        "local_only", "local", "remote", "policy", "threshold", "adaptive", "completions",
+        "routes", "accepted", "last", "pid", "local_worker",
+    ]  # fmt: skip
+    assert st["routes"] == {"local": 0, "remote": 0, "none": 0} and st["local_worker"] is None

@@ -132,7 +132,7 @@ def import_llama_cpp() -> ModuleType:
 
 
 @attrs.define(eq=False)
-class Generation:
+class GenerationStats:
     """What one generation did; the backend keeps the last one as `last_generation`.
 
     The worker thread writes it; the counters are final once `finished` is set
@@ -185,7 +185,7 @@ class _Job:
     def __init__(
         self,
         request: CompletionRequest,
-        generation: Generation,
+        generation: GenerationStats,
         loop: asyncio.AbstractEventLoop,
         queue: asyncio.Queue[Chunk | BaseException | None],
     ) -> None:
@@ -234,8 +234,8 @@ class LlamaRunner:
         self._lock = threading.Lock()  # one call into llama.cpp at a time
         self._executor: ThreadPoolExecutor | None = None
         self._loaded: _Loaded | None = None
-        self.last_generation: Generation | None = None
-        self._active: set[Generation] = set()  # submitted and not yet closed by the stream
+        self.last_generation: GenerationStats | None = None
+        self._active: set[GenerationStats] = set()  # submitted and not yet closed by the stream
 
     # -- identity ---------------------------------------------------------------
 
@@ -544,7 +544,7 @@ class LlamaRunner:
     # -- the Backend protocol ---------------------------------------------------
 
     async def stream(
-        self, request: CompletionRequest, generation: Generation | None = None
+        self, request: CompletionRequest, generation: GenerationStats | None = None
     ) -> AsyncGenerator[Chunk, None]:
         """Stream the completion, one chunk per token with its log-prob.
 
@@ -552,7 +552,7 @@ class LlamaRunner:
         and BackendTimeout (request.deadline). Closing the generator, or
         cancelling the task that iterates it, stops llama.cpp within one token.
         """
-        gen = generation if generation is not None else Generation()
+        gen = generation if generation is not None else GenerationStats()
         self.last_generation = gen
         try:
             self._check_path()

@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from ._llama import Generation, LlamaRunner
+from ._llama import GenerationStats, LlamaRunner
 from .errors import BackendError, BackendUnavailable
 from .types import Chunk, CompletionRequest
 
@@ -103,7 +103,7 @@ class _Server:
             stop=tuple(fields.get("stop", ())),
             temperature=float(fields.get("temperature", 0.0)),
         )
-        gen = Generation()
+        gen = GenerationStats()
         try:
             async with contextlib.aclosing(self.runner.stream(request, gen)) as chunks:
                 async for chunk in chunks:
@@ -127,7 +127,7 @@ def _chunk(chunk: Chunk) -> dict[str, Any]:
     }
 
 
-def _stats(gen: Generation) -> dict[str, Any]:
+def _stats(gen: GenerationStats) -> dict[str, Any]:
     return {
         "prompt_ids": list(gen.prompt_ids),
         "cached_tokens": gen.cached_tokens,

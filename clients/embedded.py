@@ -38,7 +38,7 @@ from ._llama import (
     BUNDLED_FILE,
     INSTALL_HINT,
     PATH_HINT,
-    Generation,
+    GenerationStats,
     _closed_error,
     bundled_model_path,
     check_model_path,
@@ -62,7 +62,7 @@ __all__ = [
     "PATH_HINT",
     "REBUILD_HINT",
     "EmbeddedBackend",
-    "Generation",
+    "GenerationStats",
     "bundled_model_path",
     "import_llama_cpp",
 ]
@@ -130,7 +130,7 @@ class _Call:
         self,
         loop: asyncio.AbstractEventLoop,
         queue: asyncio.Queue[Event],
-        generation: Generation | None = None,
+        generation: GenerationStats | None = None,
     ) -> None:
         self._loop = loop
         self._queue = queue
@@ -143,7 +143,7 @@ class _Call:
         return any(k in event for k in ("loaded", "text", "error"))
 
     def push(self, item: Event) -> None:
-        """From the reader thread. A generate's final stats land on its Generation even
+        """From the reader thread. A generate's final stats land on its GenerationStats even
         when nobody listens any more (the caller closed the stream)."""
         gen = self.generation
         if gen is not None:
@@ -159,7 +159,7 @@ class _Call:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
 
 
-def _apply_stats(gen: Generation, done: dict[str, Any]) -> None:
+def _apply_stats(gen: GenerationStats, done: dict[str, Any]) -> None:
     gen.prompt_ids = tuple(done.get("prompt_ids", ()))
     gen.cached_tokens = int(done.get("cached_tokens", 0))
     gen.tokens_generated = int(done.get("tokens_generated", 0))
@@ -342,7 +342,7 @@ class EmbeddedBackend:
         self._restart_at = 0.0
         self._last_death: str | None = None
         self.restarts = 0  # workers started after the first
-        self.last_generation: Generation | None = None
+        self.last_generation: GenerationStats | None = None
 
     # -- identity ---------------------------------------------------------------
 
@@ -474,7 +474,7 @@ class EmbeddedBackend:
         worker = self._running()
         queue: asyncio.Queue[Event] = asyncio.Queue()
         rid = next(self._ids)
-        gen = Generation(on_cancel=lambda: worker.cancel(rid))
+        gen = GenerationStats(on_cancel=lambda: worker.cancel(rid))
         self.last_generation = gen
         fields = {
             # Context in comment headers before the prefix: the worker trims the start

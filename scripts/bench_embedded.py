@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from clients._llama import LlamaRunner  # noqa: E402
-from clients.embedded import EmbeddedBackend, Generation, import_llama_cpp  # noqa: E402
+from clients.embedded import EmbeddedBackend, GenerationStats, import_llama_cpp  # noqa: E402
 from clients.errors import BackendError  # noqa: E402
 from clients.types import CompletionRequest  # noqa: E402
 
@@ -93,7 +93,7 @@ def rss_mb(pid: int) -> float | None:
 
 async def run_one(
     b: EmbeddedBackend | LlamaRunner, prefix: str, max_tokens: int
-) -> tuple[float, Generation]:
+) -> tuple[float, GenerationStats]:
     request = CompletionRequest(prefix=prefix, suffix=SUFFIX, max_tokens=max_tokens)
     done = await b.complete(request)
     gen = b.last_generation
@@ -120,7 +120,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         await run_one(b, "x = 1\n", 4)  # warm-up: first decode allocates buffers
 
         cold: list[float] = []
-        cold_gens: list[Generation] = []
+        cold_gens: list[GenerationStats] = []
         for i in range(args.requests):
             # A different first line: nothing of the prompt is in the KV cache.
             ttft, gen = await run_one(b, f"# request {i}\n{PREFIX}", args.max_tokens)

@@ -25,7 +25,8 @@ from clients.ollama import OllamaBackend  # noqa: E402
 from clients.openai import OpenAIBackend  # noqa: E402
 from server.config import Settings  # noqa: E402
 from server.gate import make_gate  # noqa: E402
-from server.pipeline import CompletionContext, Pipeline  # noqa: E402
+from server.pipeline import Pipeline  # noqa: E402
+from server.request import CompletionContext  # noqa: E402
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript  # noqa: E402
 
 

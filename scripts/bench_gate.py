@@ -189,8 +189,8 @@ def _rss_mb() -> float:
 def large_one(mb: float, limit: int, checks: int, keys: int) -> dict[str, Any]:
     """One large-file run; call it in a process of its own so the RSS figures are its own."""
     from server import config
-    from server.gate import Anchor, make_gate
-    from server.pipeline import CompletionContext
+    from server.gate import make_gate
+    from server.request import Anchor, CompletionContext
 
     lines = int(mb * 1e6 / 24)  # python_file averages about 24 bytes a line
     text = python_file(lines)

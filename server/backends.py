@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 
 @attrs.frozen
-class Choice:
+class LocalChoice:
     """Which local backend `auto` picked, and why (shown by doctor)."""
 
     kind: str
@@ -37,12 +37,12 @@ async def ollama_answers(url: str, wait_s: float = 0.3) -> bool:
         return False
 
 
-async def choose_local(local: LocalSettings) -> Choice:
+async def choose_local(local: LocalSettings) -> LocalChoice:
     if local.backend != "auto":
-        return Choice(local.backend, "set in local.backend")
+        return LocalChoice(local.backend, "set in local.backend")
     if await ollama_answers(local.url):
-        return Choice("ollama", f"auto: Ollama answers at {local.url}")
-    return Choice("embedded", f"auto: no Ollama at {local.url}, using the embedded llama.cpp")
+        return LocalChoice("ollama", f"auto: Ollama answers at {local.url}")
+    return LocalChoice("embedded", f"auto: no Ollama at {local.url}, using the embedded llama.cpp")
 
 
 def make_local(local: LocalSettings, kind: str) -> Backend:

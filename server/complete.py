@@ -8,10 +8,11 @@ from .backends import choose_local, make_local, make_remote, warm
 from .config import Settings
 from .context import make_context
 from .errors import UsageError
-from .gate import Anchor, language_of, make_gate
-from .pipeline import CompletionContext, Pipeline
+from .gate import language_of, make_gate
+from .pipeline import Pipeline
 from .positions import PositionOutOfRange, Text, line_text
 from .record import RouteDecision
+from .request import Anchor, CompletionContext
 from .syntax import SyntaxDocument
 
 

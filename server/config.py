@@ -21,6 +21,8 @@ import attrs
 import cattrs
 import platformdirs
 
+from .kinds import GateMode, Policy
+
 APP = "synconfroute"
 ENV_PREFIX = "SYNCONFROUTE_"
 CONFIG_ENV = "SYNCONFROUTE_CONFIG"
@@ -38,8 +40,6 @@ def _doc(default: Any, doc: str, *, lo: float | None = None, hi: float | None = 
 
 LocalBackendKind = Literal["auto", "ollama", "openai", "embedded"]
 RemoteBackendKind = Literal["openai", "none"]
-Policy = Literal["synconf", "confidence", "syntax", "local", "remote"]
-SyntaxMode = Literal["tree-sitter", "compiler", "confirm"]
 MissingLogprobs = Literal["escalate", "trust"]
 
 
@@ -176,7 +176,7 @@ class RoutingSettings:
         {}, 'Per-model thresholds, e.g. `"qwen2.5-coder:3b" = -0.4`; override `threshold`.'
     )
     confidence_tokens: int = _doc(3, "How many leading tokens the confidence averages.", lo=1)
-    syntax: SyntaxMode = _doc(
+    syntax: GateMode = _doc(
         "tree-sitter",
         "Syntax gate: `tree-sitter` (fast, incremental), `compiler` (ast.parse, "
         "javalang, g++ -fsyntax-only), `confirm` (compiler only when tree-sitter objects).",

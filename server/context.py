@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .pipeline import CompletionContext
 from .positions import Text, scrub_surrogates
+from .request import Anchor, CompletionContext
 
 
 def make_context(
@@ -13,7 +13,7 @@ def make_context(
     context_lines: int,
     language: str = "",
     path: str = "",
-    document: object | None = None,
+    document: Anchor | None = None,
 ) -> CompletionContext:
     """Prefix = up to `context_lines` lines before the cursor's line, suffix = as many
     after it; lines as LSP counts them (\\r\\n, \\r, \\n; not U+2028 or form feed).

@@ -19,7 +19,7 @@ import attrs
 from clients.errors import BackendError
 from clients.types import Backend, CompletionRequest, ProbeReport, Problem
 
-from .backends import Choice, choose_local, make_local, make_remote
+from .backends import LocalChoice, choose_local, make_local, make_remote
 from .config import Loaded
 
 PROBE_TIMEOUT_S = 180.0  # the embedded model's first load can take a while on a cold disk
@@ -78,7 +78,7 @@ async def probe(backend: Backend, *, generation_s: float = GENERATION_S) -> Prob
 class TierResult:
     tier: str  # "local" | "remote"
     configured: bool
-    choice: Choice | None = None
+    choice: LocalChoice | None = None
     report: ProbeReport | None = None
 
     @property

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import attrs
-
 from .config import RoutingSettings
-from .pipeline import CompletionContext
 from .record import SyntaxInfo
-from .syntax import Position, SyntaxDocument, Verdict, check_completion, detect_language
+from .request import Anchor, CompletionContext
+from .syntax import Verdict, check_completion, detect_language
 from .syntax.verdict import Mode
-
-
-@attrs.frozen
-class Anchor:
-    """Where the cursor is in a whole open document (for incremental checks)."""
-
-    document: SyntaxDocument
-    at: Position
 
 
 def language_of(path: str, language_id: str | None = None) -> str:

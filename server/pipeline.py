@@ -10,7 +10,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Protocol
 
 import attrs
 
@@ -22,7 +21,8 @@ from .cache import CompletionCache
 from .config import PrivacySettings, Settings
 from .positions import cap_window
 from .record import RouteDecision, SyntaxInfo, Truncation
-from .router import LocalEvidence, Reason, RemoteAccess, Rules, SyntaxStatus
+from .request import CompletionContext, Gate
+from .router import LocalEvidence, Reason, RemoteAccess, Rules
 
 log = logging.getLogger(__name__)
 
@@ -35,38 +35,6 @@ def request_stops(*, single_line: bool) -> tuple[str, ...]:
     anyway, and a stop string starting with one makes the backends hold each newline
     back until the next token shows it is no stop, one wasted token per completion."""
     return () if single_line else REQUEST_STOPS
-
-
-_STATUSES: dict[str, SyntaxStatus] = {
-    s: s for s in ("valid", "invalid", "timeout", "unsupported-language", "error", "skipped")
-}
-
-
-@attrs.frozen(kw_only=True)
-class CompletionContext:
-    """The text around the cursor, already cut to the context window."""
-
-    prefix: str
-    suffix: str
-    language: str = ""
-    path: str = ""
-    document: object | None = None  # the gate's per-document state (incremental parse)
-    roots: tuple[str, ...] = ()  # workspace folders (paths): never_send is relative to them
-    # Cross-file context candidates, ranked, not yet filtered by privacy nor cut to a
-    # budget (completion.context = "workspace"); `repo` names the workspace folder.
-    crossfile: tuple[crossfile.Candidate, ...] = ()
-    repo: str = ""
-
-
-class Gate(Protocol):
-    """The syntax gate as the pipeline sees it."""
-
-    def check(self, ctx: CompletionContext, completion: str) -> SyntaxInfo: ...
-
-    @property
-    def blocking(self) -> bool:
-        """True when a check may take long (compilers): run it off the event loop."""
-        ...
 
 
 def wants_multiline(prefix: str, setting: bool) -> bool:
@@ -707,4 +675,4 @@ class Pipeline:
             info = self.gate.check(ctx, text)
         rec.latency_ms["gate"] = (self._clock() - t) * 1000
         rec.syntax = info
-        return attrs.evolve(ev, syntax=_STATUSES.get(info.status, "error"))
+        return attrs.evolve(ev, syntax=info.status)

@@ -8,7 +8,7 @@ import attrs
 
 from clients.errors import BackendError
 
-from .router import Route
+from .kinds import Route, SyntaxStatus
 
 Tier = Literal["local", "remote"]
 
@@ -23,7 +23,7 @@ class TierFailure:
 
 @attrs.frozen
 class SyntaxInfo:
-    status: str  # valid | invalid | timeout | unsupported-language | error | skipped
+    status: SyntaxStatus
     mode: str
     line: int | None = None  # 0-based, in the completed file
     column: int | None = None

@@ -13,9 +13,9 @@ from typing import Literal
 
 import attrs
 
-Route = Literal["local", "remote", "none"]
-Policy = Literal["synconf", "confidence", "syntax", "local", "remote"]
-SyntaxStatus = Literal["valid", "invalid", "timeout", "unsupported-language", "error", "skipped"]
+from .kinds import Policy, Route, SyntaxStatus
+
+__all__ = ["Policy", "Route", "SyntaxStatus"]  # re-exported: the router's vocabulary
 
 
 class Reason(StrEnum):
@@ -87,8 +87,9 @@ class LocalEvidence:
 
 
 @attrs.frozen
-class Verdict:
-    """The router's answer before any remote call: keep local, escalate, or nothing."""
+class Ruling:
+    """The router's ruling before any remote call: keep local, escalate, or nothing
+    (named apart from the syntax gate's `Verdict`)."""
 
     action: Literal["keep-local", "escalate", "none"]
     reasons: tuple[Reason, ...]
@@ -132,19 +133,19 @@ def needs_syntax(ev: LocalEvidence, rules: Rules, access: RemoteAccess = "ok") -
     return False
 
 
-def decide(ev: LocalEvidence, rules: Rules, access: RemoteAccess) -> Verdict:
+def decide(ev: LocalEvidence, rules: Rules, access: RemoteAccess) -> Ruling:
     """The SynConfRoute decision for one request, before any remote call."""
     want, reasons, conf = _want(ev, rules)
     if want == "keep-local":
-        return Verdict("keep-local", reasons, conf)
+        return Ruling("keep-local", reasons, conf)
     if access == "ok":
-        return Verdict("escalate", reasons, conf)
+        return Ruling("escalate", reasons, conf)
     blocked = (*reasons, _BLOCK_REASON[access])
     # Escalation is impossible: show the local completion unless it breaks the
     # file (or there is none); say that nobody confirmed it.
     if ev.available and ev.text and ev.syntax != "invalid":
-        return Verdict("keep-local", (*blocked, Reason.KEPT_LOCAL_UNCONFIRMED), conf)
-    return Verdict("none", blocked, conf)
+        return Ruling("keep-local", (*blocked, Reason.KEPT_LOCAL_UNCONFIRMED), conf)
+    return Ruling("none", blocked, conf)
 
 
 def _want(
@@ -188,9 +189,7 @@ class Final:
     reasons: tuple[Reason, ...]
 
 
-def after_remote(
-    verdict: Verdict, ev: LocalEvidence, *, remote_ok: bool, remote_text: str
-) -> Final:
+def after_remote(verdict: Ruling, ev: LocalEvidence, *, remote_ok: bool, remote_text: str) -> Final:
     """The route once the escalated request came back (or failed)."""
     if remote_ok and remote_text:
         return Final("remote", (*verdict.reasons, Reason.REMOTE_OK))

@@ -38,11 +38,12 @@ from .documents import (
     path_of,
     uri_key,
 )
-from .gate import Anchor, SyntaxGate, make_gate
+from .gate import SyntaxGate, make_gate
 from .ledger import Ledger
 from .pipeline import Pipeline
 from .positions import Encoding, Text, advance, word_before
 from .record import RouteDecision
+from .request import Anchor
 from .retention import DEFAULT_DELAYS, Retention
 from .settings_state import SettingsState
 from .syntax import SyntaxDocument

@@ -101,3 +101,57 @@ def test_only_the_protocol_glue_imports_pygls() -> None:
             if name not in GLUE and {"pygls", "lsprotocol"} & _external(path, name):
                 offenders.append(name)
     assert not offenders, f"pygls/lsprotocol imported outside {sorted(GLUE)}: {offenders}"
+
+
+# Layers, lowest first: a module may import only from its own layer or below. The pure
+# core knows nothing of pipelines; the pipeline nothing of sessions; the session nothing
+# of the protocol; only the entry points see everything.
+LAYERS: list[tuple[str, ...]] = [
+    ("clients",),
+    (  # vocabulary, text and pure decisions
+        "server.kinds",
+        "server.errors",
+        "server.positions",
+        "server.syntax",
+        "server.router",
+        "server.record",
+        "server.config",
+        "server.privacy",
+        "server.cache",
+        "server.card",
+        "server.request",
+        "server.context",
+        "server.workspace_index",
+        "server.crossfile",
+        "server.retention",
+        "server.adaptive",
+        "server.ledger",
+        "server.stats",
+    ),
+    ("server.gate", "server.pipeline", "server.backends"),  # one request end to end
+    ("server.doctor", "server.complete", "server.evaluation"),  # one-shot commands
+    ("server.documents", "server.settings_state", "server.decision_log"),  # session parts
+    ("server.session",),
+    ("server.transport", "server.lsp"),  # the protocol glue
+    ("server.cli", "server.__main__", "server"),  # entry points (and the package itself)
+]
+
+
+def _layer(module: str) -> int:
+    best = (-1, -1)  # (prefix length, layer): the most specific prefix wins
+    for i, prefixes in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best[0]:
+                best = (len(p), i)
+    assert best[1] >= 0, f"{module} is in no layer: add it to LAYERS"
+    return best[1]
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    upward = [
+        f"{name} (layer {_layer(name)}) imports {dep} (layer {_layer(dep)})"
+        for name, deps in _graph().items()
+        for dep in deps
+        if _layer(dep) > _layer(name)
+    ]
+    assert not upward, "\n".join(upward)

@@ -28,7 +28,8 @@ from server.card import route_card
 from server.cli import main
 from server.config import Settings
 from server.gate import make_gate
-from server.pipeline import CompletionContext, Pipeline
+from server.pipeline import Pipeline
+from server.request import CompletionContext
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 
 MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"

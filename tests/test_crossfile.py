@@ -14,7 +14,8 @@ from clients.openai import OpenAIBackend
 from server import crossfile
 from server.config import Settings
 from server.gate import make_gate
-from server.pipeline import CompletionContext, Pipeline
+from server.pipeline import Pipeline
+from server.request import CompletionContext
 from server.syntax.languages import LANGUAGES
 from server.workspace_index import WorkspaceIndex, extract, source_files
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript

@@ -17,7 +17,7 @@ from clients.embedded import (
     INSTALL_HINT,
     PATH_HINT,
     EmbeddedBackend,
-    Generation,
+    GenerationStats,
     bundled_model_path,
 )
 from clients.errors import BackendTimeout, BackendUnavailable, RequestCancelled
@@ -61,7 +61,7 @@ async def fresh(**kwargs: object) -> AsyncIterator[EmbeddedBackend]:
         await b.aclose()
 
 
-async def finished(b: EmbeddedBackend) -> Generation:
+async def finished(b: EmbeddedBackend) -> GenerationStats:
     """The last generation, once the worker is done with it (closing doesn't wait)."""
     gen = b.last_generation
     assert gen is not None

@@ -18,7 +18,8 @@ from clients.ollama import OllamaBackend
 from clients.openai import OpenAIBackend
 from server.config import PrivacySettings, Settings
 from server.gate import make_gate
-from server.pipeline import CompletionContext, Pipeline
+from server.pipeline import Pipeline
+from server.request import CompletionContext
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 
 CTX = CompletionContext(

@@ -10,7 +10,7 @@ from server.router import (
     LocalEvidence,
     Reason,
     Rules,
-    Verdict,
+    Ruling,
     after_remote,
     confidence,
     decide,
@@ -74,7 +74,7 @@ def test_decision_table(
 
 def test_missing_logprobs_trust_setting() -> None:
     v = decide(ev(lps=(), has_logprobs=False), Rules(missing_logprobs="trust"), "ok")
-    assert v == Verdict("keep-local", (R.CONFIDENT_AND_VALID,), None)
+    assert v == Ruling("keep-local", (R.CONFIDENT_AND_VALID,), None)
 
 
 def test_threshold_boundary_is_inclusive() -> None:
@@ -113,7 +113,7 @@ def test_blocked_escalation_with_local_down_is_none() -> None:
 
 
 def test_after_remote_rows() -> None:
-    esc = Verdict("escalate", (R.LOW_CONFIDENCE,), -1.2)
+    esc = Ruling("escalate", (R.LOW_CONFIDENCE,), -1.2)
     ok = after_remote(esc, ev(lps=LOW), remote_ok=True, remote_text="y")
     assert (ok.route, ok.reasons) == ("remote", (R.LOW_CONFIDENCE, R.REMOTE_OK))
     kept = after_remote(esc, ev(lps=LOW, syntax="valid"), remote_ok=False, remote_text="")
@@ -153,7 +153,7 @@ def test_a_skipped_gate_is_not_a_valid_one() -> None:
     # escalation, show nothing (as after a timeout).
     skipped = ev(syntax="skipped")
     blocked = decide(skipped, Rules(), "local-only")
-    assert blocked == Verdict(
+    assert blocked == Ruling(
         "keep-local", (R.SYNTAX_SKIPPED, R.LOCAL_ONLY, R.KEPT_LOCAL_UNCONFIRMED), blocked.confidence
     )
     v = decide(skipped, Rules(), "ok")

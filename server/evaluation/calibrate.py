@@ -40,7 +40,7 @@ class CalibrationError(UserError):
 
 
 @attrs.frozen(kw_only=True)
-class Choice:
+class ThresholdChoice:
     threshold: float
     point: Point
     policy: str
@@ -69,7 +69,7 @@ def choose(
     *,
     budget: float | None = None,
     best: bool = False,
-) -> Choice:
+) -> ThresholdChoice:
     r = settings.routing
     if r.policy not in ("synconf", "confidence"):
         raise CalibrationError(
@@ -138,7 +138,7 @@ def choose(
         pick = found
         goal = f"escalation budget {budget:.0%}"
     assert pick.threshold is not None
-    return Choice(
+    return ThresholdChoice(
         threshold=pick.threshold,
         point=pick,
         policy=policy,
@@ -222,7 +222,7 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def describe(choice: Choice) -> str:
+def describe(choice: ThresholdChoice) -> str:
     p = choice.point
     parts = [
         f"policy {choice.policy}, {choice.goal}, {choice.tasks} recorded tasks"

@@ -20,7 +20,8 @@ import attrs
 
 from ..config import Settings
 from ..gate import SyntaxGate
-from ..pipeline import REQUEST_STOPS, CompletionContext
+from ..pipeline import REQUEST_STOPS
+from ..request import CompletionContext
 from .datasets import Task
 from .execute import ExecResult, exec_key
 from .generate import context_for, multiline_for, treat

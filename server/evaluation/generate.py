@@ -44,12 +44,12 @@ from ..context import make_context
 from ..gate import SyntaxGate, make_gate
 from ..pipeline import (
     REQUEST_STOPS,
-    CompletionContext,
     gate_trimmed,
     request_stops,
     shown_text,
     wants_multiline,
 )
+from ..request import CompletionContext
 from .datasets import Task
 from .progress import Progress
 from .records import GateResult, Generation, Record, RunFolder

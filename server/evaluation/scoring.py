@@ -26,7 +26,7 @@ import attrs
 from .. import router
 from ..errors import UserError
 from ..gate import SyntaxGate
-from ..pipeline import CompletionContext
+from ..request import CompletionContext
 from ..router import LocalEvidence, Rules, SyntaxStatus
 from .execute import exec_key
 from .records import GateResult, Record, RunFolder

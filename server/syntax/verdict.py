@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import attrs
 
-Mode = Literal["tree-sitter", "compiler", "confirm"]
-Status = Literal["valid", "invalid", "timeout", "unsupported-language", "error"]
+from ..kinds import GateMode as Mode
+from ..kinds import SyntaxStatus as Status
+
+__all__ = ["DEFAULT_BUDGET_S", "MODES", "Mode", "Status", "Verdict"]
 
 MODES: tuple[Mode, ...] = ("tree-sitter", "compiler", "confirm")
 

@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from clients import BackendError, CompletionRequest  # noqa: E402
-from clients.ollama import OllamaBackend  # noqa: E402
-from clients.openai import OpenAIBackend  # noqa: E402
-from clients.types import Backend  # noqa: E402
+from synconfroute.clients import BackendError, CompletionRequest  # noqa: E402
+from synconfroute.clients.ollama import OllamaBackend  # noqa: E402
+from synconfroute.clients.openai import OpenAIBackend  # noqa: E402
+from synconfroute.clients.types import Backend  # noqa: E402
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port  # noqa: E402
 
 MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"

@@ -32,10 +32,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from clients._llama import LlamaRunner  # noqa: E402
-from clients.embedded import EmbeddedBackend, GenerationStats, import_llama_cpp  # noqa: E402
-from clients.errors import BackendError  # noqa: E402
-from clients.types import CompletionRequest  # noqa: E402
+from synconfroute.clients._llama import LlamaRunner  # noqa: E402
+from synconfroute.clients.embedded import EmbeddedBackend, GenerationStats, import_llama_cpp  # noqa: E402
+from synconfroute.clients.errors import BackendError  # noqa: E402
+from synconfroute.clients.types import CompletionRequest  # noqa: E402
 
 # 30 lines of ordinary Python, cut in the middle of a statement.
 PREFIX = '''\

@@ -21,12 +21,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from clients.ollama import OllamaBackend  # noqa: E402
-from clients.openai import OpenAIBackend  # noqa: E402
-from server.config import Settings  # noqa: E402
-from server.gate import make_gate  # noqa: E402
-from server.pipeline import Pipeline  # noqa: E402
-from server.request import CompletionContext  # noqa: E402
+from synconfroute.clients.ollama import OllamaBackend  # noqa: E402
+from synconfroute.clients.openai import OpenAIBackend  # noqa: E402
+from synconfroute.server.config import Settings  # noqa: E402
+from synconfroute.server.gate import make_gate  # noqa: E402
+from synconfroute.server.pipeline import Pipeline  # noqa: E402
+from synconfroute.server.request import CompletionContext  # noqa: E402
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript  # noqa: E402
 
 

@@ -34,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from server.syntax import SyntaxDocument  # noqa: E402
+from synconfroute.server.syntax import SyntaxDocument  # noqa: E402
 
 
 def python_file(lines: int) -> str:
@@ -188,9 +188,9 @@ def _rss_mb() -> float:
 
 def large_one(mb: float, limit: int, checks: int, keys: int) -> dict[str, Any]:
     """One large-file run; call it in a process of its own so the RSS figures are its own."""
-    from server import config
-    from server.gate import make_gate
-    from server.request import Anchor, CompletionContext
+    from synconfroute.server import config
+    from synconfroute.server.gate import make_gate
+    from synconfroute.server.request import Anchor, CompletionContext
 
     lines = int(mb * 1e6 / 24)  # python_file averages about 24 bytes a line
     text = python_file(lines)
@@ -268,7 +268,7 @@ def retain(n: int) -> int:
 
 
 def large(mb: float, args: argparse.Namespace) -> int:
-    from server import config
+    from synconfroute.server import config
 
     default = config.RoutingSettings().syntax_max_bytes
     rows = []

@@ -14,11 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from server.adaptive import Adaptive
-from server.evaluation.calibrate import CalibrationError
-from server.evaluation.from_ledger import choose
-from server.ledger import load
-from server.retention import Region, retained_ratio
+from synconfroute.server.adaptive import Adaptive
+from synconfroute.server.evaluation.calibrate import CalibrationError
+from synconfroute.server.evaluation.from_ledger import choose
+from synconfroute.server.ledger import load
+from synconfroute.server.retention import Region, retained_ratio
 from tests.test_learning import simulate, synthetic_ledger
 
 

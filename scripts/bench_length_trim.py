@@ -29,12 +29,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from clients.embedded import bundled_model_path, import_llama_cpp  # noqa: E402
-from server.config import Settings  # noqa: E402
-from server.evaluation import datasets  # noqa: E402
-from server.evaluation.generate import multiline_for  # noqa: E402
-from server.gate import make_gate  # noqa: E402
-from server.pipeline import (  # noqa: E402
+from synconfroute.clients.embedded import bundled_model_path, import_llama_cpp  # noqa: E402
+from synconfroute.server.config import Settings  # noqa: E402
+from synconfroute.server.evaluation import datasets  # noqa: E402
+from synconfroute.server.evaluation.generate import multiline_for  # noqa: E402
+from synconfroute.server.gate import make_gate  # noqa: E402
+from synconfroute.server.pipeline import (  # noqa: E402
     CompletionContext,
     gate_trimmed,
     post_process,

@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from lsprotocol import types as t  # noqa: E402
 
-from clients.ollama import OllamaBackend  # noqa: E402
-from clients.types import CompletionRequest  # noqa: E402
+from synconfroute.clients.ollama import OllamaBackend  # noqa: E402
+from synconfroute.clients.types import CompletionRequest  # noqa: E402
 from tests.fakes import FakeOllama, TokenScript  # noqa: E402
 from tests.lsp_harness import (  # noqa: E402
     capabilities,

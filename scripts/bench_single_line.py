@@ -39,13 +39,13 @@ sys.path.insert(0, str(ROOT))
 
 import attrs  # noqa: E402
 
-from clients.embedded import EmbeddedBackend  # noqa: E402
-from clients.types import CompletionRequest  # noqa: E402
-from server.config import Settings  # noqa: E402
-from server.evaluation import datasets  # noqa: E402
-from server.evaluation.generate import context_for  # noqa: E402
-from server.gate import make_gate  # noqa: E402
-from server.pipeline import (  # noqa: E402
+from synconfroute.clients.embedded import EmbeddedBackend  # noqa: E402
+from synconfroute.clients.types import CompletionRequest  # noqa: E402
+from synconfroute.server.config import Settings  # noqa: E402
+from synconfroute.server.evaluation import datasets  # noqa: E402
+from synconfroute.server.evaluation.generate import context_for  # noqa: E402
+from synconfroute.server.gate import make_gate  # noqa: E402
+from synconfroute.server.pipeline import (  # noqa: E402
     REQUEST_STOPS,
     Pipeline,
     post_process,

@@ -13,7 +13,7 @@ import argparse
 import json
 import time
 
-from server.transport import MAX_BODY_BYTES, FrameParser
+from synconfroute.server.transport import MAX_BODY_BYTES, FrameParser
 
 CHUNK = 1 << 16
 

@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from server.evaluation import datasets
-from server.evaluation.execute import Toolchains, execute
-from server.evaluation.progress import Progress
-from server.evaluation.sandbox import Sandbox
+from synconfroute.server.evaluation import datasets
+from synconfroute.server.evaluation.execute import Toolchains, execute
+from synconfroute.server.evaluation.progress import Progress
+from synconfroute.server.evaluation.sandbox import Sandbox
 
 
 def main() -> int:

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/fault_suite.py [--requests 8] [--concurrency 4] [--deadline-ms 800]
     .venv/bin/python scripts/fault_suite.py --soak 10000 [--fault-rate 0.2]
 
-Starts `python -m server serve` (stdio) with a settings file pointing the local
+Starts `python -m synconfroute serve` (stdio) with a settings file pointing the local
 tier at a FaultyOllama and the remote tier at a FaultyOpenAI (tests/fakes/faulty.py),
 speaks JSON-RPC to it as an editor does (didChange, inlineCompletion, hover), and
 walks through fault phases (down, slow, hung before/after headers, garbage, cut
@@ -158,7 +158,7 @@ def rss_mb(pid: int) -> float:
 
 
 class LspServer:
-    """`python -m server serve` over stdio, spoken to with raw JSON-RPC frames.
+    """`python -m synconfroute serve` over stdio, spoken to with raw JSON-RPC frames.
 
     A plain client on purpose: it must survive a server that dies, goes deaf or
     answers late, and it scans every byte the server writes for the API key.

@@ -40,14 +40,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from server.syntax import (  # noqa: E402
+from synconfroute.server.syntax import (  # noqa: E402
     MODES,
     CompilerConfig,
     SyntaxDocument,
     _compilers,
     prepare_pch,
 )
-from server.syntax.languages import LANGUAGES  # noqa: E402
+from synconfroute.server.syntax.languages import LANGUAGES  # noqa: E402
 
 LANGS = ("python", "java", "cpp")
 BREAKS = ("cut-mid-token", "drop-closer", "add-closer", "break-indent", "open-string")

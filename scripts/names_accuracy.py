@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from gate_accuracy import data_dir, load_items  # noqa: E402
 
-from server.syntax.languages import parser_for  # noqa: E402
-from server.syntax.names import undefined_names  # noqa: E402
+from synconfroute.server.syntax.languages import parser_for  # noqa: E402
+from synconfroute.server.syntax.names import undefined_names  # noqa: E402
 
 
 def flagged(prefix: str, completion: str, suffix: str) -> list[str]:
@@ -100,7 +100,7 @@ def _point(data: bytes, offset: int) -> tuple[int, int]:
 
 
 def catch_rate(folder: Path) -> None:
-    from server.evaluation.records import RunFolder
+    from synconfroute.server.evaluation.records import RunFolder
 
     run = RunFolder(folder)
     results = run.exec_results() if hasattr(run, "exec_results") else {}

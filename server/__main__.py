@@ -1,4 +1,4 @@
-"""`python -m server ...` is `synconfroute ...` (editors may start either)."""
+"""`python -m synconfroute.server ...` is `synconfroute ...` (as `python -m synconfroute`)."""
 
 import sys
 

@@ -8,7 +8,7 @@ import logging
 import attrs
 import httpx
 
-from clients.types import Backend
+from synconfroute.clients.types import Backend
 
 from .config import LocalSettings, RemoteSettings
 
@@ -49,7 +49,7 @@ def make_local(local: LocalSettings, kind: str) -> Backend:
     """The local backend of `kind` ("ollama" | "openai" | "embedded")."""
     template = local.template or None
     if kind == "ollama":
-        from clients.ollama import OllamaBackend
+        from synconfroute.clients.ollama import OllamaBackend
 
         return OllamaBackend(
             local.url,
@@ -60,12 +60,12 @@ def make_local(local: LocalSettings, kind: str) -> Backend:
             timeout=local.timeout,
         )
     if kind == "openai":
-        from clients.openai import OpenAIBackend
+        from synconfroute.clients.openai import OpenAIBackend
 
         return OpenAIBackend(
             local.url, local.model, api_key_env=None, template=template, timeout=local.timeout
         )
-    from clients.embedded import EmbeddedBackend
+    from synconfroute.clients.embedded import EmbeddedBackend
 
     return EmbeddedBackend(local.model_path or None, template=local.template or "auto")
 
@@ -74,8 +74,8 @@ async def warm(backend: Backend) -> None:
     """Start and load an in-process tier ahead of the first request, so that request's
     deadline is spent generating, not starting llama.cpp. A failure is left for the
     request to report."""
-    from clients.embedded import EmbeddedBackend
-    from clients.errors import BackendError
+    from synconfroute.clients.embedded import EmbeddedBackend
+    from synconfroute.clients.errors import BackendError
 
     if isinstance(backend, EmbeddedBackend):
         try:
@@ -88,7 +88,7 @@ def make_remote(remote: RemoteSettings) -> Backend | None:
     """The remote backend, or None when no remote tier is configured."""
     if not remote.configured:
         return None
-    from clients.openai import OpenAIBackend
+    from synconfroute.clients.openai import OpenAIBackend
 
     return OpenAIBackend(
         remote.all_urls,

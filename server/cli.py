@@ -31,7 +31,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_check_build(args: argparse.Namespace) -> int:
     """Run a tiny generation on the installed llama.cpp build, in its worker process."""
-    from clients.embedded import EmbeddedBackend
+    from synconfroute.clients.embedded import EmbeddedBackend
 
     from . import doctor
 

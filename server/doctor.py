@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
-from clients.errors import BackendError
-from clients.types import Backend, CompletionRequest, ProbeReport, Problem
+from synconfroute.clients.errors import BackendError
+from synconfroute.clients.types import Backend, CompletionRequest, ProbeReport, Problem
 
 from .backends import LocalChoice, choose_local, make_local, make_remote
 from .config import Loaded

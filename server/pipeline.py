@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 
 import attrs
 
-from clients.errors import BackendError, BackendTimeout
-from clients.types import Backend, Completion, CompletionRequest, line_end
+from synconfroute.clients.errors import BackendError, BackendTimeout
+from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
 
 from . import crossfile, privacy, router
 from .cache import CompletionCache

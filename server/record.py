@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 import attrs
 
-from clients.errors import BackendError
+from synconfroute.clients.errors import BackendError
 
 from .kinds import Route, SyntaxStatus
 

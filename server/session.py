@@ -20,8 +20,13 @@ from typing import Any
 import attrs
 from cachetools import LRUCache
 
-from clients.errors import BackendUnavailable, BadCredentials, FimUnsupported, ModelNotFound
-from clients.types import Backend
+from synconfroute.clients.errors import (
+    BackendUnavailable,
+    BadCredentials,
+    FimUnsupported,
+    ModelNotFound,
+)
+from synconfroute.clients.types import Backend
 
 from . import config, crossfile
 from .adaptive import Adaptive

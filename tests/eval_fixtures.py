@@ -20,7 +20,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from server.evaluation.datasets import DATA_ENV
+from synconfroute.server.evaluation.datasets import DATA_ENV
 
 # The test-only data setting: $SYNCONFROUTE_DATA, else ../shared/data next to the
 # repository (our development machines). Tests that run `eval` set the variable to it, so

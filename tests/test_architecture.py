@@ -12,15 +12,19 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("server", "clients")
-GLUE = {"server.lsp", "server.transport"}  # the only modules that may import pygls
+FOLDERS = ("server", "clients")  # their import names are synconfroute.server, .clients
+GLUE = {
+    "synconfroute.server.lsp",
+    "synconfroute.server.transport",
+}  # the only modules that may import pygls
 
 
 def _module_name(path: Path) -> str:
+    """The import name: server/x.py is synconfroute.server.x (one import package)."""
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return ".".join(["synconfroute", *parts])
 
 
 def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
@@ -49,7 +53,7 @@ def _top_level_imports(path: Path, module: str) -> set[str]:
 
 
 def _graph() -> dict[str, set[str]]:
-    files = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    files = {_module_name(p): p for pkg in FOLDERS for p in (ROOT / pkg).rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         deps = _top_level_imports(path, name)
@@ -86,16 +90,16 @@ def test_clients_never_import_server() -> None:
     offenders = [
         f"{name} imports {dep}"
         for name, deps in _graph().items()
-        if name.startswith("clients")
+        if name.startswith("synconfroute.clients")
         for dep in deps
-        if dep.startswith("server")
+        if dep.startswith("synconfroute.server")
     ]
     assert not offenders, offenders
 
 
 def test_only_the_protocol_glue_imports_pygls() -> None:
     offenders = []
-    for pkg in PACKAGES:
+    for pkg in FOLDERS:
         for path in (ROOT / pkg).rglob("*.py"):
             name = _module_name(path)
             if name not in GLUE and {"pygls", "lsprotocol"} & _external(path, name):
@@ -107,33 +111,49 @@ def test_only_the_protocol_glue_imports_pygls() -> None:
 # core knows nothing of pipelines; the pipeline nothing of sessions; the session nothing
 # of the protocol; only the entry points see everything.
 LAYERS: list[tuple[str, ...]] = [
-    ("clients",),
+    ("synconfroute.clients",),
     (  # vocabulary, text and pure decisions
-        "server.kinds",
-        "server.errors",
-        "server.positions",
-        "server.syntax",
-        "server.router",
-        "server.record",
-        "server.config",
-        "server.privacy",
-        "server.cache",
-        "server.card",
-        "server.request",
-        "server.context",
-        "server.workspace_index",
-        "server.crossfile",
-        "server.retention",
-        "server.adaptive",
-        "server.ledger",
-        "server.stats",
+        "synconfroute.server.kinds",
+        "synconfroute.server.errors",
+        "synconfroute.server.positions",
+        "synconfroute.server.syntax",
+        "synconfroute.server.router",
+        "synconfroute.server.record",
+        "synconfroute.server.config",
+        "synconfroute.server.privacy",
+        "synconfroute.server.cache",
+        "synconfroute.server.card",
+        "synconfroute.server.request",
+        "synconfroute.server.context",
+        "synconfroute.server.workspace_index",
+        "synconfroute.server.crossfile",
+        "synconfroute.server.retention",
+        "synconfroute.server.adaptive",
+        "synconfroute.server.ledger",
+        "synconfroute.server.stats",
     ),
-    ("server.gate", "server.pipeline", "server.backends"),  # one request end to end
-    ("server.doctor", "server.complete", "server.evaluation"),  # one-shot commands
-    ("server.documents", "server.settings_state", "server.decision_log"),  # session parts
-    ("server.session",),
-    ("server.transport", "server.lsp"),  # the protocol glue
-    ("server.cli", "server.__main__", "server"),  # entry points (and the package itself)
+    (
+        "synconfroute.server.gate",
+        "synconfroute.server.pipeline",
+        "synconfroute.server.backends",
+    ),  # one request end to end
+    (
+        "synconfroute.server.doctor",
+        "synconfroute.server.complete",
+        "synconfroute.server.evaluation",
+    ),  # one-shot commands
+    (
+        "synconfroute.server.documents",
+        "synconfroute.server.settings_state",
+        "synconfroute.server.decision_log",
+    ),  # session parts
+    ("synconfroute.server.session",),
+    ("synconfroute.server.transport", "synconfroute.server.lsp"),  # the protocol glue
+    (
+        "synconfroute.server.cli",
+        "synconfroute.server.__main__",
+        "synconfroute.server",
+    ),  # entry points (and the package itself)
 ]
 
 

@@ -19,17 +19,23 @@ from pathlib import Path
 
 import pytest
 
-from clients import BackendError, BackendUnavailable, BadCredentials, Chunk, CompletionRequest
-from clients._backoff import retry_after
-from clients.errors import ProtocolError
-from clients.ollama import OllamaBackend
-from clients.openai import DEFAULT_KEY_ENV, OpenAIBackend
-from server.card import route_card
-from server.cli import main
-from server.config import Settings
-from server.gate import make_gate
-from server.pipeline import Pipeline
-from server.request import CompletionContext
+from synconfroute.clients import (
+    BackendError,
+    BackendUnavailable,
+    BadCredentials,
+    Chunk,
+    CompletionRequest,
+)
+from synconfroute.clients._backoff import retry_after
+from synconfroute.clients.errors import ProtocolError
+from synconfroute.clients.ollama import OllamaBackend
+from synconfroute.clients.openai import DEFAULT_KEY_ENV, OpenAIBackend
+from synconfroute.server.card import route_card
+from synconfroute.server.cli import main
+from synconfroute.server.config import Settings
+from synconfroute.server.gate import make_gate
+from synconfroute.server.pipeline import Pipeline
+from synconfroute.server.request import CompletionContext
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 
 MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
@@ -363,7 +369,7 @@ async def test_echoed_key_is_scrubbed_from_errors(
 
 
 def test_scrub_catches_authorization_values_it_was_never_told() -> None:
-    from clients.errors import scrub
+    from synconfroute.clients.errors import scrub
 
     text = 'upstream: {"Authorization": "Bearer abcdefgh12345678", "proxy-authorization": "x"}'
     out = scrub(text)
@@ -419,8 +425,8 @@ async def test_route_card_does_not_show_an_echoed_key(monkeypatch: pytest.Monkey
 def test_connection_backoff_comes_back_to_a_loopback_server_sooner() -> None:
     import logging
 
-    from clients._backoff import LOOPBACK_MAX_S, MAX_S, Backoff
-    from clients.errors import BackendUnavailable
+    from synconfroute.clients._backoff import LOOPBACK_MAX_S, MAX_S, Backoff
+    from synconfroute.clients.errors import BackendUnavailable
 
     now = [0.0]
     b = Backoff("test", logging.getLogger("test"), clock=lambda: now[0])

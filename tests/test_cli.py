@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from server.cli import main
+from synconfroute.server.cli import main
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,14 +87,14 @@ def test_complete_bad_input(target: str, message: str, capsys: pytest.CaptureFix
 
 def test_help_and_version() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "server", "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "synconfroute", "--help"], capture_output=True, text=True, check=True
     ).stdout
     for cmd in ("doctor", "complete", "serve", "settings"):
         assert cmd in out
     assert (
         "0.1.0"
         in subprocess.run(
-            [sys.executable, "-m", "server", "--version"],
+            [sys.executable, "-m", "synconfroute", "--version"],
             capture_output=True,
             text=True,
             check=True,
@@ -117,7 +117,7 @@ def test_doctor_and_complete_on_the_embedded_default(tmp_path: Path) -> None:
         "SYNCONFROUTE_CONFIG": str(tmp_path / "none.toml"),
         "SYNCONFROUTE_LOCAL_BACKEND": "embedded",
     }
-    base = [sys.executable, "-m", "server"]
+    base = [sys.executable, "-m", "synconfroute"]
     import os
 
     full_env = {**os.environ, **env}

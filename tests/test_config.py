@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from server import config
+from synconfroute.server import config
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from clients.ollama import OllamaBackend
-from clients.openai import OpenAIBackend
-from server import crossfile
-from server.config import Settings
-from server.gate import make_gate
-from server.pipeline import Pipeline
-from server.request import CompletionContext
-from server.syntax.languages import LANGUAGES
-from server.workspace_index import WorkspaceIndex, extract, source_files
+from synconfroute.clients.ollama import OllamaBackend
+from synconfroute.clients.openai import OpenAIBackend
+from synconfroute.server import crossfile
+from synconfroute.server.config import Settings
+from synconfroute.server.gate import make_gate
+from synconfroute.server.pipeline import Pipeline
+from synconfroute.server.request import CompletionContext
+from synconfroute.server.syntax.languages import LANGUAGES
+from synconfroute.server.workspace_index import WorkspaceIndex, extract, source_files
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 pytestmark = pytest.mark.timeout(60)
@@ -303,8 +303,8 @@ async def test_file_mode_prompts_are_unchanged(fakes: tuple[FakeOllama, FakeOpen
 async def test_eval_sends_and_records_task_context(
     tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI]
 ) -> None:
-    from server.evaluation import datasets
-    from server.evaluation.generate import generate_record
+    from synconfroute.server.evaluation import datasets
+    from synconfroute.server.evaluation.generate import generate_record
 
     local, remote = fakes
     local.script(TokenScript.of("helper(2)", logprob=-0.1))
@@ -346,7 +346,7 @@ async def test_eval_sends_and_records_task_context(
 
 
 def test_workspace_settings_cannot_widen_context() -> None:
-    from server.config import merge_workspace
+    from synconfroute.server.config import merge_workspace
 
     user = Settings()
     ws, issues = merge_workspace(
@@ -381,7 +381,7 @@ def test_workspace_settings_cannot_widen_context() -> None:
     ],
 )
 def test_secret_files_never_escalate(path: str, blocked: bool) -> None:
-    from server.pipeline import remote_access
+    from synconfroute.server.pipeline import remote_access
 
     s = Settings()
     remote = OpenAIBackend(["http://127.0.0.1:9/v1"], "m", api_key_env=None)
@@ -396,8 +396,8 @@ def test_secret_files_never_escalate(path: str, blocked: bool) -> None:
 async def test_session_index_follows_open_edit_save_close_and_disk(tmp_path: Path) -> None:
     import asyncio
 
-    from server import config
-    from server.session import Edit, Session
+    from synconfroute.server import config
+    from synconfroute.server.session import Edit, Session
 
     _tree(tmp_path, {"lib.py": "def old_name():\n    pass\n", "b.py": "B = 1\n"})
     settings = Settings()
@@ -435,7 +435,7 @@ async def test_a_file_made_private_mid_request_cancels_the_remote_call_that_carr
 ) -> None:
     import asyncio
 
-    from server.config import PrivacySettings
+    from synconfroute.server.config import PrivacySettings
 
     local, remote = fakes
     local.script(LOW)

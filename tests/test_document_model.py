@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from lsprotocol import types as t
 
-from clients import templates
-from server import config
-from server.positions import Encoding, Text, cap_window
-from server.session import Edit, Session, path_of, uri_key
-from server.syntax import SyntaxDocument
-from server.syntax.languages import parser_for
+from synconfroute.clients import templates
+from synconfroute.server import config
+from synconfroute.server.positions import Encoding, Text, cap_window
+from synconfroute.server.session import Edit, Session, path_of, uri_key
+from synconfroute.server.syntax import SyntaxDocument
+from synconfroute.server.syntax.languages import parser_for
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import capabilities, inline_request, open_doc, stop, write_config
 from tests.lsp_harness import start as start_server

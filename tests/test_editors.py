@@ -1,7 +1,7 @@
 """The editor integrations of editors/, in the real editors, against the real server.
 
 Neovim (Debian's 0.7) and Emacs (28, with Debian's eglot 1.9) run headless: they load the
-plugin / package users copy, start `python -m server serve` with a settings file whose
+plugin / package users copy, start `python -m synconfroute serve` with a settings file whose
 local tier is a FakeOllama started here, open a Python file, receive a completion from it
 and show the route on hover. The Emacs package's ERT tests and the VS Code extension's
 npm build, unit tests and `vsce package` run from here too. Each is skipped, with the
@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 
-from server import config
+from synconfroute.server import config
 from tests.fakes import FakeOllama, TokenScript
 from tests.lsp_harness import write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 EDITORS = ROOT / "editors"
 SCRIPTS = Path(__file__).resolve().parent / "editors"
-SERVER_CMD = [sys.executable, "-m", "server", "serve"]
+SERVER_CMD = [sys.executable, "-m", "synconfroute", "serve"]
 TEXT = "def add(a, b):\n    return \n\n\nprint(add(1, 2))\n"
 LINE_AFTER = "    return a + b"
 

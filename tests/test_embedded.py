@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from clients.embedded import (
+from synconfroute.clients.embedded import (
     INSTALL_HINT,
     PATH_HINT,
     EmbeddedBackend,
     GenerationStats,
     bundled_model_path,
 )
-from clients.errors import BackendTimeout, BackendUnavailable, RequestCancelled
-from clients.types import Backend, Completion, CompletionRequest
-from server.doctor import probe
+from synconfroute.clients.errors import BackendTimeout, BackendUnavailable, RequestCancelled
+from synconfroute.clients.types import Backend, Completion, CompletionRequest
+from synconfroute.server.doctor import probe
 
 pytestmark = pytest.mark.embedded
 

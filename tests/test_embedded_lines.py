@@ -7,8 +7,8 @@ import importlib.util
 
 import pytest
 
-from clients.embedded import INSTALL_HINT, EmbeddedBackend, bundled_model_path
-from clients.types import CompletionRequest, line_end
+from synconfroute.clients.embedded import INSTALL_HINT, EmbeddedBackend, bundled_model_path
+from synconfroute.clients.types import CompletionRequest, line_end
 
 pytestmark = pytest.mark.embedded
 

@@ -15,9 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from clients.embedded import REBUILD_HINT, EmbeddedBackend, bundled_model_path, death_message
-from clients.errors import BackendUnavailable
-from clients.types import CompletionRequest
+from synconfroute.clients.embedded import (
+    REBUILD_HINT,
+    EmbeddedBackend,
+    bundled_model_path,
+    death_message,
+)
+from synconfroute.clients.errors import BackendUnavailable
+from synconfroute.clients.types import CompletionRequest
 
 pytestmark = pytest.mark.embedded
 
@@ -130,7 +135,7 @@ def test_death_messages_name_the_signal_and_the_fix() -> None:
 
 def test_check_build_command_passes_on_this_build() -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "server", "check-build"],
+        [sys.executable, "-m", "synconfroute", "check-build"],
         capture_output=True,
         text=True,
         timeout=180,
@@ -160,7 +165,7 @@ def test_a_build_that_crashes_is_reported_with_the_fix(tmp_path: Path, command: 
     env["SYNCONFROUTE_CONFIG"] = str(tmp_path / "none.toml")
     env["SYNCONFROUTE_LOCAL_BACKEND"] = "embedded"
     run = subprocess.run(
-        [sys.executable, "-m", "server", *command],
+        [sys.executable, "-m", "synconfroute", *command],
         capture_output=True,
         text=True,
         timeout=120,

@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 import attrs
 import pytest
 
-from server.cli import main
-from server.evaluation import datasets, download
-from server.evaluation.download import ChecksumError, DownloadError, Source
+from synconfroute.server.cli import main
+from synconfroute.server.evaluation import datasets, download
+from synconfroute.server.evaluation.download import ChecksumError, DownloadError, Source
 from tests import eval_fixtures as fx
 
 HAVE_DATA = all((fx.DATA / s.file).is_file() for s in download.SOURCES.values())

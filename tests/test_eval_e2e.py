@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from server.cli import main
-from server.config import load
-from server.evaluation import datasets
-from server.evaluation.execute import exec_key
-from server.evaluation.records import RunFolder
+from synconfroute.server.cli import main
+from synconfroute.server.config import load
+from synconfroute.server.evaluation import datasets
+from synconfroute.server.evaluation.execute import exec_key
+from synconfroute.server.evaluation.records import RunFolder
 from tests import eval_fixtures as fx
 from tests.fakes import FakeOpenAI, TokenScript
 
 pytestmark = pytest.mark.embedded
 
 try:
-    from clients.embedded import bundled_model_path, import_llama_cpp
+    from synconfroute.clients.embedded import bundled_model_path, import_llama_cpp
 
     import_llama_cpp()
 except Exception as exc:  # pragma: no cover - depends on the install

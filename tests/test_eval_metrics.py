@@ -14,12 +14,17 @@ from pathlib import Path
 import attrs
 import pytest
 
-from server.config import Settings, load
-from server.evaluation import calibrate, datasets, scoring
-from server.evaluation.datasets import IOTest, Task
-from server.evaluation.execute import ExecResult, exec_key, output_matches, syntax_match
-from server.evaluation.records import GateResult, Generation, Record, RunFolder
-from server.evaluation.scoring import Point
+from synconfroute.server.config import Settings, load
+from synconfroute.server.evaluation import calibrate, datasets, scoring
+from synconfroute.server.evaluation.datasets import IOTest, Task
+from synconfroute.server.evaluation.execute import (
+    ExecResult,
+    exec_key,
+    output_matches,
+    syntax_match,
+)
+from synconfroute.server.evaluation.records import GateResult, Generation, Record, RunFolder
+from synconfroute.server.evaluation.scoring import Point
 
 K = 3
 T = -0.5
@@ -429,7 +434,7 @@ HE_ROWS = [
 def test_humaneval_tasks_load_by_what_they_are(tmp_path: Path) -> None:
     """Issue 16: multi-line and random-span files in the HumanEval format were loaded as
     single-line ones (one line kept, a newline added mid-line): the oracle scored 22.5 %."""
-    from server.evaluation.generate import multiline_for, treat
+    from synconfroute.server.evaluation.generate import multiline_for, treat
 
     path = tmp_path / "he-mixed.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in HE_ROWS))
@@ -464,7 +469,7 @@ def test_humaneval_tasks_load_by_what_they_are(tmp_path: Path) -> None:
 
 
 def test_ceiling_names_what_cut_each_ground_truth(tmp_path: Path) -> None:
-    from server.evaluation import ceiling
+    from synconfroute.server.evaluation import ceiling
 
     path = tmp_path / "he-mixed.jsonl"
     # Two blank lines in a body are valid Python, and one of the server's stop strings.
@@ -509,7 +514,7 @@ def test_missing_control_split_says_where_to_get_it() -> None:
 
 
 def test_refresh_derives_texts_with_the_current_pipeline(tmp_path: Path) -> None:
-    from server.evaluation.generate import refresh_all
+    from synconfroute.server.evaluation.generate import refresh_all
 
     def rec(task_id: str, prefix: str) -> Record:
         task = Task(

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from server.evaluation import sandbox as sb
-from server.evaluation.datasets import IOTest, Task
-from server.evaluation.execute import Toolchains, exec_key, execute, java_class
-from server.evaluation.records import Generation, Record, RunFolder
-from server.evaluation.run import EvalOptions, execute_all
+from synconfroute.server.evaluation import sandbox as sb
+from synconfroute.server.evaluation.datasets import IOTest, Task
+from synconfroute.server.evaluation.execute import Toolchains, exec_key, execute, java_class
+from synconfroute.server.evaluation.records import Generation, Record, RunFolder
+from synconfroute.server.evaluation.run import EvalOptions, execute_all
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
@@ -281,8 +281,8 @@ def test_humaneval_program_passes_in_private_area(box: sb.Sandbox, tools: Toolch
 def test_ceiling_only_runs_the_ground_truths(tmp_path: Path) -> None:
     """`eval --ceiling-only`: no model; each ground truth as the server would insert it is
     run for real, and the table names what the server's rules cost."""
-    from server.config import Settings
-    from server.evaluation import run
+    from synconfroute.server.config import Settings
+    from synconfroute.server.evaluation import run
     from tests.test_eval_metrics import HE_ROWS
 
     path = tmp_path / "he-mixed.jsonl"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as t
 
-from server.cli import main
-from server.ledger import Ledger, read, summarize
-from server.record import RouteDecision
+from synconfroute.server.cli import main
+from synconfroute.server.ledger import Ledger, read, summarize
+from synconfroute.server.record import RouteDecision
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import (
     capabilities,

@@ -23,10 +23,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from clients import Chunk, CompletionRequest
-from clients.embedded import bundled_model_path
-from clients.openai import OpenAIBackend
-from server.doctor import probe
+from synconfroute.clients import Chunk, CompletionRequest
+from synconfroute.clients.embedded import bundled_model_path
+from synconfroute.clients.openai import OpenAIBackend
+from synconfroute.server.doctor import probe
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from clients.errors import (
+from synconfroute.clients.errors import (
     BackendError,
     BackendTimeout,
     BackendUnavailable,
@@ -21,10 +21,10 @@ from clients.errors import (
     RequestCancelled,
     RequestRejected,
 )
-from clients.ollama import OllamaBackend
-from clients.templates import QWEN_CODER, STARCODER2
-from clients.types import Backend, Chunk, CompletionRequest
-from server.doctor import probe
+from synconfroute.clients.ollama import OllamaBackend
+from synconfroute.clients.templates import QWEN_CODER, STARCODER2
+from synconfroute.clients.types import Backend, Chunk, CompletionRequest
+from synconfroute.server.doctor import probe
 from tests.fakes import FakeOllama, TokenScript
 from tests.fakes.http import Request, closed_port
 

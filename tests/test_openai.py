@@ -10,7 +10,7 @@ from contextlib import aclosing
 
 import pytest
 
-from clients import (
+from synconfroute.clients import (
     Backend,
     BackendTimeout,
     BackendUnavailable,
@@ -21,9 +21,9 @@ from clients import (
     ProtocolError,
     RequestRejected,
 )
-from clients.openai import DEFAULT_KEY_ENV, OpenAIBackend
-from clients.templates import QWEN_CODER, STARCODER2
-from server.doctor import probe
+from synconfroute.clients.openai import DEFAULT_KEY_ENV, OpenAIBackend
+from synconfroute.clients.templates import QWEN_CODER, STARCODER2
+from synconfroute.server.doctor import probe
 from tests.fakes.http import Request, TokenScript, closed_port
 from tests.fakes.openai import ErrorStyle, FakeOpenAI
 

@@ -9,24 +9,24 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from clients._stream import collect
-from clients.ollama import OllamaBackend
-from clients.openai import OpenAIBackend
-from clients.types import Chunk, TokenLogprob
-from server.card import route_card
-from server.config import Settings
-from server.evaluation.datasets import Task
-from server.evaluation.generate import treat
-from server.evaluation.records import Generation
-from server.gate import make_gate
-from server.pipeline import (
+from synconfroute.clients._stream import collect
+from synconfroute.clients.ollama import OllamaBackend
+from synconfroute.clients.openai import OpenAIBackend
+from synconfroute.clients.types import Chunk, TokenLogprob
+from synconfroute.server.card import route_card
+from synconfroute.server.config import Settings
+from synconfroute.server.evaluation.datasets import Task
+from synconfroute.server.evaluation.generate import treat
+from synconfroute.server.evaluation.records import Generation
+from synconfroute.server.gate import make_gate
+from synconfroute.server.pipeline import (
     CompletionContext,
     Pipeline,
     drop_last_line,
     shown_text,
     wants_multiline,
 )
-from server.record import Truncation
+from synconfroute.server.record import Truncation
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 SINGLE = CompletionContext(

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from clients.ollama import OllamaBackend
-from clients.openai import OpenAIBackend
-from server.config import PrivacySettings, Settings
-from server.gate import make_gate
-from server.pipeline import Pipeline
-from server.request import CompletionContext
+from synconfroute.clients.ollama import OllamaBackend
+from synconfroute.clients.openai import OpenAIBackend
+from synconfroute.server.config import PrivacySettings, Settings
+from synconfroute.server.gate import make_gate
+from synconfroute.server.pipeline import Pipeline
+from synconfroute.server.request import CompletionContext
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 
 CTX = CompletionContext(

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from server.positions import PositionOutOfRange, advance, to_offset, to_position, word_before
+from synconfroute.server.positions import (
+    PositionOutOfRange,
+    advance,
+    to_offset,
+    to_position,
+    word_before,
+)
 
 TEXT = "a😀b\r\n漢字x\n\fend"  # emoji = 2 utf-16 units, 4 utf-8 bytes; \f is NOT a line break
 

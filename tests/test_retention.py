@@ -8,10 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from server import config
-from server.ledger import Ledger, load
-from server.retention import Region, Retention, edit_distance, minimal_edit, retained_ratio
-from server.session import Edit, Session
+from synconfroute.server import config
+from synconfroute.server.ledger import Ledger, load
+from synconfroute.server.retention import (
+    Region,
+    Retention,
+    edit_distance,
+    minimal_edit,
+    retained_ratio,
+)
+from synconfroute.server.session import Edit, Session
 
 
 def apply(text: str, region: Region, start: int, end: int, new: str) -> str:
@@ -133,7 +139,7 @@ def session_with_offer(tmp_path: Path) -> tuple[Session, str]:
     s.open(uri, "def f(a, b):\n    return \n", "python")
     st = s.document(uri)
     assert st is not None
-    from server.record import RouteDecision
+    from synconfroute.server.record import RouteDecision
 
     s.decisions["c1"] = RouteDecision(
         completion="a + b",

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from server.router import (
+from synconfroute.server.router import (
     LocalEvidence,
     Reason,
     Rules,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from clients import errors as e
-from clients._status import Failure, failure_of, status_error
+from synconfroute.clients import errors as e
+from synconfroute.clients._status import Failure, failure_of, status_error
 
 
 @pytest.mark.parametrize(

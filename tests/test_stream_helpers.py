@@ -9,9 +9,16 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from clients._stream import StopCutter, TokenStops, collect, next_before, trim_tokens, within
-from clients.errors import BackendTimeout
-from clients.types import Chunk, TokenLogprob
+from synconfroute.clients._stream import (
+    StopCutter,
+    TokenStops,
+    collect,
+    next_before,
+    trim_tokens,
+    within,
+)
+from synconfroute.clients.errors import BackendTimeout
+from synconfroute.clients.types import Chunk, TokenLogprob
 
 
 def cut_all(stops: list[str], pieces: list[str]) -> tuple[str, bool]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from server.syntax import (
+from synconfroute.server.syntax import (
     DEFAULT_BUDGET_S,
     CompilerConfig,
     SyntaxDocument,
@@ -21,8 +21,8 @@ from server.syntax import (
     prepare_pch,
     supported_languages,
 )
-from server.syntax._treesitter import Splice
-from server.syntax.languages import parser_for
+from synconfroute.server.syntax._treesitter import Splice
+from synconfroute.server.syntax.languages import parser_for
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
 
@@ -518,7 +518,7 @@ def test_checks_under_a_deadline_retain_nothing() -> None:
     import gc
     import tracemalloc
 
-    from server.syntax._treesitter import parse
+    from synconfroute.server.syntax._treesitter import parse
 
     text = "def f(x):\n    return x + 1\n\n" * 2000  # about 50 KB
     doc = SyntaxDocument(text, "python")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from server.syntax import SyntaxDocument, _compilers
+from synconfroute.server.syntax import SyntaxDocument, _compilers
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("SYNCONFROUTE_DATA") or ROOT.parent / "shared" / "data")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from clients import templates
-from clients.templates import detect, get
+from synconfroute.clients import templates
+from synconfroute.clients.templates import detect, get
 
 PRE, SUF = "def f(x):\n    return ", "\n\nprint(f(2))\n"
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from server.transport import MAX_BODY_BYTES, Body, FrameParser, Skipped
+from synconfroute.server.transport import MAX_BODY_BYTES, Body, FrameParser, Skipped
 
 from .lsp_harness import ROOT, write_config
 
@@ -56,7 +56,7 @@ INITIALIZE = request(1, "initialize", {"processId": None, "rootUri": None, "capa
 
 
 class RawServer:
-    """`python -m server serve` with pipes; a thread splits stdout into messages."""
+    """`python -m synconfroute serve` with pipes; a thread splits stdout into messages."""
 
     def __init__(self, folder: Path) -> None:
         env = dict(os.environ)
@@ -64,7 +64,14 @@ class RawServer:
         self.stderr_path = folder / "stderr.txt"
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "serve", "--ledger", str(folder / "ledger.jsonl")],
+            [
+                sys.executable,
+                "-m",
+                "synconfroute",
+                "serve",
+                "--ledger",
+                str(folder / "ledger.jsonl"),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -318,7 +325,7 @@ def test_tcp_mode_has_the_same_transport(tmp_path: Path) -> None:
         port = probe.getsockname()[1]
     env = dict(os.environ)
     env.update({"SYNCONFROUTE_CONFIG": str(write_config(tmp_path)), "PYTHONPATH": str(ROOT)})
-    command = [sys.executable, "-m", "server", "serve", "--tcp", f"127.0.0.1:{port}"]
+    command = [sys.executable, "-m", "synconfroute", "serve", "--tcp", f"127.0.0.1:{port}"]
     ledger = ["--ledger", str(tmp_path / "ledger.jsonl")]
     proc = subprocess.Popen(command + ledger, env=env, stderr=subprocess.DEVNULL)
     try:

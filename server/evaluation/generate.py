@@ -29,15 +29,15 @@ from typing import Literal
 
 import attrs
 
-from clients import trim_tokens
-from clients.errors import (
+from synconfroute.clients import trim_tokens
+from synconfroute.clients.errors import (
     BackendError,
     BackendUnavailable,
     BadCredentials,
     FimUnsupported,
     ModelNotFound,
 )
-from clients.types import Backend, CompletionRequest, TokenLogprob, line_end
+from synconfroute.clients.types import Backend, CompletionRequest, TokenLogprob, line_end
 
 from ..config import Settings
 from ..context import make_context

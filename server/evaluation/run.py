@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from clients.types import Backend
+from synconfroute.clients.types import Backend
 
 from .. import __version__
 from ..backends import choose_local, make_local, make_remote
@@ -156,7 +156,7 @@ async def _generate(
 
 async def _probe_local(local: Backend, err: TextIO) -> str | None:
     """The local prompt mode, and a warning when the model cannot fill in the middle."""
-    from clients.embedded import EmbeddedBackend
+    from synconfroute.clients.embedded import EmbeddedBackend
 
     if isinstance(local, EmbeddedBackend):
         await local.load()

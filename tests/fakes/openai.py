@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from clients.templates import TEMPLATES
+from synconfroute.clients.templates import TEMPLATES
 
 from .http import Request, Responder, ScriptedServer, TokenScript, send_status
 

@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 PACKAGE_JSON = HERE.parent / "package.json"
 sys.path.insert(0, str(HERE.parents[2]))
 
-from server import config  # noqa: E402  (needs the repository on sys.path)
+from synconfroute.server import config  # noqa: E402  (needs the repository on sys.path)
 
 SECTION = "synconfroute"
 

@@ -1,0 +1,7 @@
+"""`python -m synconfroute ...` is `synconfroute ...` (editors may start either)."""
+
+import sys
+
+from synconfroute.server.cli import main
+
+sys.exit(main())

@@ -40,6 +40,7 @@ RemoteBackendKind = Literal["openai", "none"]
 Policy = Literal["synconf", "confidence", "syntax", "local", "remote"]
 SyntaxMode = Literal["tree-sitter", "compiler", "confirm"]
 MissingLogprobs = Literal["escalate", "trust"]
+Semantic = Literal["names", "off"]
 
 
 @attrs.define
@@ -163,6 +164,14 @@ class RoutingSettings:
     )
     syntax_budget_ms: float = _doc(50.0, "Time budget of one tree-sitter check.", lo=1)
     compiler_budget_ms: float = _doc(3000.0, "Time budget of one compiler check.", lo=10)
+    semantic: Semantic = _doc(
+        "names",
+        "Names gate, after a valid syntax verdict: `names` escalates a completion that uses "
+        "a name defined nowhere in the file (not a definition, parameter, import, builtin, "
+        "nor any other word of the file; reason `undefined-name`; Python only, passes when "
+        "unsure, e.g. after a star import) under policies `synconf` and `syntax`; `off` "
+        "does not look.",
+    )
     early_escalation: bool = _doc(
         True,
         "Cancel the local generation as soon as its first `confidence_tokens` tokens "
@@ -482,6 +491,7 @@ TIGHTEN_ONLY_KEYS = (
     "routing.threshold",
     "routing.thresholds",
     "routing.missing_logprobs",
+    "routing.semantic",
     "privacy.local_only",
     "privacy.never_send",
     "completion.context_lines",
@@ -547,6 +557,8 @@ def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
         refuse("remote.model", "it would enable the remote tier")
     if user.routing.missing_logprobs == "trust" and ws.routing.missing_logprobs != "trust":
         refuse("routing.missing_logprobs", "it escalates more")
+    if user.routing.semantic == "off" and ws.routing.semantic != "off":
+        refuse("routing.semantic", "the names gate escalates more")
     if user.privacy.local_only and not ws.privacy.local_only:
         refuse("privacy.local_only", "it would let code leave the machine")
     # Patterns add up: a workspace may add files to keep, never take yours away.

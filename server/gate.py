@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from .config import RoutingSettings
+from .config import RoutingSettings, Semantic
 from .pipeline import CompletionContext
 from .record import SyntaxInfo
 from .syntax import Position, SyntaxDocument, Verdict, check_completion, detect_language
@@ -31,15 +31,24 @@ def _info(v: Verdict) -> SyntaxInfo:
         column=v.column,
         message=v.message,
         checker=v.checker,
+        undefined=v.undefined,
     )
 
 
 class SyntaxGate:
-    """Checks completions in the configured mode and time budget."""
+    """Checks completions in the configured mode and time budget; with `semantic` "names",
+    a valid completion is also checked for names defined nowhere (same budget)."""
 
-    def __init__(self, mode: Mode, ts_budget_s: float, compiler_budget_s: float) -> None:
+    def __init__(
+        self,
+        mode: Mode,
+        ts_budget_s: float,
+        compiler_budget_s: float,
+        semantic: Semantic = "names",
+    ) -> None:
         self.mode: Mode = mode
         self.budget_s = ts_budget_s if mode == "tree-sitter" else compiler_budget_s
+        self.names = semantic == "names"
 
     @property
     def blocking(self) -> bool:
@@ -48,15 +57,25 @@ class SyntaxGate:
     def check(self, ctx: CompletionContext, completion: str) -> SyntaxInfo:
         if isinstance(ctx.document, Anchor):
             doc, at = ctx.document.document, ctx.document.at
-            return _info(doc.check(completion, at, mode=self.mode, budget_s=self.budget_s))
+            v = doc.check(completion, at, mode=self.mode, budget_s=self.budget_s, names=self.names)
+            return _info(v)
         language = ctx.language or None
         v = check_completion(
-            ctx.prefix, completion, ctx.suffix, language, mode=self.mode, budget_s=self.budget_s
+            ctx.prefix,
+            completion,
+            ctx.suffix,
+            language,
+            mode=self.mode,
+            budget_s=self.budget_s,
+            names=self.names,
         )
         return _info(v)
 
 
 def make_gate(routing: RoutingSettings) -> SyntaxGate:
     return SyntaxGate(
-        routing.syntax, routing.syntax_budget_ms / 1000, routing.compiler_budget_ms / 1000
+        routing.syntax,
+        routing.syntax_budget_ms / 1000,
+        routing.compiler_budget_ms / 1000,
+        routing.semantic,
     )

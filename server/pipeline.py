@@ -200,6 +200,7 @@ class Pipeline:
             threshold=r.threshold_for(model),
             k=r.confidence_tokens,
             missing_logprobs=r.missing_logprobs,
+            semantic=r.semantic,
         )
 
     def _request(
@@ -479,4 +480,6 @@ class Pipeline:
             info = self.gate.check(ctx, text)
         rec.latency_ms["gate"] = (self._clock() - t) * 1000
         rec.syntax = info
-        return attrs.evolve(ev, syntax=_STATUSES.get(info.status, "error"))
+        return attrs.evolve(
+            ev, syntax=_STATUSES.get(info.status, "error"), undefined=info.undefined
+        )

@@ -4,7 +4,13 @@
    prefix = prompt, suffix = suffix; SAFIM block and API: eval_prompt split at the literal
    {{completion}}; C# skipped) must be judged valid.
 2. Catch rate: broken completions made from the same ground truths (cut mid-token, drop a
-   closing bracket, add one, break the indentation (Python), leave a string open). A broken
+   closing bracket, add one, break the indentation (Python), leave a string open; and, for
+   multi-line Python middles, cuts at random points, as a token budget, a stop string or a
+   cancelled stream leaves them: "cut-random" on the middle as the data has it (the hole
+   ends before its line's newline), "cut-random-lines" on the same middle made of whole
+   lines (the prefix ends at a line start, the middle with its newline, as multi-line
+   infilling tasks have it); CUTS cuts per middle, none between \r and \n, none that
+   leaves only whitespace, which the pipeline turns into an empty completion). A broken
    variant counts only when the language's own compiler check (ast.parse, javalang, g++)
    accepts the original file and rejects the broken one: some "breaks" are valid code.
 3. False rejects in buffers broken elsewhere: the ground truth again, in a file whose suffix
@@ -50,7 +56,16 @@ from synconfroute.server.syntax import (  # noqa: E402
 from synconfroute.server.syntax.languages import LANGUAGES  # noqa: E402
 
 LANGS = ("python", "java", "cpp")
-BREAKS = ("cut-mid-token", "drop-closer", "add-closer", "break-indent", "open-string")
+BREAKS = (
+    "cut-mid-token",
+    "drop-closer",
+    "add-closer",
+    "break-indent",
+    "open-string",
+    "cut-random",
+    "cut-random-lines",
+)
+CUTS = 5  # random cuts per multi-line Python middle
 PREBROKEN = ("truncated-suffix", "open-call-before", "open-call-after")
 SLOW_CHECKERS = ("g++", "gcc")
 
@@ -157,6 +172,32 @@ def make_breaks(lang: str, truth: str, task_id: str) -> dict[str, str]:
     return out
 
 
+def make_cuts(
+    lang: str, prefix: str, truth: str, suffix: str, task_id: str, n: int = CUTS
+) -> list[tuple[str, str, str, str, list[str]]]:
+    """(kind, prefix, whole middle, suffix, cut middles): random cuts of a multi-line Python
+    middle, as it comes and made of whole lines (see the module doc); none for others."""
+    if lang != "python" or "\n" not in truth.strip():
+        return []
+    shapes = [("cut-random", prefix, truth, suffix)]
+    nl = "\r\n" if suffix.startswith("\r\n") else "\n"
+    ls = prefix.rfind("\n") + 1
+    if suffix.startswith(nl) and not prefix[ls:].strip():
+        shapes.append(
+            ("cut-random-lines", prefix[:ls], prefix[ls:] + truth + nl, suffix[len(nl) :])
+        )
+    out = []
+    for kind, pre, mid, suf in shapes:
+        rng = _rng(task_id, kind)
+        ats = sorted({rng.randrange(1, len(mid)) for _ in range(n)})
+        # never between \r and \n: Python takes a lone \r for a line break, tree-sitter does not
+        cuts = [mid[: at - 1 if mid[at - 1 : at + 1] == "\r\n" else at] for at in ats]
+        # a cut that leaves only whitespace is no completion (post_process empties it)
+        cuts = [c for c in cuts if c.strip()]
+        out.append((kind, pre, mid, suf, cuts))
+    return out
+
+
 def make_prebroken(prefix: str, suffix: str) -> dict[str, tuple[str, str]]:
     """(prefix, suffix) pairs for buffers broken away from the completion."""
     out: dict[str, tuple[str, str]] = {}
@@ -204,9 +245,9 @@ def _worker_init() -> None:
     _compilers.run_checker = _memo_checker(_compilers.run_checker)
 
 
-def evaluate(job: tuple[Item, tuple[str, ...], bool, str | None]) -> dict[str, Any]:
+def evaluate(job: tuple[Item, tuple[str, ...], bool, str | None, int]) -> dict[str, Any]:
     """All counts for one item: {key tuple as string: count} plus failure examples."""
-    item, modes, sampled, pch = job
+    item, modes, sampled, pch, cuts_per_middle = job
     dataset, lang, task_id, prefix, truth, suffix = item
     config = CompilerConfig(pch_dir=Path(pch) if pch else None)
     checker = LANGUAGES[lang].compiler or ""
@@ -274,6 +315,64 @@ def evaluate(job: tuple[Item, tuple[str, ...], bool, str | None]) -> dict[str, A
                             }
                         )
 
+        # random cuts of multi-line Python middles, in their own documents (the lines
+        # shape moves the hole's edges)
+        for kind, pre, whole, suf, cuts in make_cuts(
+            lang, prefix, truth, suffix, task_id, cuts_per_middle
+        ):
+            cdoc = SyntaxDocument(pre + suf, lang, compilers=config)
+            cat = len(pre.encode("utf-8", "surrogatepass"))
+            if kind != "cut-random":  # the whole middle in this shape is correct too
+                for mode in modes:
+                    v = run(cdoc, cat, whole, mode)
+                    note(("truth-lines", lang, mode, "n"))
+                    if v.status != "valid":
+                        note(("truth-lines", lang, mode, v.status))
+            for broken in cuts:
+                note(("break", lang, kind, "made"))
+                ref = _compilers.run_checker(checker, pre + broken + suf, None, config)
+                if ref.failure:
+                    continue
+                if ref.ok:
+                    # a cut the compiler accepts is a correct completion: the gate must agree
+                    note(("break", lang, kind, "still-valid"))
+                    for mode in modes:
+                        v = run(cdoc, cat, broken, mode)
+                        note(("cut-valid", lang, mode, kind, "n"))
+                        if v.status != "valid":
+                            note(("cut-valid", lang, mode, kind, v.status))
+                            fails.append(
+                                {
+                                    "what": "valid-cut-rejected",
+                                    "task": task_id,
+                                    "lang": lang,
+                                    "mode": mode,
+                                    "kind": kind,
+                                    "tail": broken[-40:],
+                                    "next": suf[:40],
+                                    "verdict": f"{v.status} {v.line}:{v.column} {v.message}",
+                                }
+                            )
+                    continue
+                note(("break", lang, kind, "counted"))
+                for mode in modes:
+                    v = run(cdoc, cat, broken, mode)
+                    note(("caught", lang, mode, kind, "n"))
+                    note(("caught", lang, mode, kind, v.status))
+                    if v.status != "invalid" and len(fails) < 50:
+                        fails.append(
+                            {
+                                "what": "missed",
+                                "task": task_id,
+                                "lang": lang,
+                                "mode": mode,
+                                "kind": kind,
+                                "tail": broken[-40:],
+                                "next": suf[:40],
+                                "verdict": f"{v.status} {v.checker} {v.detail}",
+                            }
+                        )
+
     # 3. false rejects in buffers broken elsewhere
     for kind, (pre, suf) in make_prebroken(prefix, suffix).items():
         bdoc = SyntaxDocument(pre + suf, lang, compilers=config)
@@ -332,6 +431,23 @@ def report(
                 f"{lang:8} {mode:12} {n:8d} {rej:9d} {_pct(rej, n):>8} "
                 f"{c('truth', lang, mode, 'timeout'):8d} {other:6d}"
             )
+    for lang in args.langs:
+        for mode in args.modes:
+            n = c("truth-lines", lang, mode, "n")
+            if n:
+                rej = c("truth-lines", lang, mode, "invalid")
+                lines.append(
+                    f"{lang:8} {mode:12} {n:8d} {rej:9d} {_pct(rej, n):>8}   "
+                    "(multi-line middles made of whole lines)"
+                )
+            for kind in ("cut-random", "cut-random-lines"):
+                n = c("cut-valid", lang, mode, kind, "n")
+                if n:
+                    rej = c("cut-valid", lang, mode, kind, "invalid")
+                    lines.append(
+                        f"{lang:8} {mode:12} {n:8d} {rej:9d} {_pct(rej, n):>8}   "
+                        f"({kind} cuts the compiler check accepts)"
+                    )
     lines.append("")
     lines.append(
         "Catch rate on broken completions (counted: the compiler check rejects the broken file "
@@ -408,6 +524,12 @@ def main(argv: list[str] | None = None) -> int:
         help="C/C++ items per language for the g++-dependent parts (0: all)",
     )
     ap.add_argument("--seed", type=int, default=0, help="seed of the compiler sample")
+    ap.add_argument(
+        "--cuts", type=int, default=CUTS, help="random cuts per multi-line Python middle"
+    )
+    ap.add_argument(
+        "--lf", action="store_true", help="CRLF line ends as LF (SAFIM's files are CRLF)"
+    )
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     ap.add_argument(
         "--pch-dir",
@@ -428,6 +550,11 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown language {lang!r}; choose from {', '.join(LANGS)}")
 
     items = load_items(data_dir(), args.langs, args.limit)
+    if args.lf:
+        items = [
+            (ds, lang, task, *(x.replace("\r\n", "\n") for x in (pre, truth, suf)))
+            for ds, lang, task, pre, truth, suf in items
+        ]
     rng = random.Random(args.seed)
     sampled: set[str] = set()
     notes: list[str] = []
@@ -463,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             notes.append("g++ runs without a precompiled header (could not build one)")
 
-    jobs = [(it, args.modes, f"{it[0]}/{it[2]}" in sampled, pch) for it in items]
+    jobs = [(it, args.modes, f"{it[0]}/{it[2]}" in sampled, pch, args.cuts) for it in items]
     counts: collections.Counter[str] = collections.Counter()
     times: collections.Counter[str] = collections.Counter()
     fails: list[dict[str, Any]] = []

@@ -43,7 +43,12 @@ def route_card(rec: RouteDecision) -> str:
         s = rec.syntax
         where = "" if s.line is None else f" at line {s.line + 1}, column {(s.column or 0) + 1}"
         msg = f": {s.message}" if s.message and s.status != "valid" else ""
-        lines.append(f"- syntax: {s.status} ({s.mode}, {s.checker or '-'}){where}{msg}")
+        if s.undefined:
+            lines.append(f"- syntax: {s.status} ({s.mode}, {s.checker or '-'})")
+            names = ", ".join(f"`{n}`" for n in s.undefined)
+            lines.append(f"- names: {names} defined nowhere in the file{where}")
+        else:
+            lines.append(f"- syntax: {s.status} ({s.mode}, {s.checker or '-'}){where}{msg}")
     else:
         lines.append("- syntax: not checked")
     lines.append(f"- models: local `{rec.local_model or '-'}`, remote `{rec.remote_model or '-'}`")

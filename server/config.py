@@ -21,7 +21,7 @@ import attrs
 import cattrs
 import platformdirs
 
-from .kinds import GateMode, Policy
+from .kinds import GateMode, Policy, Semantic
 
 APP = "synconfroute"
 ENV_PREFIX = "SYNCONFROUTE_"
@@ -190,6 +190,14 @@ class RoutingSettings:
         "confident local completions escalate as unchecked (`syntax-skipped`), or are "
         "shown unconfirmed where nothing may leave the machine. 0 = no limit.",
         lo=0,
+    )
+    semantic: Semantic = _doc(
+        "names",
+        "Names gate, after a valid syntax verdict: `names` escalates a completion that uses "
+        "a name defined nowhere in the file (not a definition, parameter, import, builtin, "
+        "nor any other word of the file; reason `undefined-name`; Python only, passes when "
+        "unsure, e.g. after a star import) under policies `synconf` and `syntax`; `off` "
+        "does not look.",
     )
     early_escalation: bool = _doc(
         True,
@@ -564,6 +572,7 @@ TIGHTEN_ONLY_KEYS = (
     "routing.adaptive",
     "routing.adaptive_min",
     "routing.adaptive_max",
+    "routing.semantic",
     "privacy.local_only",
     "privacy.never_send",
     "completion.context_lines",
@@ -648,6 +657,8 @@ def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
     ]
     if lowered:
         ws.routing.adaptive_max = min(ws.routing.adaptive_max, *lowered)
+    if user.routing.semantic == "off" and ws.routing.semantic != "off":
+        refuse("routing.semantic", "the names gate escalates more")
     if user.privacy.local_only and not ws.privacy.local_only:
         refuse("privacy.local_only", "it would let code leave the machine")
     # Patterns add up: a workspace may add files to keep, never take yours away.

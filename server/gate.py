@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .config import RoutingSettings
+from .kinds import Semantic
 from .record import SyntaxInfo
 from .request import Anchor, CompletionContext
 from .syntax import Verdict, check_completion, detect_language
@@ -21,19 +22,27 @@ def _info(v: Verdict) -> SyntaxInfo:
         column=v.column,
         message=v.message,
         checker=v.checker,
+        undefined=v.undefined,
     )
 
 
 class SyntaxGate:
     """Checks completions in the configured mode and time budget, in files up to
-    `max_bytes` (0: any size)."""
+    `max_bytes` (0: any size); with `semantic` "names", a valid completion is also checked
+    for names defined nowhere (same budget)."""
 
     def __init__(
-        self, mode: Mode, ts_budget_s: float, compiler_budget_s: float, max_bytes: int = 0
+        self,
+        mode: Mode,
+        ts_budget_s: float,
+        compiler_budget_s: float,
+        max_bytes: int = 0,
+        semantic: Semantic = "names",
     ) -> None:
         self.mode: Mode = mode
         self.budget_s = ts_budget_s if mode == "tree-sitter" else compiler_budget_s
         self.max_bytes = max_bytes
+        self.names = semantic == "names"
 
     def _skipped(self, size: int) -> SyntaxInfo | None:
         """The verdict for a file too large to check (None: check it)."""
@@ -57,13 +66,20 @@ class SyntaxGate:
             if (skipped := self._skipped(len(doc.data))) is not None:
                 doc.release_tree()  # the file may have grown past the limit since its parse
                 return skipped
-            return _info(doc.check(completion, at, mode=self.mode, budget_s=self.budget_s))
+            v = doc.check(completion, at, mode=self.mode, budget_s=self.budget_s, names=self.names)
+            return _info(v)
         size = sum(len(t.encode("utf-8", "surrogatepass")) for t in (ctx.prefix, ctx.suffix))
         if (skipped := self._skipped(size)) is not None:
             return skipped
         language = ctx.language or None
         v = check_completion(
-            ctx.prefix, completion, ctx.suffix, language, mode=self.mode, budget_s=self.budget_s
+            ctx.prefix,
+            completion,
+            ctx.suffix,
+            language,
+            mode=self.mode,
+            budget_s=self.budget_s,
+            names=self.names,
         )
         return _info(v)
 
@@ -74,4 +90,5 @@ def make_gate(routing: RoutingSettings) -> SyntaxGate:
         routing.syntax_budget_ms / 1000,
         routing.compiler_budget_ms / 1000,
         routing.syntax_max_bytes,
+        routing.semantic,
     )

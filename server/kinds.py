@@ -10,7 +10,8 @@ from typing import Literal
 Route = Literal["local", "remote", "none"]
 Policy = Literal["synconf", "confidence", "syntax", "local", "remote"]
 GateMode = Literal["tree-sitter", "compiler", "confirm"]
+Semantic = Literal["names", "off"]  # the names gate after a valid syntax verdict
 # "skipped": the file is over routing.syntax_max_bytes, the gate did not look.
 SyntaxStatus = Literal["valid", "invalid", "timeout", "unsupported-language", "error", "skipped"]
 
-__all__ = ["GateMode", "Policy", "Route", "SyntaxStatus"]
+__all__ = ["GateMode", "Policy", "Route", "Semantic", "SyntaxStatus"]

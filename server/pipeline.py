@@ -254,6 +254,7 @@ class Pipeline:
             ),
             k=r.confidence_tokens,
             missing_logprobs=r.missing_logprobs,
+            semantic=r.semantic,
         )
 
     def context_files(
@@ -675,4 +676,4 @@ class Pipeline:
             info = self.gate.check(ctx, text)
         rec.latency_ms["gate"] = (self._clock() - t) * 1000
         rec.syntax = info
-        return attrs.evolve(ev, syntax=info.status)
+        return attrs.evolve(ev, syntax=info.status, undefined=info.undefined)

@@ -29,6 +29,8 @@ class SyntaxInfo:
     column: int | None = None
     message: str = ""
     checker: str = ""
+    # names gate: the names the completion uses that nothing in the file defines
+    undefined: tuple[str, ...] = ()
 
 
 @attrs.frozen

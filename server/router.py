@@ -13,9 +13,9 @@ from typing import Literal
 
 import attrs
 
-from .kinds import Policy, Route, SyntaxStatus
+from .kinds import Policy, Route, Semantic, SyntaxStatus
 
-__all__ = ["Policy", "Route", "SyntaxStatus"]  # re-exported: the router's vocabulary
+__all__ = ["Policy", "Route", "Semantic", "SyntaxStatus"]  # re-exported: the vocabulary
 
 
 class Reason(StrEnum):
@@ -29,6 +29,7 @@ class Reason(StrEnum):
     SYNTAX_INVALID = "syntax-invalid"
     SYNTAX_TIMEOUT = "syntax-timeout"
     SYNTAX_SKIPPED = "syntax-skipped"  # file over routing.syntax_max_bytes: not checked
+    UNDEFINED_NAME = "undefined-name"  # parses, but uses a name defined nowhere in the file
     POLICY_LOCAL = "policy-local"
     POLICY_REMOTE = "policy-remote"
     LOCAL_UNAVAILABLE = "local-unavailable"
@@ -72,6 +73,11 @@ class Rules:
     threshold: float = -0.5
     k: int = 3
     missing_logprobs: Literal["escalate", "trust"] = "escalate"
+    # "names": a syntax-valid completion that uses a name defined nowhere escalates
+    # wherever the gate decides (policies synconf and syntax); "off": names are ignored.
+    # Off unless asked: the pipeline passes routing.semantic (default "names"), the
+    # evaluation names its "+names" policies.
+    semantic: Semantic = "off"
 
 
 @attrs.frozen(kw_only=True)
@@ -83,6 +89,7 @@ class LocalEvidence:
     logprobs: Sequence[float] = ()
     has_logprobs: bool = True  # False: the server reported none
     syntax: SyntaxStatus | None = None  # None: not checked (yet)
+    undefined: tuple[str, ...] = ()  # names the completion uses that nothing defines
     timed_out: bool = False  # unavailable because its time budget ran out
 
 
@@ -142,7 +149,8 @@ def decide(ev: LocalEvidence, rules: Rules, access: RemoteAccess) -> Ruling:
         return Ruling("escalate", reasons, conf)
     blocked = (*reasons, _BLOCK_REASON[access])
     # Escalation is impossible: show the local completion unless it breaks the
-    # file (or there is none); say that nobody confirmed it.
+    # file (or there is none); say that nobody confirmed it. An undefined name does
+    # not break the file (and the name may come from where we cannot see): shown.
     if ev.available and ev.text and ev.syntax != "invalid":
         return Ruling("keep-local", (*blocked, Reason.KEPT_LOCAL_UNCONFIRMED), conf)
     return Ruling("none", blocked, conf)
@@ -177,6 +185,8 @@ def _want(
     if ev.syntax == "skipped":
         # Unchecked is not valid (the gate could run, we chose not to): as a timeout.
         return "escalate", (Reason.SYNTAX_SKIPPED,), conf
+    if ev.syntax == "valid" and ev.undefined and rules.semantic == "names":
+        return "escalate", (Reason.UNDEFINED_NAME,), conf
     if ev.syntax in ("unsupported-language", "error", None):
         return "keep-local", (Reason.SYNTAX_UNCHECKED,), conf
     good = Reason.CONFIDENT_AND_VALID if rules.policy == "synconf" else Reason.SYNTAX_VALID

@@ -53,7 +53,9 @@ def make_folder(
 ) -> RunFolder:
     folder = RunFolder(path)
     for name, (conf, syntax, local_ok, remote_ok) in scenario.items():
-        task = Task(dataset="hand", task_id=name, language="python", prefix="x = ", suffix="\n")
+        # the suffix defines the completions' names (the names gate stays quiet)
+        suffix = f"\nlocal_{name} = remote_{name} = None\n"
+        task = Task(dataset="hand", task_id=name, language="python", prefix="x = ", suffix=suffix)
         tokens = () if conf is None else tuple((f"t{i}", conf) for i in range(K + 2))
         local = Generation(
             backend="embedded",

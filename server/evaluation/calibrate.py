@@ -116,6 +116,7 @@ def choose(
         policy=r.policy,
         k=r.confidence_tokens,
         missing_logprobs=r.missing_logprobs,
+        semantic=r.semantic,
     )
     points = [
         scoring.evaluate(tasks, attrs.evolve(rules, threshold=t), policy) for t in candidates(tasks)
@@ -132,8 +133,9 @@ def choose(
             low = min(p.escalation_rate for p in points)
             raise CalibrationError(
                 f"no threshold escalates {budget:.0%} or less: even the lowest escalates "
-                f"{low:.1%} (completions that are empty or fail the syntax gate always go "
-                "to the remote tier)"
+                f"{low:.1%} (completions that are empty or fail the syntax gate"
+                + (" or use a name defined nowhere" if r.semantic == "names" else "")
+                + " always go to the remote tier)"
             )
         pick = found
         goal = f"escalation budget {budget:.0%}"

@@ -14,6 +14,7 @@ LABELS = {
     "syntax-only": "syntax-only",
     "confidence-only": "confidence-only",
     "synconf": "SynConfRoute",
+    "synconf+names": "SynConfRoute + names",
     "oracle": "oracle router",
 }
 ORDER = (
@@ -22,6 +23,7 @@ ORDER = (
     "syntax-only",
     "confidence-only",
     "synconf",
+    "synconf+names",
     "always-remote",
     "oracle",
 )
@@ -55,6 +57,8 @@ def group_markdown(name: str, g: dict[str, Any], summary: dict[str, Any]) -> str
     ]
     points = {"local-alone": g["local_alone"], **g["policies"]}
     for key in ORDER:
+        if key not in points:  # a summary written before the policy existed
+            continue
         p = points[key]
         escalates = key != "local-alone" and p["escalated"] > 0
         rows.append(
@@ -77,6 +81,13 @@ def group_markdown(name: str, g: dict[str, Any], summary: dict[str, Any]) -> str
         f"{gate['correct']} correct ones rejected (false rejects); {gate['wrong_invalid']} of "
         f"{gate['wrong']} wrong ones called invalid ({_pct(gate['wrong_invalid_share'])})."
     )
+    if "names_false_rejects" in gate:
+        rows.append(
+            f"Names gate on the valid ones: {gate['names_false_rejects']} of "
+            f"{gate['correct_valid']} correct ones flagged (false rejects); "
+            f"{gate['wrong_undefined']} of {gate['wrong_valid']} wrong ones use a name "
+            "defined nowhere."
+        )
     cw = g["confident_wrong"]
     rows.append(
         f"Confident but wrong at t = {cw['threshold']:.2f}: {cw['confident_wrong']} = "
@@ -86,15 +97,17 @@ def group_markdown(name: str, g: dict[str, Any], summary: dict[str, Any]) -> str
         + " (paper: 46% / 54%)."
     )
     budgets = g["budgets"]
+    swept = [k for k in ("confidence-only", "synconf", "synconf+names") if k in g["curves"]]
     rows += [
         "",
-        "| escalation budget | confidence-only: escalation, pass@1, kept-local precision "
-        "| SynConfRoute: escalation, pass@1, kept-local precision |",
-        "|---:|---|---|",
+        "| escalation budget | "
+        + " | ".join(f"{LABELS[k]}: escalation, pass@1, kept-local precision" for k in swept)
+        + " |",
+        "|---:|" + "---|" * len(swept),
     ]
     for b, pair in budgets.items():
         cells = []
-        for key in ("confidence-only", "synconf"):
+        for key in swept:
             p = pair.get(key)
             cells.append(
                 "–"
@@ -102,7 +115,7 @@ def group_markdown(name: str, g: dict[str, Any], summary: dict[str, Any]) -> str
                 else f"{_pct(p['escalation_rate'])}, {_pct(p['pass_at_1'])}{star}, "
                 f"{_pct(p['kept_local_precision'])} (t = {p['threshold']:.2f})"
             )
-        rows.append(f"| ≤ {float(b) * 100:.0f}% | {cells[0]} | {cells[1]} |")
+        rows.append(f"| ≤ {float(b) * 100:.0f}% | " + " | ".join(cells) + " |")
     if upper:
         rows += ["", "\\* upper bound: escalated tasks are answered by the ground truth."]
     return "\n".join(rows) + "\n"
@@ -183,7 +196,11 @@ def plot(summary: dict[str, Any], out: Path) -> list[Path]:
     rows = (len(names) + cols - 1) // cols
     upper = summary.get("remote") == "oracle"
     written: list[Path] = []
-    styles = {"confidence-only": ("tab:blue", "o"), "synconf": ("tab:red", "s")}
+    styles = {
+        "confidence-only": ("tab:blue", "o"),
+        "synconf": ("tab:red", "s"),
+        "synconf+names": ("tab:olive", "^"),
+    }
     fixed = {
         "always-local": ("tab:gray", "v"),
         "syntax-only": ("tab:green", "D"),
@@ -200,6 +217,8 @@ def plot(summary: dict[str, Any], out: Path) -> list[Path]:
         for ax, name in zip(axes.flat, names, strict=False):
             g = summary["groups"][name]
             for key, (color, marker) in styles.items():
+                if key not in g["curves"]:  # a summary written before the policy existed
+                    continue
                 pts = [
                     (p["escalation_rate"], p[metric])
                     for p in g["curves"][key]

@@ -28,20 +28,37 @@ from ..errors import UserError
 from ..gate import SyntaxGate
 from ..request import CompletionContext
 from ..router import LocalEvidence, Rules, SyntaxStatus
+from ..syntax import check_completion
+from ..syntax.names import LANGUAGES as NAMES_LANGUAGES
 from .execute import exec_key
 from .records import GateResult, Record, RunFolder
 
 _STATUSES: dict[str, SyntaxStatus] = {
     s: s for s in ("valid", "invalid", "timeout", "unsupported-language", "error")
 }
-SWEPT = ("confidence-only", "synconf")
+SWEPT = ("confidence-only", "synconf", "synconf+names")
 POLICY_RULES = {
     "always-local": "local",
     "always-remote": "remote",
     "syntax-only": "syntax",
     "confidence-only": "confidence",
     "synconf": "synconf",
+    "synconf+names": "synconf",  # with the names gate (routing.semantic = "names")
 }
+# Only the "+names" policies look at the names gate's verdict.
+NAMES_POLICIES = frozenset({"synconf+names"})
+
+
+def _rules(policy: str, threshold: float, k: int, missing: str) -> Rules:
+    return Rules(
+        policy=POLICY_RULES[policy],  # type: ignore[arg-type]
+        threshold=threshold,
+        k=k,
+        missing_logprobs="trust" if missing == "trust" else "escalate",
+        semantic="names" if policy in NAMES_POLICIES else "off",
+    )
+
+
 BUDGETS = (0.2, 0.4, 0.6)
 
 
@@ -135,12 +152,14 @@ def outcomes(
             incomplete += 1
             continue
         verdict = _gate(rec, gate_mode, gate, regate)
+        syntax = _STATUSES.get(verdict.status, "error") if verdict else None
         ev = LocalEvidence(
             available=loc.ok,
             text=loc.text,
             logprobs=loc.logprob_values,
             has_logprobs=loc.logprobs,
-            syntax=_STATUSES.get(verdict.status, "error") if verdict else None,
+            syntax=syntax,
+            undefined=undefined_in(rec) if syntax == "valid" else (),
         )
         conf = router.is_confident(ev, rules)[1] if loc.text else None
         out.append(
@@ -175,6 +194,22 @@ def _gate(rec: Record, mode: str, gate: SyntaxGate | None, regate: bool) -> Gate
     )
     info = gate.check(ctx, rec.local.text)
     return GateResult(status=info.status, checker=info.checker, line=info.line, column=info.column)
+
+
+def undefined_in(rec: Record) -> tuple[str, ...]:
+    """The names gate on a record's local completion, in the whole task file (as the
+    server's gate sees an open document); computed at scoring time, not recorded."""
+    if rec.task.language not in NAMES_LANGUAGES or not rec.local.text:
+        return ()
+    v = check_completion(
+        rec.task.prefix,
+        rec.local.text,
+        rec.task.suffix,
+        rec.task.language,
+        names=True,
+        budget_s=5.0,  # offline: no reason to let a busy machine decide
+    )
+    return v.undefined if v.valid else ()
 
 
 # -- policies -------------------------------------------------------------------------
@@ -262,17 +297,7 @@ def thresholds(tasks: Sequence[TaskOutcome], reference: float, steps: int = 40) 
 def sweep(
     tasks: Sequence[TaskOutcome], policy: str, grid: Iterable[float], k: int, missing: str
 ) -> list[Point]:
-    base = POLICY_RULES[policy]
-    out = []
-    for t in grid:
-        rules = Rules(
-            policy=base,  # type: ignore[arg-type]
-            threshold=t,
-            k=k,
-            missing_logprobs="trust" if missing == "trust" else "escalate",
-        )
-        out.append(evaluate(tasks, rules, policy))
-    return out
+    return [evaluate(tasks, _rules(policy, t, k, missing), policy) for t in grid]
 
 
 # -- RouteLLM summary ---------------------------------------------------------------------
@@ -333,7 +358,14 @@ def gate_stats(tasks: Sequence[TaskOutcome]) -> dict[str, Any]:
     wrong = [o for o in checked if not o.local_pass]
     rejects = [o for o in correct if o.evidence.syntax == "invalid"]
     caught = [o for o in wrong if o.evidence.syntax == "invalid"]
+    # The names gate looks at valid completions only.
+    named = [o for o in correct if o.evidence.undefined]
     return {
+        "correct_valid": sum(1 for o in correct if o.evidence.syntax == "valid"),
+        "names_false_rejects": len(named),
+        "names_false_reject_tasks": [o.key for o in named[:10]],
+        "wrong_valid": sum(1 for o in wrong if o.evidence.syntax == "valid"),
+        "wrong_undefined": sum(1 for o in wrong if o.evidence.undefined),
         "checked": len(checked),
         "status": status,
         "correct": len(correct),
@@ -401,15 +433,7 @@ def summarize(
 ) -> dict[str, Any]:
     """Every metric for one group of tasks (JSON-ready)."""
     weak = local_alone(tasks)
-    rules = {
-        name: Rules(
-            policy=base,  # type: ignore[arg-type]
-            threshold=threshold,
-            k=k,
-            missing_logprobs="trust" if missing_logprobs == "trust" else "escalate",
-        )
-        for name, base in POLICY_RULES.items()
-    }
+    rules = {name: _rules(name, threshold, k, missing_logprobs) for name in POLICY_RULES}
     points = {name: evaluate(tasks, r, name) for name, r in rules.items()}
     points["oracle"] = oracle(tasks)
     strong = points["always-remote"].pass_at_1

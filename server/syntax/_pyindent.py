@@ -38,6 +38,86 @@ def _previous_indent(data: bytes, pos: int) -> int:
     return 0
 
 
+# Which statement tree-sitter-python accepts on the right of an assignment and Python
+# does not: `x = y += 1`, `x += y = 1`, `x += y += 1` (a line cut after "=" glued to the
+# next line of the user's text).
+_BAD_RIGHT = {
+    "assignment": frozenset({"augmented_assignment"}),
+    "augmented_assignment": frozenset({"assignment", "augmented_assignment"}),
+}
+_STATEMENT_EXTRAS = frozenset({"comment", "line_continuation", ";", "ERROR"})
+
+
+def _glued(
+    data: bytes, prev: tree_sitter.Node | None, child: tree_sitter.Node, lo: int, hi: int
+) -> bool:
+    """Two statements of one suite on one line with no ";" between them (tree-sitter-python
+    inserts an invisible MISSING newline), where the completion wrote the seam: a cut
+    completion whose last line runs into the user's next line."""
+    if prev is None or prev.type in _STATEMENT_EXTRAS or child.type in _STATEMENT_EXTRAS:
+        return False
+    if prev.is_extra or child.is_extra or prev.end_byte > child.start_byte:
+        return False
+    if not (prev.end_byte <= hi and lo <= child.start_byte):
+        return False
+    seam = data[prev.end_byte : child.start_byte]
+    return b"\n" not in seam and b"\r" not in seam and b";" not in seam and b"\\" not in seam
+
+
+# Targets Python refuses where tree-sitter-python takes any expression: `a, b += 1`
+# ("illegal expression for augmented assignment"), `del f(x)` ("cannot delete").
+_NOT_AUGMENTABLE = frozenset(
+    {"pattern_list", "tuple_pattern", "list_pattern", "expression_list", "tuple", "list"}
+)
+
+
+def _bad_target(node: tree_sitter.Node, lo: int, hi: int) -> ErrorSite | None:
+    if node.type == "augmented_assignment":
+        left = node.child_by_field_name("left")
+        right = node.child_by_field_name("right")
+        if left is None or right is None or left.type not in _NOT_AUGMENTABLE:
+            return None
+        start, end = left.start_byte, right.start_byte
+    elif node.type == "delete_statement":
+        targets = [c for c in node.named_children if c.type == "call"]
+        if not targets:
+            return None
+        start, end = node.start_byte, targets[0].end_byte
+    else:
+        return None
+    if not (start <= hi and lo <= end) or _spans_lines(node, start, end):
+        return None  # the completion wrote none of it, or tree-sitter joined two lines
+    return ErrorSite(start, start, False, "INDENT", "", "invalid syntax")
+
+
+def _spans_lines(node: tree_sitter.Node, start: int, end: int) -> bool:
+    """tree-sitter-python joins `s[0],` and `l += k` on the next line into one statement
+    (Python does not): trust these checks only on one line."""
+    rows = {node.start_point.row}
+    for c in node.children:
+        if start <= c.start_byte <= end:
+            rows.add(c.start_point.row)
+    return len(rows) > 1 or node.start_point.row != node.end_point.row
+
+
+def _statement_error(node: tree_sitter.Node, lo: int, hi: int) -> ErrorSite | None:
+    """What tree-sitter-python parses in a statement and Python refuses, where the
+    completion wrote part of it."""
+    bad = _BAD_RIGHT.get(node.type)
+    right = node.child_by_field_name("right") if bad is not None else None
+    if bad is None or right is None or right.type not in bad:
+        return _bad_target(node, lo, hi)
+    # Blame the completion only when it wrote part of the seam: from the outer operator
+    # to the inner one.
+    left = node.child_by_field_name("left")
+    inner_left = right.child_by_field_name("left")
+    start = left.end_byte if left is not None else node.start_byte
+    end = inner_left.end_byte if inner_left is not None else right.start_byte
+    if not (start <= hi and lo <= end) or _spans_lines(node, start, end):
+        return None
+    return ErrorSite(right.start_byte, right.start_byte, False, "INDENT", "", "invalid syntax")
+
+
 def indentation_sites(
     tree: tree_sitter.Tree, data: bytes, lo: int, hi: int, *, empty_blocks: bool = True
 ) -> list[ErrorSite]:
@@ -53,6 +133,14 @@ def indentation_sites(
 
     def inside(pos: int) -> bool:
         return lo <= pos <= hi
+
+    def indented_by(pos: int) -> bool:
+        """The completion wrote (part of) the indentation of the line starting at `pos`: a
+        completion cut in an indentation run shifts the next line of the user's text."""
+        if inside(pos):
+            return True
+        ls = data.rfind(b"\n", 0, pos) + 1
+        return ls < hi <= pos and hi > lo
 
     sites: list[ErrorSite] = []
     stack = [tree.root_node]
@@ -79,12 +167,20 @@ def indentation_sites(
                 i = mid + 1
             else:
                 j = mid
+        prev: tree_sitter.Node | None = node.child(i - 1) if i > 0 else None
         for k in range(i, n):
             child = node.child(k)
             if child.start_byte > win_hi:
                 break
+            if node.type in ("block", "module") and _glued(data, prev, child, lo, hi):
+                pos = child.start_byte
+                sites.append(ErrorSite(pos, pos, False, "INDENT", "", "invalid syntax"))
+            prev = child
             if child.end_byte >= win_lo:
                 pos = child.start_byte
+                site = _statement_error(child, lo, hi)
+                if site is not None:
+                    sites.append(site)
                 if (
                     not child.is_extra
                     and not child.is_missing
@@ -92,7 +188,7 @@ def indentation_sites(
                     and _starts_line(data, pos)
                 ):
                     col = child.start_point.column
-                    if ref_col is not None and col != ref_col and (inside(pos) or ref_inside):
+                    if ref_col is not None and col != ref_col and (indented_by(pos) or ref_inside):
                         deeper_before = _previous_indent(data, pos) > col
                         note = (
                             "unindent does not match any outer indentation level"
@@ -104,7 +200,7 @@ def indentation_sites(
                         child.type in _CLAUSES
                         and clause_col is not None
                         and col != clause_col
-                        and (inside(pos) or inside(node.start_byte))
+                        and (indented_by(pos) or inside(node.start_byte))
                     ):
                         note = f"'{child.type.split('_')[0]}' is not aligned with its statement"
                         sites.append(ErrorSite(pos, pos, False, "INDENT", "", note))
@@ -112,7 +208,7 @@ def indentation_sites(
                     empty_blocks
                     and child.type == "block"
                     and child.named_child_count == 0
-                    and inside(pos)
+                    and (inside(pos) or indented_by(node.start_byte))
                 ):
                     # `if x:` with nothing under it: tree-sitter accepts an empty block
                     sites.append(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Literal
 
+import attrs
 import tree_sitter
 
 from ..positions import Encoding, Text, to_position
@@ -18,6 +19,8 @@ from ._compilers import DEFAULT_CONFIG, CompilerConfig, CompilerResult, Judgemen
 from ._pyindent import indentation_sites
 from ._treesitter import ErrorSite, Splice, blame, collect_sites, introduced, parse
 from .languages import LANGUAGES, UnsupportedLanguage, detect_language, parser_for, ts_language
+from .names import LANGUAGES as NAMES_LANGUAGES
+from .names import undefined_names
 from .verdict import DEFAULT_BUDGET_S, MODES, Mode, Verdict
 
 Position = tuple[int, int]  # (line, character), 0-based; character in the document's encoding
@@ -43,11 +46,17 @@ def _decode_to(data: bytes, offset: int) -> str:
 class _Stage:
     """What the tree-sitter stage found."""
 
-    __slots__ = ("intro", "status")
+    __slots__ = ("intro", "status", "tree")
 
-    def __init__(self, status: Literal["valid", "invalid", "timeout"], intro: list[ErrorSite]):
+    def __init__(
+        self,
+        status: Literal["valid", "invalid", "timeout"],
+        intro: list[ErrorSite],
+        tree: tree_sitter.Tree | None = None,
+    ):
         self.status = status
         self.intro = intro
+        self.tree = tree  # of the text with the completion
 
 
 class SyntaxDocument:
@@ -261,12 +270,16 @@ class SyntaxDocument:
         mode: Mode = "tree-sitter",
         budget_s: float | None = None,
         full: bool = False,
+        names: bool = False,
     ) -> Verdict:
         """Would inserting `completion` at `at` (replacing up to `end`) introduce a syntax error?
 
         `at`/`end`: a byte offset or a (line, character) position. `budget_s` bounds the whole
         check (defaults: 0.05 s for tree-sitter, 3 s with a compiler). `full` reparses the text
-        with the completion from scratch instead of incrementally. The document is unchanged.
+        with the completion from scratch instead of incrementally. `names`: on a valid
+        verdict, also list the names the completion uses that nothing in the file defines
+        (`Verdict.undefined`; languages in `names.LANGUAGES`, within the same budget). The
+        document is unchanged.
         """
         t0 = time.perf_counter()
         if mode not in MODES:
@@ -293,16 +306,49 @@ class SyntaxDocument:
         ins = _utf8(completion)
         after = data[:start] + ins + data[old_end:]
         splice = Splice(start, old_end, start + len(ins))
+        ts_tree: tree_sitter.Tree | None = None  # of `after`, when the tree-sitter stage ran
         if not ins and start == old_end:
             verdict = self._verdict("valid", mode, "tree-sitter", detail="empty completion")
         elif mode == "tree-sitter":
             stage = self._ts_stage(after, splice, deadline, full)
             verdict = self._ts_verdict(stage, mode, after)
+            ts_tree = stage.tree
         elif mode == "compiler":
             verdict = self._compiler_mode(completion, after, splice, deadline, full)
         else:
             verdict = self._confirm_mode(completion, after, splice, deadline, full)
+        if names and verdict.valid and ins and self.language in NAMES_LANGUAGES:
+            verdict = self._names(verdict, after, splice, deadline, ts_tree)
         return verdict.with_elapsed(time.perf_counter() - t0)
+
+    def _names(
+        self,
+        verdict: Verdict,
+        after: bytes,
+        splice: Splice,
+        deadline: float,
+        tree: tree_sitter.Tree | None,
+    ) -> Verdict:
+        """The names gate on a syntax-valid completion; out of budget, it passes."""
+        base = self.tree
+        if tree is None and base is not None:  # a compiler decided: no tree of `after` yet
+            tree = parse(self._parser(), after, self._edited_copy(base, splice, after), deadline)
+        if tree is None or time.monotonic() > deadline:
+            return attrs.evolve(verdict, detail=_join(verdict.detail, "names: no time left"))
+        unknown = undefined_names(self.language or "", tree, after, splice.start, splice.new_end)
+        if not unknown:
+            return verdict
+        line, column = self._position_after(after, unknown[0].start)
+        listed = ", ".join(f"'{u.name}'" for u in unknown)
+        return attrs.evolve(
+            verdict,
+            undefined=tuple(u.name for u in unknown),
+            line=line,
+            column=column,
+            message=f"name {listed} is defined nowhere in the file"
+            if len(unknown) == 1
+            else f"names {listed} are defined nowhere in the file",
+        )
 
     def _verdict(
         self,
@@ -357,7 +403,7 @@ class SyntaxDocument:
                 empty_blocks=not new.root_node.has_error,
             )
         if not new.root_node.has_error:
-            return _Stage("invalid" if intro else "valid", intro)
+            return _Stage("invalid" if intro else "valid", intro, new)
         # In Python a hole under a block header makes tree-sitter wrap the lines above the
         # cursor in an ERROR, so an error region that starts above the cursor is no sign of
         # code broken before it (see `introduced`); in brace languages it is.
@@ -392,7 +438,7 @@ class SyntaxDocument:
                 return _Stage("invalid" if intro else "valid", intro)
         if intro:
             intro[0] = blame(intro[0], new, after, splice)
-        return _Stage("invalid" if intro else "valid", intro)
+        return _Stage("invalid" if intro else "valid", intro, new)
 
     def _edited_copy(
         self, tree: tree_sitter.Tree, splice: Splice, after: bytes
@@ -580,10 +626,15 @@ def check_completion(
     mode: Mode = "tree-sitter",
     budget_s: float | None = None,
     compilers: CompilerConfig = DEFAULT_CONFIG,
+    names: bool = False,
 ) -> Verdict:
     """One-shot gate: parse `prefix + suffix`, then check `completion` between them."""
     doc = SyntaxDocument(prefix + suffix, language, compilers=compilers)
-    return doc.check(completion, len(_utf8(prefix)), mode=mode, budget_s=budget_s)
+    return doc.check(completion, len(_utf8(prefix)), mode=mode, budget_s=budget_s, names=names)
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}; {b}" if a else b
 
 
 def _point(data: bytes, offset: int) -> tuple[int, int]:

@@ -39,6 +39,9 @@ class Verdict:
     message: str = ""
     elapsed_s: float = 0.0
     detail: str = ""  # how the decision was reached when it is not obvious
+    # Names gate (`check(..., names=True)`, a valid verdict only): names the completion
+    # uses that nothing in the file defines; `line`/`column` then point at the first.
+    undefined: tuple[str, ...] = ()
 
     @property
     def decided(self) -> bool:

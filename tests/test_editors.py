@@ -304,6 +304,61 @@ def test_emacs_eglot_completion_and_route_in_eldoc(
     assert local.received("/api/generate") and set(local.modes) == {"fim"}
 
 
+def test_emacs_ghost_text_partial_accept_and_route_data(tmp_path: Path) -> None:
+    emacs = _emacs_with_eglot()
+    with FakeOllama() as local:
+        two_lines = TokenScript.of("total = a", " + b", "\n    return total", logprob=-0.05)
+        local.script(two_lines, always=True)
+        proj = tmp_path / "proj"
+        proj.mkdir()
+        (proj / ".git").mkdir()
+        (proj / "calc.py").write_text(GHOST_TEXT, encoding="utf-8")
+        write_config(tmp_path, local_url=local.url)
+        result_path = tmp_path / "emacs-result.json"
+        env = _env(
+            tmp_path,
+            SYNCONFROUTE_E2E_ROOT=str(ROOT),
+            SYNCONFROUTE_E2E_FILE=str(proj / "calc.py"),
+            SYNCONFROUTE_E2E_RESULT=str(result_path),
+            SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+        )
+        cmd = [emacs, "--batch", "-l", str(SCRIPTS / "emacs_ghost_e2e.el")]
+        output = _run(cmd, cwd=proj, env=env, timeout=120)
+        r = _read_result(result_path, output)
+
+    assert r["timer_set"] is True  # typing asks (once Emacs is idle)
+    g = r["ghost"]  # an overlay's after-string at point, the cursor before it
+    assert g == {
+        "text": "total = a + b\n    return total",
+        "at_point": True,
+        "face": "synconfroute-ghost",
+        "cursor": True,
+    }
+    assert r["line_while_shown"] == "    "  # shown, not inserted
+    assert r["after_word"] == {"line": "    total", "ghost": " = a + b\n    return total"}
+    assert r["after_line"] == {"line": "    total = a + b", "ghost": "\n    return total"}
+    done = r["after_next_line"]
+    assert done["lines"] == ["def add(a, b):", "    total = a + b", "    return total", ""]
+    assert done["ghost"] is None
+    # The route came as data (synconfroute/route): mode line and eldoc.
+    assert r["route_string"] == "synconfroute: local -0.05"
+    assert "synconfroute: local -0.05" in r["mode_line"]
+    assert "synconfroute: local" in r["eldoc"] and "confident-and-valid" in r["eldoc"]
+    assert r["last_line"] == "    "
+    assert r["tab_binding_shown"] == "synconfroute-accept"
+    assert r["ghost_after_c_g"] is None and r["ghost_after_left"] is None
+    assert r["tab_binding_hidden"] != "synconfroute-accept"
+    assert r["lines_after_tab"][-4:-1] == [
+        "def sub(a, b):",
+        "    total = a + b",
+        "    return total",
+    ]
+    assert r["ghost_after_tab"] is None
+    assert r["status"]["accepted"] == 2 and r["status"]["local"] >= 2
+    assert r["last_route"].startswith("synconfroute: local (")
+    assert set(local.modes) == {"fim"}
+
+
 # -- VS Code ------------------------------------------------------------------------------
 
 VSCODE = EDITORS / "vscode"

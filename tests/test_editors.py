@@ -632,6 +632,20 @@ def test_vscode_extension_inside_code_server(tmp_path: Path, vscode_vsix: Path) 
                     label = status.get_attribute("aria-label") or ""
                     assert "synconfroute: remote (syntax-invalid" in label, label
 
+                    # The route card of the completion offered (Show Hover: Ctrl+K Ctrl+I);
+                    # the editor keeps the focus, the suggestion stays.
+                    page.keyboard.press("Control+K")
+                    page.keyboard.press("Control+I")
+                    hover = page.locator(".monaco-hover:visible", has_text="synconfroute")
+                    hover.first.wait_for()
+                    card = hover.first.inner_text()
+                    assert "synconfroute: remote, escalated to the remote model" in card
+                    assert "syntax-invalid" in card and "remote-ok" in card
+                    assert "threshold -0.700" in card  # the VS Code setting reached the server
+                    assert "the local model had offered: a + (b" in card
+                    assert _ghost(page) == "a + b"
+                    page.screenshot(path=str(shots / "vscode-route-card.png"))
+
                     # Accept Word (Ctrl+Right): VS Code's partial accept, on our item.
                     page.keyboard.press("Control+ArrowRight")
                     page.wait_for_function(
@@ -649,17 +663,6 @@ def test_vscode_extension_inside_code_server(tmp_path: Path, vscode_vsix: Path) 
                     while calc.read_text(encoding="utf-8").split("\n")[1] != LINE_AFTER:
                         assert time.monotonic() < deadline, calc.read_text(encoding="utf-8")
                         time.sleep(0.1)
-
-                    # The route card, hovering the completed line (Show Hover: Ctrl+K Ctrl+I).
-                    page.keyboard.press("Control+K")
-                    page.keyboard.press("Control+I")
-                    hover = page.locator(".monaco-hover:visible", has_text="synconfroute")
-                    hover.first.wait_for()
-                    card = hover.first.inner_text()
-                    assert "synconfroute: remote, escalated to the remote model" in card
-                    assert "threshold -0.700" in card  # the VS Code setting reached the server
-                    page.screenshot(path=str(shots / "vscode-route-card.png"))
-                    page.keyboard.press("Escape")
 
                     # Clicking the status item asks the server: the accept reached it.
                     status.click()

@@ -340,6 +340,7 @@ def test_emacs_ghost_text_partial_accept_and_route_data(tmp_path: Path) -> None:
     done = r["after_next_line"]
     assert done["lines"] == ["def add(a, b):", "    total = a + b", "    return total", ""]
     assert done["ghost"] is None
+    assert r["card_from"] == [2, 4]  # eldoc's card covers every part taken
     # The route came as data (synconfroute/route): mode line and eldoc.
     assert r["route_string"] == "synconfroute: local -0.05"
     assert "synconfroute: local -0.05" in r["mode_line"]

@@ -410,7 +410,7 @@ AUTOMATIC: asked by the idle timer (the server may debounce it)."
          (when route
            (pcase synconfroute--last
              ;; Parts of one completion: the card covers all of them.
-             ((and `(,s ,_e ,_c) (guard (equal (nth 3 synconfroute--last) id)))
+             (`(,s ,_ ,_ ,(pred (equal id)))
               (setq synconfroute--last
                     (list s (copy-marker (point) t)
                           (synconfroute--card-text (plist-get route :card)) id)))

@@ -92,6 +92,10 @@
         (e2e-put "after_next_line" (list (cons "lines" (list (e2e-line 1) (e2e-line 2)
                                                              (e2e-line 3) (e2e-line 4)))
                                          (cons "ghost" (e2e-ghost))))
+        ;; The card covers all the parts taken: from where the first one went.
+        (let ((from (car synconfroute--last)))
+          (e2e-put "card_from" (list (line-number-at-pos from)
+                                     (save-excursion (goto-char from) (current-column)))))
         (e2e-put "route_string" (synconfroute-route-string))
         ;; What the mode line shows (batch Emacs formats no :eval, so it is run here).
         (e2e-put "mode_line" (and (member synconfroute--mode-line mode-line-misc-info)

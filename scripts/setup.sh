@@ -28,6 +28,9 @@ if [ "$dev" = 1 ]; then
   # The editors tests/test_editors.py drives headless (the VS Code extension needs node and
   # npm, which this machine image ships; its tests skip, saying so, where they are missing).
   apt_pkgs+=(neovim emacs-nox elpa-eglot)
+  # VS Code itself (code-server, from npm) in Debian's headless Chromium: code-server's
+  # native modules build (make) against Kerberos; its ripgrep comes from Debian (no download).
+  apt_pkgs+=(chromium libkrb5-dev ripgrep make)
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do
@@ -76,6 +79,13 @@ extras="embedded"
 [ "$dev" = 1 ] && extras="embedded,server,dev"
 echo "setup: installing synconfroute[$extras] into .venv" >&2
 .venv/bin/python -m pip install -q -e ".[$extras]"
+
+# code-server for the VS Code end-to-end test (npm; a second run finds it installed).
+if [ "$dev" = 1 ]; then
+  if ! bash scripts/install_code_server.sh; then
+    echo "setup: code-server could not be installed; the VS Code end-to-end test will skip" >&2
+  fi
+fi
 
 # The build must run here: a tiny generation in a child process, so a crash is a message.
 if ! .venv/bin/synconfroute check-build; then

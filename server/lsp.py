@@ -29,6 +29,7 @@ SECTION = "synconfroute"
 CMD_ACCEPT = "synconfroute.accept"
 CMD_TOGGLE_LOCAL_ONLY = "synconfroute.toggleLocalOnly"
 CMD_STATUS = "synconfroute.status"
+ROUTE_NOTIFICATION = "synconfroute/route"
 
 _ENCODINGS: dict[str, Encoding] = {
     t.PositionEncodingKind.Utf8: "utf-8",
@@ -255,8 +256,10 @@ async def _complete(
         raise JsonRpcInvalidParams(f"synconfroute: {exc.args[0]}") from exc
     except PositionOutOfRange as exc:
         raise JsonRpcInvalidParams(f"synconfroute: {exc}") from exc
-    if done is not None and ls.session.settings.editor.diagnostics:
-        _publish_route(ls, uri, done)
+    if done is not None:
+        _notify_route(ls, uri, done)  # the route as data, before the response (editors)
+        if ls.session.settings.editor.diagnostics:
+            _publish_route(ls, uri, done)
     return done
 
 
@@ -421,6 +424,38 @@ def _markup(markdown: str, formats: Any) -> t.MarkupContent | str:
     if formats and t.MarkupKind.PlainText in formats:
         return t.MarkupContent(t.MarkupKind.PlainText, plain)
     return plain
+
+
+def _notify_route(ls: SynConfRouteServer, uri: str, done: Completed) -> None:
+    """The route of a completion as data (status bars, accept commands): sent before the
+    response, so a client has it when the completion arrives."""
+    rec = done.decision
+    card: Any = _markup(route_card(rec), _hover_formats(ls))
+    if not isinstance(card, str):
+        card = {"kind": card.kind.value, "value": card.value}
+    ls.protocol.notify(
+        ROUTE_NOTIFICATION,
+        {
+            "uri": uri,
+            "id": done.id,  # the argument of synconfroute.accept
+            "route": rec.route,
+            "reasons": list(rec.reasons),
+            "confidence": rec.confidence,
+            "threshold": rec.threshold,
+            "cacheHit": rec.cache_hit,
+            "summary": summary(rec),
+            "card": card,  # as the hover shows it: Markdown or plain text
+            "range": {
+                "start": {"line": done.start[0], "character": done.start[1]},
+                "end": {"line": done.end[0], "character": done.end[1]},
+            },
+        },
+    )
+
+
+def _hover_formats(ls: LanguageServer) -> Any:
+    caps = ls.client_capabilities.text_document
+    return caps.hover.content_format if caps and caps.hover else None
 
 
 def _publish_route(ls: SynConfRouteServer, uri: str, done: Completed) -> None:

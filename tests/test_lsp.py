@@ -169,7 +169,8 @@ async def test_completion_fallback_without_inline(
     client, init = await start(cfg, capabilities(profile, inline=False))
     try:
         assert init.capabilities.completion_provider is not None
-        open_doc(client, URI, "def add(a, b):\n    return a\n")
+        # "aa" is a parameter: the completed line uses only names the file defines.
+        open_doc(client, URI, "def add(aa, b):\n    return a\n")
         result = await client.text_document_completion_async(
             t.CompletionParams(t.TextDocumentIdentifier(URI), t.Position(1, 12))
         )

@@ -103,5 +103,54 @@
       (should-not (synconfroute-eldoc-function (lambda (&rest args) (setq shown args))))
       (should-not shown))))
 
+(ert-deftest synconfroute-next-word-and-next-line ()
+  ;; As VS Code's Accept Word: spaces, then a run of word characters or punctuation.
+  (dolist (case '(("total = a + b" . "total") (" = a + b" . " =") (" a + b" . " a")
+                  ("(b)" . "(") ("  " . "  ") ("\n    return x" . "\n    ") ("" . "")
+                  ("été 1" . "été") ("snake_case(x)" . "snake_case")))
+    (should (equal (synconfroute-next-word (car case)) (cdr case))))
+  ;; Up to the line break; at one, it and the line after.
+  (dolist (case '(("a + b\n    return a" . "a + b") ("\n    return a\nx" . "\n    return a")
+                  ("\n" . "\n") ("one line" . "one line")))
+    (should (equal (synconfroute-next-line (car case)) (cdr case)))))
+
+(ert-deftest synconfroute-route-notification-is-the-route-data ()
+  (let ((synconfroute-route nil)
+        (synconfroute-last-route nil)
+        (synconfroute--routes (make-hash-table :test #'equal)))
+    (should (equal (synconfroute-route-string) ""))
+    (synconfroute--note-route
+     '(:uri "file:///p/calc.py" :id "c7" :route "remote" :reasons ["unconfident"]
+       :confidence -1.234 :cacheHit :json-false
+       :summary "synconfroute: remote (unconfident, confidence -1.23)"
+       :card (:kind "plaintext" :value "synconfroute: remote, escalated")))
+    (should (equal (synconfroute-route-string) "synconfroute: remote -1.23"))
+    (should (equal synconfroute-last-route
+                   "synconfroute: remote (unconfident, confidence -1.23)"))
+    (should (equal (plist-get (gethash "c7" synconfroute--routes) :route) "remote"))
+    (should (equal (synconfroute--card-text (plist-get synconfroute-route :card))
+                   "synconfroute: remote, escalated"))
+    ;; No confidence (JSON null), from the cache.
+    (should (equal (synconfroute-route-string '(:route "local" :confidence nil :cacheHit t))
+                   "synconfroute: local (cache)"))
+    ;; Not a route: ignored.
+    (synconfroute--note-route '(:route "local"))
+    (should (equal (plist-get synconfroute-route :id) "c7"))))
+
+(ert-deftest synconfroute-route-matches-the-buffer-by-uri ()
+  (let* ((dir (make-temp-file "synconfroute" t))
+         (file (expand-file-name "my calc.py" dir)))
+    (unwind-protect
+        (with-current-buffer (find-file-noselect file)
+          (let ((synconfroute-route
+                 (list :uri (concat "file://" (url-hexify-string (file-truename file)
+                                                                 url-path-allowed-chars))
+                       :summary "s")))
+            (should (eq (synconfroute--route-here) synconfroute-route))
+            (setq synconfroute-route (list :uri "file:///elsewhere.py" :summary "s"))
+            (should-not (synconfroute--route-here)))
+          (kill-buffer))
+      (delete-directory dir t))))
+
 (provide 'synconfroute-tests)
 ;;; synconfroute-tests.el ends here

@@ -24,6 +24,8 @@ local sr = require("synconfroute")
 sr.setup({
   cmd = vim.fn.json_decode(env.SYNCONFROUTE_E2E_CMD),
   settings = { routing = { threshold = -0.7 } },
+  -- 0.7 gets classic completion by default; a newer Neovim is told to use it.
+  inline = vim.fn.has("nvim-0.8") == 0,
 })
 
 -- What the plugin tells the user goes into the result as well.

@@ -22,9 +22,11 @@ import {
   userValue,
 } from "./settings";
 import {
+  ROUTE_NOTIFICATION,
   Route,
+  ServerState,
   ServerStatus,
-  parseSummary,
+  routeFromNotification,
   statusReport,
   statusText,
   statusTooltip,
@@ -37,6 +39,7 @@ let keys: string[] = [];
 let userOnly: string[] = [];
 let lastRoute: Route | undefined;
 let localOnly = false;
+let serverState: ServerState = "starting";
 
 function settingsFor(scope?: vscode.Uri): ServerSettings {
   const cfg = vscode.workspace.getConfiguration(SECTION, scope);
@@ -51,8 +54,8 @@ function userSettings(): ServerSettings {
 }
 
 function refreshStatusBar(): void {
-  statusItem.text = statusText(lastRoute, localOnly);
-  statusItem.tooltip = statusTooltip(lastRoute, localOnly);
+  statusItem.text = statusText(lastRoute, localOnly, serverState);
+  statusItem.tooltip = statusTooltip(lastRoute, localOnly, serverState);
   statusItem.show();
 }
 
@@ -75,6 +78,8 @@ async function startClient(): Promise<void> {
     isFile,
   });
   if ("error" in resolved) {
+    serverState = "stopped";
+    refreshStatusBar();
     output.appendLine(resolved.error);
     const choice = await vscode.window.showErrorMessage(resolved.error, "Open Settings");
     if (choice !== undefined) {
@@ -113,23 +118,42 @@ async function startClient(): Promise<void> {
         // Send `settings: null`: the server then pulls them through the handler above.
         didChangeConfiguration: (_sections, next) => next(undefined),
       },
-      // The inline item's command title is the route summary of that completion.
-      provideInlineCompletionItems: async (document, position, context, token, next) => {
-        const result = await next(document, position, context, token);
-        const items = Array.isArray(result) ? result : (result?.items ?? []);
-        const route = parseSummary(items[0]?.command?.title);
-        if (route !== undefined) {
-          lastRoute = route;
-          refreshStatusBar();
-        }
-        return result;
-      },
     },
   };
   client = new LanguageClient("synconfroute", "SynConfRoute", serverOptions, clientOptions);
+  // The status bar says when the server is up: completions work from then on. While
+  // start() runs, "running" waits for it (the providers are registered after the state
+  // turns Running); after a crash, the client restarts the server on its own.
+  let starting = true;
+  client.onDidChangeState((e) => {
+    if (e.newState === State.Running && starting) {
+      return;
+    }
+    serverState =
+      e.newState === State.Running
+        ? "running"
+        : e.newState === State.Starting
+          ? "starting"
+          : "stopped";
+    refreshStatusBar();
+  });
+  // The server sends each completion's route as data, just before the completion itself.
+  client.onNotification(ROUTE_NOTIFICATION, (params: unknown) => {
+    const route = routeFromNotification(params);
+    if (route !== undefined) {
+      lastRoute = route;
+      refreshStatusBar();
+    }
+  });
   try {
     await client.start();
+    starting = false;
+    serverState = "running";
+    refreshStatusBar();
   } catch (err) {
+    starting = false;
+    serverState = "stopped";
+    refreshStatusBar();
     output.appendLine(`the server did not start: ${String(err)}`);
     void vscode.window.showErrorMessage(
       `SynConfRoute: the server did not start (${String(err)}). ` +
@@ -161,7 +185,6 @@ async function showStatus(): Promise<void> {
     return;
   }
   localOnly = st.local_only;
-  lastRoute = parseSummary(st.last) ?? lastRoute;
   refreshStatusBar();
   output.appendLine(statusReport(st));
   output.show(true);
@@ -192,6 +215,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   localOnly = settingsFor().privacy?.local_only === true;
   statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
   statusItem.command = COMMANDS.showStatus;
+  serverState = "starting";
   refreshStatusBar();
   context.subscriptions.push(
     output,

@@ -7,6 +7,7 @@ export interface Route {
   route: RouteName;
   reasons: string[];
   confidence?: number;
+  cacheHit: boolean;
   summary: string;
 }
 
@@ -23,25 +24,31 @@ export interface ServerStatus {
   last: string | null;
 }
 
-// "synconfroute: local (confident-and-valid, confidence -0.05)": the title of the inline
-// item's command, and the `last` field of the status.
-const SUMMARY = /^synconfroute: (local|remote|none) \((.*)\)$/;
-const CONFIDENCE = /^confidence (-?\d+(?:\.\d+)?)$/;
+/** The method of the server's notification that carries each completion's route. */
+export const ROUTE_NOTIFICATION = "synconfroute/route";
 
-/** Parse a route summary; undefined when the text is not one. */
-export function parseSummary(text: string | undefined | null): Route | undefined {
-  const m = text ? SUMMARY.exec(text.trim()) : null;
-  if (!m || !text) {
+const ROUTES: readonly string[] = ["local", "remote", "none"];
+
+/** The route of a `synconfroute/route` notification; undefined when `params` is not one. */
+export function routeFromNotification(params: unknown): Route | undefined {
+  if (typeof params !== "object" || params === null) {
     return undefined;
   }
-  const route: Route = { route: m[1] as RouteName, reasons: [], summary: text.trim() };
-  for (const part of m[2].split(", ").filter((p) => p !== "")) {
-    const c = CONFIDENCE.exec(part);
-    if (c) {
-      route.confidence = Number(c[1]);
-    } else {
-      route.reasons.push(part);
-    }
+  const p = params as Record<string, unknown>;
+  if (typeof p.route !== "string" || !ROUTES.includes(p.route) || typeof p.summary !== "string") {
+    return undefined;
+  }
+  const reasons = Array.isArray(p.reasons)
+    ? p.reasons.filter((r): r is string => typeof r === "string")
+    : [];
+  const route: Route = {
+    route: p.route as RouteName,
+    reasons,
+    cacheHit: p.cacheHit === true,
+    summary: p.summary,
+  };
+  if (typeof p.confidence === "number" && Number.isFinite(p.confidence)) {
+    route.confidence = p.confidence;
   }
   return route;
 }
@@ -52,9 +59,22 @@ const ICONS: Record<RouteName, string> = {
   none: "$(circle-slash)",
 };
 
+/** Whether the language server is up: "starting" until it answered `initialize`. */
+export type ServerState = "starting" | "running" | "stopped";
+
 /** Status bar text: the route and confidence of the last completion, and local-only. */
-export function statusText(route: Route | undefined, localOnly: boolean): string {
+export function statusText(
+  route: Route | undefined,
+  localOnly: boolean,
+  state: ServerState = "running",
+): string {
   const lock = localOnly ? "$(lock) " : "";
+  if (state === "starting") {
+    return `${lock}$(loading~spin) SynConfRoute`;
+  }
+  if (state === "stopped") {
+    return `${lock}$(error) SynConfRoute`;
+  }
   if (route === undefined) {
     return `${lock}$(sparkle) SynConfRoute`;
   }
@@ -63,11 +83,21 @@ export function statusText(route: Route | undefined, localOnly: boolean): string
 }
 
 /** Status bar tooltip: the last route in words, then how to see more. */
-export function statusTooltip(route: Route | undefined, localOnly: boolean): string {
+export function statusTooltip(
+  route: Route | undefined,
+  localOnly: boolean,
+  state: ServerState = "running",
+): string {
+  const first =
+    state === "starting"
+      ? "SynConfRoute: starting the server"
+      : state === "stopped"
+        ? "SynConfRoute: the server is not running (see Output › SynConfRoute)"
+        : route === undefined
+          ? "SynConfRoute: no completion yet"
+          : `${route.summary}${route.cacheHit ? " (from the cache)" : ""}`;
   const lines = [
-    route === undefined
-      ? "SynConfRoute: no completion yet"
-      : `${route.summary}${route.reasons.includes("cache-hit") ? " (from the cache)" : ""}`,
+    first,
     localOnly
       ? "Local-only is ON: no code leaves this machine."
       : "Local-only is off: unsure or invalid local completions go to the remote model.",

@@ -19,11 +19,17 @@ function M.check()
       "require('synconfroute').setup{ cmd = { '/path/to/.venv/bin/synconfroute', 'serve' } }",
     })
   end
-  if vim.fn.has("nvim-0.12") == 1 then
-    local key = sr.config.keys.accept or "-"
-    ok("Neovim 0.12+: inline completion (ghost text); accept with " .. key)
+  local mode = sr.mode()
+  local k = sr.config.keys or {}
+  if mode == "native" then
+    ok("Neovim 0.12+: inline completion (vim.lsp.inline_completion); accept with "
+      .. tostring(k.accept or "-"))
+  elseif mode == "ghost" then
+    ok(("ghost text (the plugin's): accept %s, next word %s, next line %s, dismiss %s, ask %s")
+      :format(tostring(k.accept), tostring(k.accept_word), tostring(k.accept_line),
+        tostring(k.dismiss), tostring(k.trigger)))
   else
-    ok("Neovim before 0.12: completion through 'completefunc' (<C-x><C-u>) in attached buffers")
+    ok("classic completion through 'completefunc' (<C-x><C-u>) in attached buffers")
   end
   local client = sr.client()
   if client then

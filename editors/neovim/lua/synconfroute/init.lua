@@ -5,13 +5,17 @@
 --     settings = { ["local"] = { backend = "ollama" }, remote = { url = "http://gpu:8000/v1" } },
 --   })
 --
--- Neovim 0.12+: inline completion (ghost text), <Tab> accepts. Older versions: the server
--- offers classic completion instead; <C-x><C-u> asks for it (completefunc). K shows the
--- route card (which tier answered, and why) over the line of the last completion.
+-- Ghost text as you type: Neovim 0.12+ through vim.lsp.inline_completion, 0.8-0.11
+-- through the plugin's own (lua/synconfroute/ghost.lua, which also takes the next word or
+-- line). <Tab> accepts. Neovim 0.7 (or inline = false): the server offers classic
+-- completion instead; <C-x><C-u> asks for it (completefunc). K shows the route card (which
+-- tier answered, and why) over the line of the last completion.
 local M = {}
 
 local NAME = "synconfroute"
 local CMD_ACCEPT = "synconfroute.accept"
+local ROUTE = "synconfroute/route" -- the server's notification: each completion's route
+local ghost = require("synconfroute.ghost")
 
 M.defaults = {
   cmd = { "synconfroute", "serve" },
@@ -24,11 +28,18 @@ M.defaults = {
   -- routing = {...}, privacy = {...}, completion = {...}, editor = {...} }.
   -- Sent as initializationOptions and answered to workspace/configuration ("synconfroute").
   settings = {},
-  inline = true, -- Neovim 0.12+: inline completion; false: classic completion (<C-x><C-u>)
+  -- true: ghost text (Neovim's own on 0.12+, the plugin's on 0.8-0.11); "plugin": the
+  -- plugin's everywhere (partial accept on 0.12+ too); false: classic completion.
+  inline = true,
   completefunc = true, -- classic completion: set 'completefunc' in attached buffers
+  debounce_ms = 75, -- the plugin's ghost text: wait this long after a keystroke to ask
   keys = {
     hover = "K", -- route card of the last completion (falls back to the usual hover)
-    accept = "<Tab>", -- 0.12+: accept the inline completion (otherwise types the key)
+    accept = "<Tab>", -- accept the ghost text (otherwise types the key)
+    accept_word = "<M-Right>", -- the plugin's ghost text: take its next word
+    accept_line = "<M-C-Right>", -- ... its next line
+    dismiss = "<C-]>", -- the plugin's ghost text: hide it (otherwise types the key)
+    trigger = "<M-\\>", -- the plugin's ghost text: ask now
     next = "<M-]>", -- 0.12+: next / previous inline candidate
     prev = "<M-[>",
   },
@@ -37,7 +48,10 @@ M.defaults = {
 
 M.config = vim.deepcopy(M.defaults)
 M.last_route = nil -- one line ("synconfroute: local (confident-and-valid, confidence -0.05)")
+M.route = nil -- the last synconfroute/route notification: { route, reasons, confidence, ... }
 M.last_status = nil -- the table returned by synconfroute.status
+local routes = {} -- completion id -> its route notification (the last few)
+local route_ids = {}
 
 local function has(version)
   return vim.fn.has("nvim-" .. version) == 1
@@ -86,17 +100,56 @@ local function nonempty(t)
   return type(t) == "table" and next(t) ~= nil
 end
 
+--- How completions are shown: "native" (0.12+), "ghost" (the plugin's), "classic".
+function M.mode(opts)
+  opts = opts or M.config
+  if not opts.inline or not has("0.8") then
+    return "classic" -- 0.7's extmarks lack what the ghost text needs
+  end
+  if opts.inline ~= "plugin" and has("0.12") and vim.lsp.inline_completion then
+    return "native"
+  end
+  return "ghost"
+end
+
+-- The route of each completion, as data (sent just before the completion).
+local function on_route(_, params)
+  if type(params) ~= "table" or type(params.summary) ~= "string" then
+    return
+  end
+  M.route = params
+  M.last_route = params.summary
+  if params.id then
+    routes[params.id] = params
+    table.insert(route_ids, params.id)
+    if #route_ids > 32 then
+      routes[table.remove(route_ids, 1)] = nil
+    end
+  end
+  pcall(vim.cmd, "redrawstatus")
+end
+
+local function card_text(card)
+  if type(card) == "table" then
+    return card.value or ""
+  end
+  return type(card) == "string" and card or ""
+end
+
 local function server_config(opts)
-  local capabilities = nil
-  if not opts.inline then
+  local capabilities = vim.lsp.protocol.make_client_capabilities()
+  local mode = M.mode(opts)
+  if mode == "classic" then
     -- Without the inlineCompletion capability the server offers classic completion.
-    capabilities = vim.lsp.protocol.make_client_capabilities()
     capabilities.textDocument.inlineCompletion = nil
+  elseif mode == "ghost" then
+    capabilities.textDocument.inlineCompletion = { dynamicRegistration = false }
   end
   return {
     name = NAME,
     cmd = opts.cmd,
     capabilities = capabilities,
+    handlers = { [ROUTE] = on_route },
     init_options = nonempty(opts.settings) and opts.settings or nil,
     -- The server asks workspace/configuration for section "synconfroute".
     settings = { [NAME] = opts.settings },
@@ -242,7 +295,6 @@ function M.completefunc(findstart, _)
           synconfroute = {
             client_id = client.id,
             command = item.command,
-            detail = item.detail,
             card = documentation(item),
           },
         },
@@ -281,7 +333,11 @@ local function on_complete_done(bufnr)
   if not data then
     return
   end
-  M.last_route = data.detail or M.last_route
+  local id = type(data.command) == "table" and data.command.arguments and data.command.arguments[1]
+  local route = id and routes[id]
+  if route then
+    M.route, M.last_route = route, route.summary
+  end
   local word = done.word or ""
   vim.schedule(function()
     if vim.api.nvim_get_current_buf() ~= bufnr then
@@ -382,7 +438,143 @@ end
 
 --- For the statusline: the route of the last completion, or "".
 function M.statusline()
-  return M.last_route or ""
+  local r = M.route
+  if type(r) ~= "table" then
+    return ""
+  end
+  local conf = type(r.confidence) == "number" and (" %.2f"):format(r.confidence) or ""
+  return ("synconfroute: %s%s%s"):format(r.route, conf, r.cacheHit == true and " (cache)" or "")
+end
+
+-- Where a completion taken from the ghost text went, for K (as on_complete_done does).
+local function remember_taken(s, bufnr, row, col, end_row, end_col)
+  local route = s.id and routes[s.id]
+  local card = route and card_text(route.card) or ""
+  if card == "" then
+    return
+  end
+  local t = taken[bufnr]
+  if t and t.id == s.id and t.id ~= nil then
+    local ok, pos = pcall(vim.api.nvim_buf_get_extmark_by_id, bufnr, ns, t.mark, {})
+    if ok and pos and pos[1] then
+      row, col = pos[1], pos[2] -- a partial accept goes on: the mark grows
+    end
+  end
+  pcall(vim.api.nvim_buf_clear_namespace, bufnr, ns, 0, -1)
+  local mark = vim.api.nvim_buf_set_extmark(bufnr, ns, row, col, {
+    end_row = end_row,
+    end_col = end_col,
+  })
+  taken[bufnr] = { mark = mark, card = card, id = s.id }
+end
+
+local function ghost_hooks()
+  return {
+    request = request,
+    notify = notify,
+    debounce_ms = M.config.debounce_ms or 75,
+    hl = "SynConfRouteGhost",
+    accepted = function(s, bufnr)
+      local route = s.id and routes[s.id]
+      if route then
+        M.route, M.last_route = route, route.summary
+      end
+      local client = vim.lsp.get_client_by_id(s.client_id)
+      if client and type(s.command) == "table" and s.command.command == CMD_ACCEPT then
+        request(client, "workspace/executeCommand", {
+          command = s.command.command,
+          arguments = s.command.arguments,
+        }, function() end, bufnr)
+      end
+    end,
+    inserted = remember_taken,
+  }
+end
+
+--- The plugin's ghost text: take all of it ("all"), its next "word" or its next "line".
+--- Returns false when none is shown.
+function M.accept(how)
+  return ghost.accept(vim.api.nvim_get_current_buf(), how or "all", ghost_hooks())
+end
+
+--- Hide the ghost text; false when none was shown.
+function M.dismiss()
+  local bufnr = vim.api.nvim_get_current_buf()
+  local shown = ghost.get(bufnr) ~= nil
+  ghost.clear(bufnr)
+  return shown
+end
+
+--- Ask for ghost text at the cursor now.
+function M.trigger()
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = M.client(bufnr)
+  if client then
+    ghost.request(bufnr, client, true, ghost_hooks())
+  end
+end
+
+--- The ghost text shown in the current buffer (nil when none): { text, row, col, ... }.
+function M.ghost()
+  return ghost.get(vim.api.nvim_get_current_buf())
+end
+
+local function attach_ghost(client, bufnr, keys)
+  vim.api.nvim_set_hl(0, "SynConfRouteGhost", { link = "Comment", default = true })
+  local group = vim.api.nvim_create_augroup("synconfroute_ghost_" .. bufnr, { clear = true })
+  vim.api.nvim_create_autocmd({ "TextChangedI", "TextChangedP" }, {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      ghost.on_change(bufnr, client, ghost_hooks())
+    end,
+  })
+  vim.api.nvim_create_autocmd("CursorMovedI", {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      ghost.on_cursor(bufnr)
+    end,
+  })
+  vim.api.nvim_create_autocmd({ "InsertLeave", "BufLeave" }, {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      ghost.clear(bufnr)
+    end,
+  })
+  vim.api.nvim_create_autocmd("BufUnload", {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      ghost.stop(bufnr)
+    end,
+  })
+  -- Keys that act when ghost text is shown, and are typed as usual when not.
+  local function when_shown(key, action)
+    return function()
+      if ghost.get(bufnr) then
+        return "<Cmd>lua require('synconfroute')." .. action .. "<CR>"
+      end
+      return key
+    end
+  end
+  local function map_expr(lhs, action, desc)
+    if lhs and lhs ~= "" then
+      vim.keymap.set("i", lhs, when_shown(lhs, action), {
+        buffer = bufnr, expr = true, replace_keycodes = true, silent = true, desc = desc,
+      })
+    end
+  end
+  map_expr(keys.accept, "accept('all')", "synconfroute: accept the ghost text")
+  map_expr(keys.accept_word, "accept('word')", "synconfroute: accept its next word")
+  map_expr(keys.accept_line, "accept('line')", "synconfroute: accept its next line")
+  map_expr(keys.dismiss, "dismiss()", "synconfroute: hide the ghost text")
+  if keys.trigger and keys.trigger ~= "" then
+    vim.keymap.set("i", keys.trigger, M.trigger, {
+      buffer = bufnr, silent = true, desc = "synconfroute: ask for ghost text now",
+    })
+  end
 end
 
 local function map(mode, lhs, rhs, bufnr, desc, expr)
@@ -396,7 +588,10 @@ function M._attach(client, bufnr)
   local keys = opts.keys or {}
   map("n", keys.hover, M.hover, bufnr, "synconfroute: route of the last completion")
   local ic = vim.lsp.inline_completion
-  if opts.inline and ic and has("0.12") and server_has(client, "inlineCompletionProvider") then
+  local mode = M.mode(opts)
+  if mode == "ghost" and server_has(client, "inlineCompletionProvider") then
+    attach_ghost(client, bufnr, keys)
+  elseif mode == "native" and server_has(client, "inlineCompletionProvider") then
     ic.enable(true, { bufnr = bufnr })
     map("i", keys.accept, function()
       if not ic.get() then

@@ -1,20 +1,46 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { ServerStatus, parseSummary, statusReport, statusText, statusTooltip } from "../status";
+import {
+  ServerStatus,
+  routeFromNotification,
+  statusReport,
+  statusText,
+  statusTooltip,
+} from "../status";
 
-test("a local summary with its confidence", () => {
-  const r = parseSummary("synconfroute: local (confident-and-valid, confidence -0.05)");
+const LOCAL = {
+  uri: "file:///p/calc.py",
+  id: "c1",
+  route: "local",
+  reasons: ["confident-and-valid"],
+  confidence: -0.05,
+  threshold: -0.7,
+  cacheHit: false,
+  summary: "synconfroute: local (confident-and-valid, confidence -0.05)",
+  card: { kind: "markdown", value: "**synconfroute**: local" },
+  range: { start: { line: 1, character: 11 }, end: { line: 1, character: 11 } },
+};
+
+test("a local route with its confidence, from the notification's data", () => {
+  const r = routeFromNotification(LOCAL);
   assert.deepEqual(r, {
     route: "local",
     reasons: ["confident-and-valid"],
     confidence: -0.05,
+    cacheHit: false,
     summary: "synconfroute: local (confident-and-valid, confidence -0.05)",
   });
   assert.equal(statusText(r, false), "$(device-desktop) local -0.05");
 });
 
-test("a remote summary with several reasons", () => {
-  const r = parseSummary("synconfroute: remote (unconfident, syntax-invalid, confidence -1.23)");
+test("a remote route with several reasons", () => {
+  const r = routeFromNotification({
+    ...LOCAL,
+    route: "remote",
+    reasons: ["unconfident", "syntax-invalid"],
+    confidence: -1.23,
+    summary: "whatever the server words it as", // not parsed: the fields are the data
+  });
   assert.equal(r?.route, "remote");
   assert.deepEqual(r?.reasons, ["unconfident", "syntax-invalid"]);
   assert.equal(r?.confidence, -1.23);
@@ -22,20 +48,32 @@ test("a remote summary with several reasons", () => {
 });
 
 test("no confidence (cache hit, no completion)", () => {
-  const hit = parseSummary("synconfroute: local (cache-hit, confident-and-valid)");
+  const hit = routeFromNotification({ ...LOCAL, confidence: null, cacheHit: true });
   assert.equal(hit?.confidence, undefined);
   assert.equal(statusText(hit, false), "$(device-desktop) local");
   assert.match(statusTooltip(hit, false), /from the cache/);
-  const none = parseSummary("synconfroute: none (local-error)");
+  const none = routeFromNotification({ ...LOCAL, route: "none", confidence: null });
   assert.equal(none?.route, "none");
   assert.equal(statusText(none, true), "$(lock) $(circle-slash) none");
 });
 
 test("anything else is not a route", () => {
-  assert.equal(parseSummary(undefined), undefined);
-  assert.equal(parseSummary(""), undefined);
-  assert.equal(parseSummary("Accept"), undefined);
-  assert.equal(parseSummary("synconfroute: sideways (x)"), undefined);
+  assert.equal(routeFromNotification(undefined), undefined);
+  assert.equal(routeFromNotification(null), undefined);
+  assert.equal(routeFromNotification("synconfroute: local (x)"), undefined);
+  assert.equal(routeFromNotification({ ...LOCAL, route: "sideways" }), undefined);
+  assert.equal(routeFromNotification({ ...LOCAL, summary: 3 }), undefined);
+  const odd = routeFromNotification({ ...LOCAL, reasons: ["a", 1], confidence: "high" });
+  assert.deepEqual(odd?.reasons, ["a"]);
+  assert.equal(odd?.confidence, undefined);
+});
+
+test("status bar while the server starts, and when it is not running", () => {
+  assert.equal(statusText(undefined, false, "starting"), "$(loading~spin) SynConfRoute");
+  assert.match(statusTooltip(undefined, false, "starting"), /^SynConfRoute: starting the server/);
+  const r = routeFromNotification(LOCAL);
+  assert.equal(statusText(r, true, "stopped"), "$(lock) $(error) SynConfRoute");
+  assert.match(statusTooltip(r, false, "stopped"), /the server is not running/);
 });
 
 test("status bar before any completion, and local-only", () => {

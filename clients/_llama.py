@@ -603,6 +603,21 @@ class LlamaRunner:
 
         return await asyncio.get_running_loop().run_in_executor(self._pool(), run)
 
+    async def head(self, text: str, n: int) -> str | None:
+        """The text of `text`'s first `n` tokens, as a generation stopped by its token
+        budget would have written it; None when `text` has at most `n` tokens."""
+        await self.load()
+
+        def run() -> str | None:
+            with self._lock:
+                llm = self._load_sync().llm
+                ids = llm.tokenize(text.encode("utf-8", "replace"), add_bos=False, special=False)
+                if len(ids) <= n:
+                    return None
+                return llm.detokenize(ids[:n], special=False).decode("utf-8", errors="replace")
+
+        return await asyncio.get_running_loop().run_in_executor(self._pool(), run)
+
     def close(self) -> None:
         """Stop the current generation and free the model (it reloads on next use)."""
         for gen in list(self._active):

@@ -64,6 +64,8 @@ class _Server:
             self.tasks[rid] = asyncio.create_task(self._load(rid))
         elif op == "detokenize":
             self.tasks[rid] = asyncio.create_task(self._detokenize(rid, msg["ids"]))
+        elif op == "head":
+            self.tasks[rid] = asyncio.create_task(self._head(rid, msg["text"], int(msg["n"])))
         else:
             self.error(rid, BackendUnavailable(f"unknown worker request {op!r}"))
 
@@ -90,6 +92,14 @@ class _Server:
     async def _detokenize(self, rid: int, ids: list[int]) -> None:
         try:
             self.send({"id": rid, "text": await self.runner.detokenize(ids)})
+        except Exception as exc:
+            self.error(rid, exc)
+        finally:
+            self.tasks.pop(rid, None)
+
+    async def _head(self, rid: int, text: str, n: int) -> None:
+        try:
+            self.send({"id": rid, "text": await self.runner.head(text, n)})
         except Exception as exc:
             self.error(rid, exc)
         finally:

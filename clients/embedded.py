@@ -572,6 +572,13 @@ class EmbeddedBackend:
         await self.load()
         return str((await self._ask({"op": "detokenize", "ids": list(ids)}))["text"])
 
+    async def head(self, text: str, n: int) -> str | None:
+        """The text of `text`'s first `n` tokens of this model, as a generation stopped by
+        a token budget of `n` writes it; None when `text` fits (eval's pipeline ceiling)."""
+        await self.load()
+        found = (await self._ask({"op": "head", "text": text, "n": n}))["text"]
+        return None if found is None else str(found)
+
     def close(self) -> None:
         """Stop the current generation and the worker (a later request starts a new one)."""
         with self._lock:

@@ -86,6 +86,16 @@ def drop_last_line(text: str) -> str:
     return text[: end - 1] if text[end - 1] == "\r" else text[:end]
 
 
+def close_line(text: str, suffix: str) -> str:
+    """A multi-line text trimmed to whole lines, with the break that ended its last line
+    when code follows the cursor on its line: without it the kept line would run into
+    that code (`s += x    return s`). On an empty line the break is left out, as the
+    editor's own line break follows."""
+    if text.strip() and suffix.split("\n", 1)[0].strip() and not text.endswith("\n"):
+        return text + ("\r\n" if "\r\n" in text else "\n")
+    return text
+
+
 def shown_text(
     raw: str, finish_reason: str | None, suffix: str, *, multiline: bool
 ) -> tuple[str, Truncation | None]:
@@ -99,6 +109,8 @@ def shown_text(
     if finish_reason != "length":
         return text, None
     trimmed = post_process(drop_last_line(raw), suffix, multiline=multiline)
+    if multiline:
+        trimmed = close_line(trimmed, suffix)
     return trimmed, None if trimmed == text else truncation(text, trimmed)
 
 
@@ -109,18 +121,23 @@ def truncation(before: str, after: str) -> Truncation:
     return Truncation(chars=max(0, len(before) - len(after)), lines=lines(before) - lines(after))
 
 
-def whole_line_runs(text: str) -> Iterator[str]:
-    """`text`, then ever shorter runs of its leading whole lines (never the empty one)."""
+def whole_line_runs(text: str, suffix: str = "") -> Iterator[str]:
+    """`text`, then ever shorter runs of its leading whole lines (never the empty one),
+    each ended as `close_line` ends it before `suffix`."""
+    first = True
     while text.strip():
-        yield text
-        text = drop_last_line(text)
+        yield text if first else close_line(text, suffix)
+        first = False
+        text = drop_last_line(text.rstrip("\r\n") if text.endswith("\n") else text)
 
 
-def gate_trimmed(text: str, check: Callable[[str], SyntaxInfo]) -> tuple[str, SyntaxInfo] | None:
+def gate_trimmed(
+    text: str, check: Callable[[str], SyntaxInfo], suffix: str = ""
+) -> tuple[str, SyntaxInfo] | None:
     """The longest run of `text`'s leading whole lines the gate does not reject, with
     its verdict; None when it rejects every run (or `text` is blank). For a multi-line
     completion the token budget cut: its last lines may leave a block open."""
-    for run in whole_line_runs(text):
+    for run in whole_line_runs(text, suffix):
         info = check(run)
         if info.status != "invalid":
             return run, info
@@ -622,7 +639,7 @@ class Pipeline:
     async def _trim_to_gate(self, ctx: CompletionContext, text: str, deadline: float) -> str:
         """`gate_trimmed` for the remote text ("" when the gate rejects every run); past
         the deadline, whole lines are all we have time for."""
-        for run in whole_line_runs(text):
+        for run in whole_line_runs(text, ctx.suffix):
             if self._clock() >= deadline:
                 return text
             if (await self._check(ctx, run)).status != "invalid":
@@ -646,7 +663,7 @@ class Pipeline:
         if ev.syntax != "invalid" or not multiline or "local" not in rec.truncated:
             return text, ev
         first, spent = rec.syntax, rec.latency_ms.get("gate", 0.0)
-        for run in list(whole_line_runs(text))[1:]:
+        for run in list(whole_line_runs(text, ctx.suffix))[1:]:
             if self._clock() >= deadline:
                 break
             ev = await self._gate(ctx, run, ev, rec)

@@ -265,3 +265,16 @@ def test_eval_treat_single_line_stops_at_the_line_end() -> None:
     assert done.text == " sum(xs)"  # a whole line: not truncated although "length"
     assert [t for t, _ in done.tokens] == [" sum", "(xs)", "\n"]  # as the stream stopped
     assert treat(task, _gen([" sum", "(x"], "length"), s).text == ""
+
+
+def test_a_trimmed_text_keeps_its_line_break_before_code_on_the_cursor_line() -> None:
+    raw = "    for x in xs:\n        s += x\n    s = s *"
+    # Cursor at the start of a line holding code: without the break, "s += x" would run
+    # into "return s".
+    text, _ = shown_text(raw, "length", "    return s\n", multiline=True)
+    assert text == "    for x in xs:\n        s += x\n"
+    # On an empty line the editor's own line break follows: none added.
+    text, _ = shown_text(raw, "length", "\n    return s\n", multiline=True)
+    assert text == "    for x in xs:\n        s += x"
+    # Single-line never gets one.
+    assert shown_text(" a + b\n c", "length", ")\n", multiline=False)[0] == " a + b"

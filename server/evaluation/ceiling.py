@@ -7,19 +7,25 @@ is asked about it too. The share of ground truths that still pass is the best pa
 model can reach through this pipeline: the oracle rows are bounded by it. It is a product
 figure: it says what the editor's rules cost on the user's own tasks.
 
-Not covered yet: the token budget (the server has no length-cut trimming to replay).
+The token budget is replayed too: a ground truth longer than the run's `max_tokens`
+tokens of the local model is cut there, then trimmed as the server trims a length-cut
+answer (to whole lines; multi-line, to the lines the gate accepts). Only the embedded
+model's tokenizer is at hand (Ollama and vLLM expose none to us here): with another local
+backend the budget is not replayed, and `budget_heads` says so.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TextIO
 
 import attrs
 
+from synconfroute.clients.errors import BackendError
+
 from ..config import Settings
-from ..gate import SyntaxGate
+from ..gate import SyntaxGate, make_gate
 from ..pipeline import REQUEST_STOPS
 from ..request import CompletionContext
 from .datasets import Task
@@ -34,6 +40,7 @@ SINGLE_MID = "cut by single-line mode at a mid-line cursor"
 SINGLE_START = "cut by single-line mode at a line start"
 SINGLE_SETTING = "cut by single-line mode (completion.multiline = false)"
 POST = "cut by post-processing (suffix echo, fence, blank lines)"
+BUDGET = "cut by the token budget (max_tokens), then trimmed to whole lines"
 AS_WRITTEN = "fails its tests as written (data or harness)"
 WARN_BELOW = 0.99
 
@@ -47,16 +54,29 @@ class TruthFate:
     cause: str | None  # None when intact
 
 
-def fate(task: Task, settings: Settings) -> TruthFate | None:
-    """None for a task without a ground truth."""
+Heads = Mapping[str, str]  # task key -> its ground truth cut at the token budget
+
+
+def fate(task: Task, settings: Settings, heads: Heads | None = None) -> TruthFate | None:
+    """None for a task without a ground truth. `heads`: the truths longer than the token
+    budget, cut there (`budget_heads`)."""
     truth = task.truth
     if truth is None:
         return None
-    gen = Generation(backend="ceiling", model="ground truth", raw=truth, text="")
-    text = treat(task, gen, settings).text
+    head = heads.get(task.key) if heads else None
+    if head is None:
+        gen = Generation(backend="ceiling", model="ground truth", raw=truth, text="")
+        text = treat(task, gen, settings).text
+    else:
+        gen = Generation(
+            backend="ceiling", model="ground truth", raw=head, text="", finish_reason="length"
+        )
+        text = treat(task, gen, settings, make_gate(settings.routing)).text
     if text == truth:
         return TruthFate(text=text, intact=True, cause=None)
-    if not truth.strip():
+    if head is not None:
+        cause = BUDGET
+    elif not truth.strip():
         cause = WHITESPACE
     elif any(s in truth for s in REQUEST_STOPS):
         cause = STOP
@@ -71,11 +91,46 @@ def fate(task: Task, settings: Settings) -> TruthFate | None:
     return TruthFate(text=text, intact=False, cause=cause)
 
 
-def jobs(tasks: Iterable[Task], settings: Settings) -> dict[str, tuple[Task, str]]:
+async def budget_heads(
+    tasks: Iterable[Task], settings: Settings, max_tokens: int, err: TextIO
+) -> dict[str, str]:
+    """The ground truths longer than `max_tokens` tokens of the local model, cut there,
+    by task key; empty (and a note on `err`) when the local model's tokenizer is not at
+    hand: only the embedded model's is."""
+    from synconfroute.clients.embedded import EmbeddedBackend
+
+    from ..backends import choose_local, make_local
+
+    choice = await choose_local(settings.local)
+    if choice.kind != "embedded":
+        print(
+            f"note: the ceiling does not replay the token budget: no tokenizer for the "
+            f"{choice.kind} local tier here",
+            file=err,
+        )
+        return {}
+    backend = make_local(settings.local, "embedded")
+    assert isinstance(backend, EmbeddedBackend)
+    heads: dict[str, str] = {}
+    try:
+        for task in tasks:
+            if task.truth and (head := await backend.head(task.truth, max_tokens)) is not None:
+                heads[task.key] = head
+    except BackendError as exc:
+        print(f"note: the ceiling does not replay the token budget: {exc}", file=err)
+        return {}
+    finally:
+        await backend.aclose()
+    return heads
+
+
+def jobs(
+    tasks: Iterable[Task], settings: Settings, heads: Heads | None = None
+) -> dict[str, tuple[Task, str]]:
     """The (task, text) runs the ceiling needs, by execution key."""
     out: dict[str, tuple[Task, str]] = {}
     for task in tasks:
-        f = fate(task, settings)
+        f = fate(task, settings, heads)
         if f is not None:
             out.setdefault(exec_key(task, f.text), (task, f.text))
     return out
@@ -86,13 +141,14 @@ def summarize(
     settings: Settings,
     execs: Mapping[str, ExecResult],
     gate: SyntaxGate | None = None,
+    heads: Heads | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per dataset/language: tasks, intact, passed, the ceiling (passed / tasks), gate
     rejects of passing truths, and the causes of the losses, most common first. Tasks
     without a ground truth or without its execution result are left out."""
     groups: dict[str, dict[str, Any]] = {}
     for task in tasks:
-        f = fate(task, settings)
+        f = fate(task, settings, heads)
         res = execs.get(exec_key(task, f.text)) if f is not None else None
         if f is None or res is None:
             continue

@@ -181,6 +181,7 @@ def execute_all(
     err: TextIO,
     sandbox: Sandbox | None = None,
     settings: Settings | None = None,
+    heads: ceiling.Heads | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Run every recorded completion that has no result yet, and with `settings` each
     task's ground truth as the server would insert it (the pipeline's ceiling); returns
@@ -188,7 +189,7 @@ def execute_all(
     jobs: dict[str, tuple[Task, str]] = {}
     if settings is not None:
         tasks = [rec.task for rec in folder.records.values()]
-        for key, job in ceiling.jobs(tasks, settings).items():
+        for key, job in ceiling.jobs(tasks, settings, heads).items():
             if key not in folder.execs:
                 jobs[key] = job
     for rec in folder.records.values():
@@ -255,7 +256,11 @@ def _execute(
 
 
 def score(
-    folder: RunFolder, settings: Settings, opts: EvalOptions, info: dict[str, Any]
+    folder: RunFolder,
+    settings: Settings,
+    opts: EvalOptions,
+    info: dict[str, Any],
+    heads: ceiling.Heads | None = None,
 ) -> dict[str, Any]:
     threshold = opts.threshold if opts.threshold is not None else settings.routing.threshold
     k = settings.routing.confidence_tokens
@@ -283,7 +288,7 @@ def score(
         "k": k,
         "gate_mode": mode,
         "incomplete": incomplete,
-        "ceiling": ceiling.summarize(records, settings, folder.execs, _gate(settings, mode)),
+        "ceiling": ceiling.summarize(records, settings, folder.execs, _gate(settings, mode), heads),
         "groups": {
             name: scoring.summarize(
                 items, threshold=threshold, k=k, missing_logprobs=settings.routing.missing_logprobs
@@ -308,7 +313,11 @@ def run_ceiling(opts: EvalOptions, settings: Settings, out: TextIO, err: TextIO)
     print(f"{len(tasks)} tasks; pipeline ceiling only; results in {opts.out}", file=err)
     folder = RunFolder(opts.out)
     try:
-        jobs = {k: j for k, j in ceiling.jobs(tasks, settings).items() if k not in folder.execs}
+        budget = opts.max_tokens or settings.completion.max_tokens
+        heads = asyncio.run(ceiling.budget_heads(tasks, settings, budget, err))
+        jobs = {
+            k: j for k, j in ceiling.jobs(tasks, settings, heads).items() if k not in folder.execs
+        }
         try:
             _, info = _execute(opts, folder, jobs, err)
         except SandboxError as exc:
@@ -317,7 +326,9 @@ def run_ceiling(opts: EvalOptions, settings: Settings, out: TextIO, err: TextIO)
         result = {
             "sandbox": info["sandbox"],
             "gate_mode": mode,
-            "ceiling": ceiling.summarize(tasks, settings, folder.execs, _gate(settings, mode)),
+            "ceiling": ceiling.summarize(
+                tasks, settings, folder.execs, _gate(settings, mode), heads
+            ),
         }
     finally:
         folder.close()
@@ -364,13 +375,16 @@ def run_eval(
                 "current server pipeline (their raw generations are unchanged)",
                 file=err,
             )
+        truths = [rec.task for rec in folder.records.values()]
+        budget = int(info.get("max_tokens") or opts.max_tokens or settings.completion.max_tokens)
+        heads = asyncio.run(ceiling.budget_heads(truths, settings, budget, err))
         try:
-            _, exec_info = execute_all(opts, folder, err, settings=settings)
+            _, exec_info = execute_all(opts, folder, err, settings=settings, heads=heads)
         except SandboxError as exc:
             raise EvalError(f"cannot run the tests: {exc}") from exc
         info = {**info, **exec_info}
         folder.write_info(info)
-        summary = score(folder, settings, opts, info)
+        summary = score(folder, settings, opts, info, heads)
     finally:
         folder.close()
     (opts.out / SUMMARY).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")

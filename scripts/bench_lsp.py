@@ -81,6 +81,9 @@ async def main() -> None:
     with FakeOllama(default=script) as fake, tempfile.TemporaryDirectory() as tmp:
         cfg = write_config(Path(tmp), local_url=fake.url)
         client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
+        # As the VS Code extension does: take the route notification sent before each
+        # response (unhandled, pygls' client logs a warning for each one).
+        client.feature("synconfroute/route")(lambda params: None)
         backend = OllamaBackend(fake.url, "qwen2.5-coder:3b")
         try:
             direct: list[float] = []

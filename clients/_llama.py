@@ -201,7 +201,25 @@ class _Job:
             self.generation.cancel()
 
 
-class LlamaRunner:
+class ModelIdentity:
+    """Name, model and file of a GGUF model backend (the engine and its server-side proxy)."""
+
+    _path: Path | None
+
+    @property
+    def name(self) -> str:
+        return BACKEND
+
+    @property
+    def model(self) -> str:
+        return self._path.stem if self._path is not None else Path(BUNDLED_FILE).stem
+
+    @property
+    def model_path(self) -> Path | None:
+        return self._path
+
+
+class LlamaRunner(ModelIdentity):
     """A GGUF model run in this process by llama.cpp (inside the worker process).
 
     `template` is the setting `clients.templates.resolve` reads: "auto" keeps a FIM
@@ -236,20 +254,6 @@ class LlamaRunner:
         self._loaded: _Loaded | None = None
         self.last_generation: GenerationStats | None = None
         self._active: set[GenerationStats] = set()  # submitted and not yet closed by the stream
-
-    # -- identity ---------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        return BACKEND
-
-    @property
-    def model(self) -> str:
-        return self._path.stem if self._path is not None else Path(BUNDLED_FILE).stem
-
-    @property
-    def model_path(self) -> Path | None:
-        return self._path
 
     @property
     def loaded(self) -> bool:

@@ -39,6 +39,7 @@ from ._llama import (
     INSTALL_HINT,
     PATH_HINT,
     GenerationStats,
+    ModelIdentity,
     _closed_error,
     bundled_model_path,
     check_model_path,
@@ -300,7 +301,7 @@ def _error_from(event: dict[str, Any]) -> BackendError:
     return kind(str(detail.get("message", "")), backend=BACKEND, hint=str(detail.get("hint", "")))
 
 
-class EmbeddedBackend:
+class EmbeddedBackend(ModelIdentity):
     """A GGUF model run by llama.cpp in a worker process this backend owns.
 
     `template` is the setting `clients.templates.resolve` reads: "auto" keeps a FIM
@@ -343,20 +344,6 @@ class EmbeddedBackend:
         self._last_death: str | None = None
         self.restarts = 0  # workers started after the first
         self.last_generation: GenerationStats | None = None
-
-    # -- identity ---------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        return BACKEND
-
-    @property
-    def model(self) -> str:
-        return self._path.stem if self._path is not None else Path(BUNDLED_FILE).stem
-
-    @property
-    def model_path(self) -> Path | None:
-        return self._path
 
     @property
     def loaded(self) -> bool:

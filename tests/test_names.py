@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -213,18 +212,6 @@ def test_a_workspace_cannot_turn_the_names_gate_on() -> None:
 
 
 # ----------------------------------------------------------------- the pipeline
-
-
-@pytest.fixture
-def local_fake() -> Iterator[FakeOllama]:
-    with FakeOllama() as fake:
-        yield fake
-
-
-@pytest.fixture
-def remote_fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
 
 
 def _pipeline(local: FakeOllama, remote: FakeOpenAI, settings: Settings) -> Pipeline:

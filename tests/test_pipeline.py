@@ -7,7 +7,6 @@ Each scenario is asserted from the servers' side too: what reached the remote
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 
@@ -30,18 +29,6 @@ CTX = CompletionContext(
 VALID = TokenScript.of(" a", " +", " b", logprob=-0.05)
 INVALID = TokenScript.of(" a", " +", " (b", logprob=-0.05)
 REMOTE = TokenScript.of(" a", " + ", "b", logprob=-0.01)
-
-
-@pytest.fixture
-def local_fake() -> Iterator[FakeOllama]:
-    with FakeOllama() as fake:
-        yield fake
-
-
-@pytest.fixture
-def remote_fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
 
 
 def completions(fake: FakeOpenAI) -> int:

@@ -5,9 +5,7 @@ judged or shown. Against the fake Ollama and fake vLLM, with the real gate."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-
-import pytest
+from collections.abc import AsyncIterator
 
 from synconfroute.clients._stream import collect
 from synconfroute.clients.ollama import OllamaBackend
@@ -43,18 +41,6 @@ MULTI = CompletionContext(
     path="/repo/app/total.py",
 )
 INVALID = TokenScript.of(" a", " +", " (b", logprob=-0.05)
-
-
-@pytest.fixture
-def local_fake() -> Iterator[FakeOllama]:
-    with FakeOllama() as fake:
-        yield fake
-
-
-@pytest.fixture
-def remote_fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
 
 
 def pipeline(local_url: str, remote_url: str | None) -> Pipeline:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -33,18 +32,6 @@ INVALID = TokenScript.of(" a", " +", " (b", logprob=-0.05)
 REMOTE = TokenScript.of(" a", " + ", "b", logprob=-0.01)
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def local_fake() -> Iterator[FakeOllama]:
-    with FakeOllama() as fake:
-        yield fake
-
-
-@pytest.fixture
-def remote_fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
 
 
 def settings(**local: float) -> Settings:

@@ -206,7 +206,7 @@ class LspServer:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "server",
+            "synconfroute",
             "serve",
             "--ledger",
             str(self.workdir / "ledger.jsonl"),

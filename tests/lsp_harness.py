@@ -80,7 +80,7 @@ async def start(
         server_command=[
             sys.executable,
             "-m",
-            "server",
+            "synconfroute",
             "serve",
             "--ledger",  # never the user's own ledger
             str(config_path.parent / "ledger.jsonl"),

@@ -9,7 +9,8 @@
    50 ms).
 2. Memory: the server's resident set size (from /proc) before and after opening
    `--docs` documents of 2,000 lines each, and after one completion in each.
-3. With --embedded: the server on the embedded default after one completion, its RSS
+3. The same latency with a plain JSON-RPC client (no pygls on the client side).
+4. With --embedded: the server on the embedded default after one completion, its RSS
    and its llama.cpp worker's (the model lives in the worker, not in the server).
 """
 
@@ -130,8 +131,53 @@ async def main() -> None:
         finally:
             await backend.aclose()
             await stop(client)
+    await raw_client_latency(args)
     if args.embedded:
         await embedded_memory()
+
+
+async def raw_client_latency(args: argparse.Namespace) -> None:
+    """The same round trip with a plain JSON-RPC client (scripts/fault_suite.py's): what
+    the server adds, without pygls' client handling each message on the other side (it
+    costs about 1 ms for the route notification sent before every response)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from fault_suite import LspServer
+
+    script = TokenScript.of(" x", " +", " 1", logprob=-0.01, first_delay=args.latency_ms / 1000)
+    with FakeOllama(default=script) as fake, tempfile.TemporaryDirectory() as tmp:
+        cfg = write_config(Path(tmp), local_url=fake.url)
+        server = LspServer(cfg, Path(tmp), "no-key-in-this-bench", ROOT)
+        await server.start()
+        backend = OllamaBackend(fake.url, "qwen2.5-coder:3b")
+        direct: list[float] = []
+        via_lsp: list[float] = []
+        try:
+            for i in range(args.rounds + 3):
+                text = f"def g{i}(x):\n    return \n"
+                uri = f"file:///bench/raw{i}.py"
+                doc = {"uri": uri, "languageId": "python", "version": 1, "text": text}
+                server.notify("textDocument/didOpen", {"textDocument": doc})
+                t0 = time.perf_counter()
+                await backend.complete(CompletionRequest(prefix=text[:25], suffix="\n"))
+                t1 = time.perf_counter()
+                params = {
+                    "textDocument": {"uri": uri},
+                    "position": {"line": 1, "character": 11},
+                    "context": {"triggerKind": 1},
+                }
+                await server.request("textDocument/inlineCompletion", params, wait_s=10)
+                t2 = time.perf_counter()
+                if i >= 3:
+                    direct.append((t1 - t0) * 1000)
+                    via_lsp.append((t2 - t1) * 1000)
+        finally:
+            await backend.aclose()
+            await server.stop()
+    md, ml = statistics.median(direct), statistics.median(via_lsp)
+    print(f"latency, plain JSON-RPC client, {args.rounds} rounds interleaved")
+    print(f"  backend direct   p50 {md:7.2f} ms  p90 {pct(direct, 0.9):7.2f} ms")
+    print(f"  through the LSP  p50 {ml:7.2f} ms  p90 {pct(via_lsp, 0.9):7.2f} ms")
+    print(f"  ratio of medians {ml / md:.3f}  (goal < 1.05)")
 
 
 async def embedded_memory() -> None:

@@ -21,3 +21,9 @@ def remote_fake() -> Iterator[FakeOpenAI]:
     """A fake vLLM (OpenAI-compatible) for the remote tier."""
     with FakeOpenAI() as fake:
         yield fake
+
+
+@pytest.fixture
+def fakes(local_fake: FakeOllama, remote_fake: FakeOpenAI) -> tuple[FakeOllama, FakeOpenAI]:
+    """Both tiers' fakes at once."""
+    return local_fake, remote_fake

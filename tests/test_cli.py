@@ -6,7 +6,6 @@ import importlib.util
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,6 @@ from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "fib.py"
-
-
-@pytest.fixture
-def fakes() -> Iterator[tuple[FakeOllama, FakeOpenAI]]:
-    with FakeOllama() as local, FakeOpenAI() as remote:
-        yield local, remote
 
 
 def config(tmp_path: Path, local: FakeOllama, remote: FakeOpenAI) -> str:

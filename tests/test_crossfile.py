@@ -4,7 +4,6 @@ in the pipeline (real clients against the fake Ollama and vLLM)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -211,12 +210,6 @@ def test_fit_stays_in_budget_and_skips_what_is_not_allowed() -> None:
 
 LOW = TokenScript.of(" x", " y", " z", logprob=-3.0)  # unconfident: escalates
 REMOTE = TokenScript.of("sign_request(req, key)", logprob=-0.01)
-
-
-@pytest.fixture
-def fakes() -> Iterator[tuple[FakeOllama, FakeOpenAI]]:
-    with FakeOllama() as local, FakeOpenAI() as remote:
-        yield local, remote
 
 
 def _pipeline(local: FakeOllama, remote: FakeOpenAI, s: Settings) -> Pipeline:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -37,12 +37,6 @@ INVALID = TokenScript.of(" a", " +", " (b", logprob=-0.05)
 REMOTE = TokenScript.of(" a", " + ", "b", logprob=-0.01)
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def fakes() -> Iterator[tuple[FakeOllama, FakeOpenAI]]:
-    with FakeOllama() as local, FakeOpenAI() as remote:
-        yield local, remote
 
 
 @pytest_asyncio.fixture

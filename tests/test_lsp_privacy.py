@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from lsprotocol import types as t
@@ -32,12 +32,6 @@ INVALID = TokenScript.of(" a", " +", " (b", logprob=-0.05)
 REMOTE = TokenScript.of(" a", " + ", "b", logprob=-0.01)
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def fakes() -> Iterator[tuple[FakeOllama, FakeOpenAI]]:
-    with FakeOllama() as local, FakeOpenAI() as remote:
-        yield local, remote
 
 
 def calls(fake: FakeOpenAI) -> int:

@@ -7,7 +7,6 @@ the item's command title; its `id` is the argument of synconfroute.accept.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,6 @@ TEXT = "def add(a, b):\n    return \n\n\nprint(add(1, 2))\n"
 CURSOR = t.Position(1, 11)
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def fakes() -> Iterator[tuple[FakeOllama, FakeOpenAI]]:
-    with FakeOllama() as local, FakeOpenAI() as remote:
-        yield local, remote
 
 
 def _plain(value: Any) -> Any:

@@ -35,7 +35,7 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from .http import REASONS, FakeHTTPServer, Request, Responder, TokenScript
 from .ollama import FakeOllama, _now
@@ -54,19 +54,7 @@ Fault = Literal[
     "runaway",
     "echo-auth",
 ]
-FAULTS: tuple[Fault, ...] = (
-    "ok",
-    "down",
-    "slow",
-    "hung-headers",
-    "hung-body",
-    "garbage",
-    "cut",
-    "401",
-    "429",
-    "runaway",
-    "echo-auth",
-)
+FAULTS: tuple[Fault, ...] = get_args(Fault)
 
 CONFIDENT = -0.05  # log-prob of every token of a confident answer
 UNSURE = -3.0  # ... of an answer the router must escalate

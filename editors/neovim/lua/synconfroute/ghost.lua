@@ -35,8 +35,9 @@ function M.next_line(text)
   return text:match("^[^\n]*") or text
 end
 
--- Byte column of an LSP character offset on `line`.
-local function byte_col(line, character, encoding)
+-- Byte column of an LSP character offset on `line`, in the client's position encoding
+-- (init.lua uses it too).
+function M.byte_col(line, character, encoding)
   if encoding == "utf-8" then
     return math.min(character, #line)
   end
@@ -93,7 +94,7 @@ local function show(bufnr, client, item, hooks)
     -- The server's range starts at the cursor (it replaces nothing before it); text it
     -- covers after the cursor is replaced when the candidate is taken.
     local r = item.range
-    if r.start.line ~= row or byte_col(line, r.start.character, client.offset_encoding) ~= col then
+    if r.start.line ~= row or M.byte_col(line, r.start.character, client.offset_encoding) ~= col then
       return
     end
   end

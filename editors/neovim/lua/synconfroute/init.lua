@@ -230,19 +230,6 @@ local function server_has(client, capability)
   return caps[capability] ~= nil and caps[capability] ~= false
 end
 
--- Column (bytes) of an LSP character offset on `line`, in the client's position encoding.
-local function byte_col(line, character, encoding)
-  if encoding == "utf-8" then
-    return math.min(character, #line)
-  end
-  if has("0.11") then
-    local ok, col = pcall(vim.str_byteindex, line, encoding, character, false)
-    return ok and col or #line
-  end
-  local ok, col = pcall(vim.str_byteindex, line, character, encoding == "utf-16")
-  return ok and col or #line
-end
-
 local function documentation(item)
   local doc = item.documentation
   if type(doc) == "table" then
@@ -280,7 +267,7 @@ function M.completefunc(findstart, _)
       if item.textEdit then
         word = item.textEdit.newText
         local range = item.textEdit.range or item.textEdit.insert
-        start_col = byte_col(line, range.start.character, client.offset_encoding)
+        start_col = ghost.byte_col(line, range.start.character, client.offset_encoding)
       end
       table.insert(items, {
         word = word,

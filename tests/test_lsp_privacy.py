@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from lsprotocol import types as t
@@ -48,7 +49,7 @@ async def until(predicate: Callable[[], bool], within_s: float = 10.0) -> bool:
 
 
 async def test_workspace_settings_cannot_lift_local_only_or_redirect_the_code(
-    tmp_path: object, fakes: tuple[FakeOllama, FakeOpenAI]
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI]
 ) -> None:
     local, remote = fakes
     local.script(INVALID, always=True)
@@ -60,7 +61,6 @@ async def test_workspace_settings_cannot_lift_local_only_or_redirect_the_code(
                 "routing": {"policy": "remote"},
             }
         }
-        assert isinstance(tmp_path, type(ROOT))
         cfg = write_config(
             tmp_path,
             local_url=local.url,
@@ -102,12 +102,11 @@ async def test_workspace_settings_cannot_lift_local_only_or_redirect_the_code(
 
 
 async def test_workspace_settings_may_tighten(
-    tmp_path: object, fakes: tuple[FakeOllama, FakeOpenAI]
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI]
 ) -> None:
     local, remote = fakes
     local.script(INVALID, always=True)
     remote.script(REMOTE, always=True)
-    assert isinstance(tmp_path, type(ROOT))
     cfg = write_config(tmp_path, local_url=local.url, remote_url=remote.base_url)
     client, _ = await start(
         cfg,
@@ -130,12 +129,11 @@ async def test_workspace_settings_may_tighten(
 
 
 async def test_local_only_switched_on_mid_request_stops_its_escalation(
-    tmp_path: object, fakes: tuple[FakeOllama, FakeOpenAI]
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI]
 ) -> None:
     local, remote = fakes
     # Syntax-invalid (it will want to escalate), and slow: ~0.9 s.
     local.script(TokenScript.of(" a", " +", " (b", logprob=-0.05, delay=0.3))
-    assert isinstance(tmp_path, type(ROOT))
     cfg = write_config(tmp_path, local_url=local.url, remote_url=remote.base_url)
     client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
     try:
@@ -160,12 +158,11 @@ async def test_local_only_switched_on_mid_request_stops_its_escalation(
 
 
 async def test_local_only_switched_on_during_the_remote_call_cancels_it(
-    tmp_path: object, fakes: tuple[FakeOllama, FakeOpenAI]
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI]
 ) -> None:
     local, remote = fakes
     local.script(INVALID)
     remote.script(TokenScript(hang=True))
-    assert isinstance(tmp_path, type(ROOT))
     cfg = write_config(tmp_path, local_url=local.url, remote_url=remote.base_url)
     client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
     try:
@@ -186,12 +183,11 @@ async def test_local_only_switched_on_during_the_remote_call_cancels_it(
 
 
 async def test_settings_change_mid_request_does_not_fail_it(
-    tmp_path: object, fakes: tuple[FakeOllama, FakeOpenAI]
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI]
 ) -> None:
     local, remote = fakes
     slow = TokenScript.of(" a", " +", " b", logprob=-0.05, delay=0.3)
     local.script(slow, slow)
-    assert isinstance(tmp_path, type(ROOT))
     cfg = write_config(tmp_path, local_url=local.url, remote_url=remote.base_url)
     client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
     try:
@@ -220,12 +216,11 @@ async def test_settings_change_mid_request_does_not_fail_it(
 
 
 async def test_never_send_patterns_are_relative_to_the_workspace_folder(
-    tmp_path: object, fakes: tuple[FakeOllama, FakeOpenAI]
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI]
 ) -> None:
     local, remote = fakes
     local.script(INVALID, always=True)
     remote.script(REMOTE, always=True)
-    assert isinstance(tmp_path, type(ROOT))
     cfg = write_config(
         tmp_path,
         local_url=local.url,

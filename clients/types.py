@@ -36,6 +36,10 @@ class CompletionRequest:
     repo: str = ""
     repo_path: str = ""
     single_line: bool = False
+    # Cap on the prediction's time from its first token (seconds): the backend ends the
+    # generation there with finish reason "length" (a first line shown fast beats five
+    # lines shown late). None: only max_tokens and the deadline bound it.
+    max_predict_s: float | None = None
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or None."""

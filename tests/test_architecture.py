@@ -124,6 +124,7 @@ LAYERS: list[tuple[str, ...]] = [
         "synconfroute.server.cache",
         "synconfroute.server.card",
         "synconfroute.server.request",
+        "synconfroute.server.time_budget",
         "synconfroute.server.context",
         "synconfroute.server.workspace_index",
         "synconfroute.server.crossfile",

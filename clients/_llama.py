@@ -192,8 +192,6 @@ class _Loaded:
     template_warning: str | None
     sentinel_ids: dict[str, list[int]]
     load_s: float
-    prompt_tps: float | None = None  # measured right after loading (`_calibrate`)
-    decode_tps: float | None = None
 
 
 class _Job:
@@ -301,11 +299,6 @@ class LlamaRunner(ModelIdentity):
         return self._loaded.template.name if self._loaded and self._loaded.template else None
 
     @property
-    def rates(self) -> tuple[float | None, float | None]:
-        """Prompt-evaluation and decode rates (tokens/s) measured at load, once loaded."""
-        return (self._loaded.prompt_tps, self._loaded.decode_tps) if self._loaded else (None, None)
-
-    @property
     def template_warning(self) -> str | None:
         """Why the forced template may not work with this model, once loaded."""
         return self._loaded.template_warning if self._loaded else None
@@ -368,7 +361,6 @@ class LlamaRunner(ModelIdentity):
             sentinel_ids=sentinel_ids,
             load_s=time.monotonic() - started,
         )
-        loaded.prompt_tps, loaded.decode_tps = _calibrate(llm)
         self._loaded = loaded
         log.info(
             "loaded %s in %.2fs (%s)",
@@ -471,7 +463,20 @@ class LlamaRunner(ModelIdentity):
         """Leave room for the answer, but never less than half the window for the prompt."""
         return max(self._n_ctx - max(1, max_tokens), self._n_ctx // 2)
 
-    # -- prefill (worker thread, low priority) ----------------------------------
+    # -- speed and prefill (worker thread, low priority) -------------------------
+
+    async def calibrate(self) -> tuple[float | None, float | None]:
+        """Prompt-evaluation and decode rates (tokens/s) measured on a short piece of
+        code; (None, None) when a generation came meanwhile (it goes first: the rates
+        then come from the generations themselves). Loads the model if needed."""
+        await self.load()
+        seen = self._generations
+
+        def run() -> tuple[float | None, float | None]:
+            with self._lock:
+                return _calibrate(self._load_sync().llm, lambda: self._generations != seen)
+
+        return await asyncio.get_running_loop().run_in_executor(self._pool(), run)
 
     async def prefill(self, request: CompletionRequest) -> PrefillStats:
         """Evaluate `request`'s prompt into the KV cache without generating, so that the
@@ -766,22 +771,33 @@ def _eval_prompt(llm: Llama, ids: list[int], stop: Callable[[], bool]) -> tuple[
     return done, time.monotonic() - started, True
 
 
-def _calibrate(llm: Llama) -> tuple[float | None, float | None]:
-    """Prompt-evaluation and decode rates (tokens/s) on a short piece of code, measured
-    right after loading; the cache is empty again afterwards."""
+def _calibrate(llm: Llama, stop: Callable[[], bool]) -> tuple[float | None, float | None]:
+    """Prompt-evaluation and decode rates (tokens/s) on a short piece of code, in small
+    steps that stop as soon as `stop()` says a generation waits; the cache is empty
+    afterwards."""
     ids = llm.tokenize(_CALIBRATION_TEXT.encode(), add_bos=True, special=False)
+    chunk = 16
     try:
         llm.reset()  # type: ignore[no-untyped-call]
-        llm.eval(ids[:8])  # the first call allocates: not part of the rate
+        llm.eval(ids[:4])  # the first call allocates: not part of the rate
         llm.reset()  # type: ignore[no-untyped-call]
-        t = time.monotonic()
-        llm.eval(ids)
-        prompt = len(ids) / max(1e-6, time.monotonic() - t)
-        t = time.monotonic()
+        spent = 0.0
+        for i in range(0, len(ids), chunk):
+            if stop():
+                return None, None
+            t = time.monotonic()
+            llm.eval(ids[i : i + chunk])
+            spent += time.monotonic() - t
+        prompt = len(ids) / max(1e-6, spent)
+        spent = 0.0
         for tok in ids[1:5]:
+            if stop():
+                return prompt, None
+            t = time.monotonic()
             llm.eval([tok])
-        decode = 4 / max(1e-6, time.monotonic() - t)
-    except Exception:  # a rate is a hint: never fail the load over it
+            spent += time.monotonic() - t
+        decode = 4 / max(1e-6, spent)
+    except Exception:  # a rate is a hint: never fail over it
         log.warning("could not measure the model's speed", exc_info=True)
         return None, None
     finally:

@@ -6,10 +6,11 @@ protocol pipe (the original stdout; fd 1 then points at stderr, so a print from
 llama.cpp or a library cannot corrupt the stream). It exits when stdin closes: the
 server closed the pipe, or died.
 
-Requests: {"op": "load"|"generate"|"prefill"|"cancel"|"detokenize"|"head", "id": N, ...}.
+Requests: {"op": "load"|"calibrate"|"generate"|"prefill"|"cancel"|"detokenize"|"head",
+           "id": N, ...}.
 Events:   {"id": N, "loaded": {...}} | {"id": N, "chunk": {...}} | {"id": N, "text": ...}
           | {"id": N, "error": {"type", "message", "hint"}} | {"id": N, "done": {stats}}
-          | {"id": N, "prefilled": {stats}}.
+          | {"id": N, "prefilled": {stats}} | {"id": N, "rates": {prompt_tps, decode_tps}}.
 A generate always ends with "done" (after its chunks, or after its error), carrying what
 the generation did (tokens, cancel point, timings), so the server's record is exact.
 """
@@ -63,6 +64,8 @@ class _Server:
             return
         if op == "generate":
             self.tasks[rid] = asyncio.create_task(self._generate(rid, msg["request"]))
+        elif op == "calibrate":
+            self.tasks[rid] = asyncio.create_task(self._calibrate(rid))
         elif op == "prefill":
             self.tasks[rid] = asyncio.create_task(self._prefill(rid, msg["request"]))
         elif op == "load":
@@ -86,8 +89,6 @@ class _Server:
                         "template": self.runner.template,
                         "template_warning": self.runner.template_warning,
                         "pid": os.getpid(),
-                        "prompt_tps": self.runner.rates[0],
-                        "decode_tps": self.runner.rates[1],
                     },
                 }
             )
@@ -107,6 +108,15 @@ class _Server:
     async def _head(self, rid: int, text: str, n: int) -> None:
         try:
             self.send({"id": rid, "text": await self.runner.head(text, n)})
+        except Exception as exc:
+            self.error(rid, exc)
+        finally:
+            self.tasks.pop(rid, None)
+
+    async def _calibrate(self, rid: int) -> None:
+        try:
+            prompt, decode = await self.runner.calibrate()
+            self.send({"id": rid, "rates": {"prompt_tps": prompt, "decode_tps": decode}})
         except Exception as exc:
             self.error(rid, exc)
         finally:

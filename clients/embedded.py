@@ -144,7 +144,7 @@ class _Call:
         """Whether `event` is this request's last (a generate always ends with "done")."""
         if self.generation is not None:
             return "done" in event
-        return any(k in event for k in ("loaded", "text", "error", "prefilled"))
+        return any(k in event for k in ("loaded", "text", "error", "prefilled", "rates"))
 
     def push(self, item: Event) -> None:
         """From the reader thread. A generate's final stats land on its GenerationStats even
@@ -445,7 +445,6 @@ class EmbeddedBackend(ModelIdentity):
             raise _error_from(event)
         if "loaded" in event:
             worker.info = event["loaded"]
-            self.speed.seed(event["loaded"].get("prompt_tps"), event["loaded"].get("decode_tps"))
         return event
 
     async def load(self) -> float:
@@ -511,6 +510,15 @@ class EmbeddedBackend(ModelIdentity):
     @property
     def rates(self) -> Rates:
         """Prompt-evaluation and decode rates measured so far."""
+        return self.speed.rates
+
+    async def calibrate(self) -> Rates:
+        """Measure the prompt-evaluation and decode rates on a short piece of code (a
+        generation that comes meanwhile goes first, and this measures nothing); loads
+        the model if needed. Returns the rates known afterwards."""
+        await self.load()
+        found = (await self._ask({"op": "calibrate"}))["rates"]
+        self.speed.seed(found.get("prompt_tps"), found.get("decode_tps"))
         return self.speed.rates
 
     async def prefill(self, request: CompletionRequest) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import attrs
 
 from synconfroute.clients.embedded import death_message
-from synconfroute.server.config import SECTIONS
+from synconfroute.server.settings.config import SECTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = re.compile(r"\b(local|remote|routing|privacy|completion|editor)\.([a-z_]+[a-z])\b")

@@ -10,7 +10,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synconfroute.server.transport import Body, FrameParser
+from synconfroute.server.protocol.transport import Body, FrameParser
 
 
 def _frame(body: bytes, length: int) -> bytes:

@@ -513,7 +513,7 @@ class EmbeddedBackend(ModelIdentity):
             )
 
     async def discover(self) -> ProbeReport:
-        """Load the model in the worker and report its prompt mode; `server.doctor` adds
+        """Load the model in the worker and report its prompt mode; `server.commands.doctor` adds
         the tiny generation. Never raises for expected failures (a crash of the worker
         is reported as what it is)."""
         target = str(self._path) if self._path else f"bundled {BUNDLED_FILE} (not installed)"

@@ -28,13 +28,23 @@ from synconfroute.clients.errors import (
 )
 from synconfroute.clients.types import Backend
 
-from . import config, crossfile
-from .adaptive import Adaptive
-from .backends import choose_local, make_local, make_remote, warm
-from .card import route_card, summary
-from .context import make_context
-from .decision_log import DecisionLog, Status, WorkerStatus
-from .documents import (
+from ..learning.adaptive import Adaptive
+from ..learning.decision_log import DecisionLog, Status, WorkerStatus
+from ..learning.ledger import Ledger
+from ..learning.retention import DEFAULT_DELAYS, Retention
+from ..routing.backends import choose_local, make_local, make_remote, warm
+from ..routing.context import make_context
+from ..routing.gate import SyntaxGate, make_gate
+from ..routing.pipeline import Pipeline
+from ..routing.request import Anchor
+from ..settings import config
+from ..settings.settings_state import SettingsState
+from ..syntax import SyntaxDocument
+from ..vocab.card import route_card, summary
+from ..vocab.positions import Encoding, Text, advance, word_before
+from ..vocab.record import RouteDecision
+from ..workspace import crossfile
+from ..workspace.documents import (
     DocState,
     DocumentNotOpen,
     DocumentStore,
@@ -43,16 +53,7 @@ from .documents import (
     path_of,
     uri_key,
 )
-from .gate import SyntaxGate, make_gate
-from .ledger import Ledger
-from .pipeline import Pipeline
-from .positions import Encoding, Text, advance, word_before
-from .record import RouteDecision
-from .request import Anchor
-from .retention import DEFAULT_DELAYS, Retention
-from .settings_state import SettingsState
-from .syntax import SyntaxDocument
-from .workspace_index import WorkspaceIndex
+from ..workspace.workspace_index import WorkspaceIndex
 
 __all__ = ["Completed", "DocState", "DocumentNotOpen", "Edit", "Session", "path_of", "uri_key"]
 

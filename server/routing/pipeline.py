@@ -16,11 +16,12 @@ import attrs
 from synconfroute.clients.errors import BackendError, BackendTimeout
 from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
 
-from . import crossfile, privacy, router
+from ..settings.config import PrivacySettings, Settings
+from ..vocab.positions import cap_window
+from ..vocab.record import RouteDecision, SyntaxInfo, Truncation
+from ..workspace import crossfile, privacy
+from . import router
 from .cache import CompletionCache
-from .config import PrivacySettings, Settings
-from .positions import cap_window
-from .record import RouteDecision, SyntaxInfo, Truncation
 from .request import CompletionContext, Gate
 from .router import LocalEvidence, Reason, RemoteAccess, Rules
 

@@ -12,12 +12,12 @@ from typing import Any
 import attrs
 from cachetools import LRUCache
 
-from . import config
+from ..settings import config
+from ..vocab.card import summary
+from ..vocab.record import RouteDecision
 from .adaptive import Adaptive, Move
-from .card import summary
 from .ledger import Ledger
 from .ledger import load as load_ledger
-from .record import RouteDecision
 from .retention import DEFAULT_DELAYS, Retention
 
 log = logging.getLogger(__name__)

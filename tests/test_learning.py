@@ -284,8 +284,8 @@ async def test_session_adaptive_moves_show_in_status_hover_ledger_and_routing(
     assert st.threshold == -0.3  # raised to its bound, never past it
     assert "raised" in " ".join(m.why for m in s.adaptive.moves)  # type: ignore[union-attr]
     assert "bound" in st.adaptive["why"]
-    pipeline = await s.pipeline()
-    assert pipeline.rules().threshold == -0.3  # the routing uses it
+    await s.pipeline()
+    assert s.rules().threshold == -0.3  # the routing uses it
     moves = load(tmp_path / "l.jsonl")[1]
     assert [m["adaptive"] for m in moves] == [-0.45, -0.4, -0.35, -0.3]
     uri = "file:///p/a.py"

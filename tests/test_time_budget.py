@@ -11,19 +11,19 @@ import pytest
 from synconfroute.clients._speed import Rates, SpeedMeter
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.types import CompletionRequest
-from synconfroute.server.config import Settings
-from synconfroute.server.context import make_context
-from synconfroute.server.gate import make_gate
-from synconfroute.server.pipeline import Pipeline
-from synconfroute.server.positions import cap_window
-from synconfroute.server.request import CompletionContext
-from synconfroute.server.time_budget import (
+from synconfroute.server.routing.context import make_context
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.routing.request import CompletionContext
+from synconfroute.server.routing.time_budget import (
     GRID_STEPS,
     MIN_PROMPT_CHARS,
     anchor_line,
     anchored_window,
     local_budget,
 )
+from synconfroute.server.settings.config import Settings
+from synconfroute.server.vocab.positions import cap_window
 
 from .fakes.http import TokenScript
 from .fakes.ollama import FakeOllama

@@ -24,8 +24,8 @@ import attrs
 
 from synconfroute.clients._speed import Rates
 
-from .config import CompletionSettings, LocalSettings
-from .positions import cap_window
+from ..settings.config import CompletionSettings, LocalSettings
+from ..vocab.positions import cap_window
 
 # Characters per token of code for the small models we run (SmolLM2 reads click's
 # core.py at ~3.9, argparse.py at ~4.2): a little below, so the prompt fits its time.

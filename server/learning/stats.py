@@ -161,7 +161,9 @@ def plot(s: dict[str, Any], out: Path) -> Path:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ImportError(f"matplotlib is not installed: {PLOT_HINT}") from exc
-    fig, ax = plt.subplots(figsize=(7, 4))
+    from . import figures
+
+    fig, (ax,) = figures.panels(1, panel_w=7, panel_h=4)
     names = sorted(
         {b for rows in s["by_confidence"].values() for b in rows if b != "unmeasured"},
         key=_bucket_order,
@@ -178,14 +180,26 @@ def plot(s: dict[str, Any], out: Path) -> Path:
             ci = g["acceptance_ci95"]
             lo.append(g["acceptance_rate"] - ci[0])
             hi.append(ci[1] - g["acceptance_rate"])
-        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=route)
+            # How many were shown: a point of 3 and a point of 3,000 look alike otherwise.
+            ax.annotate(
+                f"n={g['shown']:,}",
+                # under the interval, clear of the line; above it near the axis
+                (xs[-1], ci[0] if ci[0] > 0.08 else ci[1]),
+                textcoords="offset points",
+                xytext=(0, -11 if ci[0] > 0.08 else 4),
+                ha="center",
+                fontsize=7,
+                color="dimgray",
+            )
+        if xs:
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=route)
     ax.set_xticks(range(len(names)), names, rotation=20)
+    ax.set_xlim(-0.5, max(len(names), 1) - 0.5)
     ax.set_xlabel("local confidence (mean log-prob of the first tokens)")
     ax.set_ylabel("accepted / shown")
-    ax.set_ylim(0, 1)
-    ax.set_title("Acceptance against confidence (95% Wilson intervals)")
-    ax.legend()
-    fig.tight_layout()
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    figures.finish(fig, [ax], "Acceptance against confidence (95% Wilson intervals)")
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out

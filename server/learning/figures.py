@@ -91,8 +91,8 @@ def problems(fig: Figure) -> list[str]:
             out.append(f"{name} outside the figure: {b.bounds} not in {full.bounds}")
 
     texts: list[tuple[str, Any]] = []
-    if fig._suptitle is not None:  # noqa: SLF001 - matplotlib has no public getter
-        texts.append(("title", fig._suptitle))  # noqa: SLF001
+    if fig._suptitle is not None:
+        texts.append(("title", fig._suptitle))
     for i, legend in enumerate(fig.legends):
         texts.append((f"legend {i}", legend))
     for i, ax in enumerate(fig.axes):

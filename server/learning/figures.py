@@ -42,7 +42,8 @@ def panels(
 
 
 def _fits(fig: Figure, artist: Any) -> bool:
-    box = artist.get_window_extent(fig.canvas.get_renderer())
+    fig.canvas.draw()  # lay out first: extents are only true after a draw
+    box = artist.get_window_extent()
     full = fig.bbox
     return bool(box.x0 >= full.x0 - 0.5 and box.x1 <= full.x1 + 0.5)
 
@@ -79,20 +80,20 @@ def problems(fig: Figure) -> list[str]:
     Tests render every plot at the size users get and require this to be empty.
     """
     fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
     full = fig.bbox
     out: list[str] = []
 
     def outside(name: str, artist: Any) -> None:
-        b = artist.get_window_extent(renderer)
+        b = artist.get_window_extent()
         if b.width == 0 or b.height == 0:
             return
         if b.x0 < full.x0 - 1 or b.x1 > full.x1 + 1 or b.y0 < full.y0 - 1 or b.y1 > full.y1 + 1:
             out.append(f"{name} outside the figure: {b.bounds} not in {full.bounds}")
 
     texts: list[tuple[str, Any]] = []
-    if fig._suptitle is not None:
-        texts.append(("title", fig._suptitle))
+    title = getattr(fig, "_suptitle", None)  # matplotlib has no public getter of the artist
+    if title is not None:
+        texts.append(("title", title))
     for i, legend in enumerate(fig.legends):
         texts.append((f"legend {i}", legend))
     for i, ax in enumerate(fig.axes):
@@ -116,12 +117,12 @@ def problems(fig: Figure) -> list[str]:
             outside(name, artist)
     # A figure legend must not sit on any panel's labels (the bug: drawn over the x label).
     for i, legend in enumerate(fig.legends):
-        lb = legend.get_window_extent(renderer)
+        lb = legend.get_window_extent()
         for j, ax in enumerate(fig.axes):
             if not ax.axison:
                 continue
             for what, artist in (("x label", ax.xaxis.label), ("plot area", ax.patch)):
-                ab = artist.get_window_extent(renderer)
+                ab = artist.get_window_extent()
                 if ab.width and ab.height and lb.overlaps(ab):
                     out.append(f"legend {i} overlaps panel {j}'s {what}")
     return out

@@ -45,7 +45,7 @@ from ._llama import (
     check_model_path,
     import_llama_cpp,
 )
-from ._stream import collect, next_before, within
+from ._stream import complete_streamed, next_before, within
 from .errors import BackendError, BackendUnavailable, RequestCancelled
 from .types import (
     Chunk,
@@ -92,7 +92,10 @@ def death_message(returncode: int, *, hung: bool = False) -> tuple[str, str]:
     if hung:
         return (
             "the llama.cpp worker did not stop after a cancel and was restarted",
-            "a smaller local.n_ctx or model keeps each llama.cpp step short",
+            # The embedded window is fixed (2,048 tokens: local.num_ctx is Ollama's); what
+            # shortens one llama.cpp step is a shorter prompt or a smaller model.
+            "a shorter prompt (local.max_prompt_chars) or a smaller model (local.model_path) "
+            "keeps each llama.cpp step short",
         )
     if returncode < 0:
         try:
@@ -114,7 +117,7 @@ def death_message(returncode: int, *, hung: bool = False) -> tuple[str, str]:
         if name == "SIGABRT":
             return (
                 "llama.cpp aborted (SIGABRT)",
-                "the server log has llama.cpp's message; check local.model_path and local.n_ctx",
+                "the server log has llama.cpp's message; check local.model_path",
             )
         return f"the llama.cpp worker was stopped by {name}", "retry"
     return (
@@ -501,19 +504,12 @@ class EmbeddedBackend(ModelIdentity):
             gen.cancel()
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        started = time.monotonic()
-        async with contextlib.aclosing(self.stream(request)) as chunks:
-            return await collect(
-                chunks,
-                backend=BACKEND,
-                model=self.model,
-                started=started,
-                bytes_sent=0,
-                single_line=request.single_line,
-            )
+        return await complete_streamed(
+            lambda r, _sent: self.stream(r), request, backend=BACKEND, model=self.model
+        )
 
     async def discover(self) -> ProbeReport:
-        """Load the model in the worker and report its prompt mode; `server.doctor` adds
+        """Load the model in the worker and report its prompt mode; `server.commands.doctor` adds
         the tiny generation. Never raises for expected failures (a crash of the worker
         is reported as what it is)."""
         target = str(self._path) if self._path else f"bundled {BUNDLED_FILE} (not installed)"

@@ -21,7 +21,6 @@ import logging
 import math
 import os
 import re
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any
@@ -32,7 +31,7 @@ import httpx
 from . import templates
 from ._backoff import Backoff, kind_of_status, retry_after
 from ._status import Failure, failure_of, status_error
-from ._stream import TokenCap, TokenStops, collect, next_before, within
+from ._stream import Sent, TokenCap, TokenStops, complete_streamed, next_before, within
 from .errors import (
     BackendError,
     BackendTimeout,
@@ -66,13 +65,6 @@ DRAIN_S = 0.5
 LINE_STOP = "\n"
 # vLLM's 400 for a prompt over --max-model-len (also with stream: true).
 _CONTEXT_LIMIT = re.compile(r"maximum context length is (\d+) tokens")
-
-
-@attrs.define
-class _Sent:
-    """Request body bytes that left the process, summed over attempts."""
-
-    n: int = 0
 
 
 @attrs.frozen
@@ -262,27 +254,13 @@ class OpenAIBackend:
         return body
 
     def stream(self, request: CompletionRequest) -> AsyncGenerator[Chunk, None]:
-        return self._generate(request, _Sent())
+        return self._generate(request, Sent())
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        started = time.monotonic()
-        sent = _Sent()
-        try:
-            async with aclosing(self._generate(request, sent)) as chunks:
-                done = await collect(
-                    chunks,
-                    backend=BACKEND,
-                    model=self._model,
-                    started=started,
-                    single_line=request.single_line,
-                )
-        except BackendError as exc:
-            exc.bytes_sent = sent.n
-            raise
-        return attrs.evolve(done, bytes_sent=sent.n)
+        return await complete_streamed(self._generate, request, backend=BACKEND, model=self._model)
 
     async def _generate(
-        self, request: CompletionRequest, sent: _Sent
+        self, request: CompletionRequest, sent: Sent
     ) -> AsyncGenerator[Chunk, None]:
         body = self.payload(request)
         data = json.dumps(body).encode()
@@ -394,7 +372,7 @@ class OpenAIBackend:
                     pass
 
     async def _open(
-        self, url: str, data: bytes, request: CompletionRequest, sent: _Sent
+        self, url: str, data: bytes, request: CompletionRequest, sent: Sent
     ) -> httpx.Response:
         """POST the request; a 2xx response (unread), or _Retry / a BackendError."""
         headers = {**self._headers(), "Content-Type": "application/json"}
@@ -600,7 +578,7 @@ class OpenAIBackend:
     # -- doctor ------------------------------------------------------------
     async def discover(self) -> ProbeReport:
         """Which server answers, its version, whether it serves our model and takes our
-        key, the prompt mode; `server.doctor` adds the tiny generation."""
+        key, the prompt mode; `server.commands.doctor` adds the tiny generation."""
         problems: list[Problem] = []
         mode: PromptMode = "fim-template" if self._template is not None else "prefix-only"
         if self._template is None and self._setting.mode != "off":

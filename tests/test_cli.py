@@ -60,8 +60,8 @@ def test_complete_text_escalated(
     assert out.startswith("fibonacci(n - 1) + fibonacci(n - 2)\n")
     # The hover card's text, without its Markdown.
     assert "synconfroute: remote, escalated to the remote model" in out
-    assert "- reasons: syntax-invalid, remote-ok" in out
-    assert "- syntax: invalid (tree-sitter, " in out and "`" not in out
+    assert "  - syntax-invalid: " in out and "  - remote-ok: " in out
+    assert "- syntax: invalid (tree-sitter" in out and "`" not in out and "**" not in out
 
 
 @pytest.mark.parametrize(

@@ -91,5 +91,5 @@ def test_near_the_cap_only_the_likeliest_helps_go_out() -> None:
 
 
 def test_budget_share_is_checked() -> None:
-    with pytest.raises(ValueError, match="within 0..1"):
+    with pytest.raises(ValueError, match=r"within 0\.\.1"):
         EscalationBudget(1.5)

@@ -40,6 +40,9 @@ class CompletionRequest:
     # generation there with finish reason "length" (a first line shown fast beats five
     # lines shown late). None: only max_tokens and the deadline bound it.
     max_predict_s: float | None = None
+    # vLLM's request priority (lower is served first; the server must run with
+    # `--scheduling-policy priority`, which rejects none); None: the field is not sent.
+    priority: int | None = None
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or None."""

@@ -258,6 +258,7 @@ class Pipeline:
             deadline=deadline,
             single_line=single_line,
             max_predict_s=budget.max_predict_s if budget is not None and capped else None,
+            priority=self.settings.remote.request_priority() if tier == "remote" else None,
         )
 
     async def prefill(self, ctx: CompletionContext) -> dict[str, object] | None:

@@ -16,7 +16,7 @@ import attrs
 from synconfroute.clients.errors import BackendError, BackendTimeout
 from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
 
-from . import crossfile, privacy, router
+from . import crossfile, egress, privacy, router
 from .cache import CompletionCache
 from .config import PrivacySettings, Settings
 from .positions import cap_window
@@ -151,18 +151,9 @@ def remote_access(
         return "not-configured"
     if settings.privacy.local_only:
         return "local-only"
-    if privacy.never_send(_patterns(settings), path, roots):
+    if egress.check_path(path, roots, settings.privacy) is not None:
         return "privacy-blocked"
     return "ok"
-
-
-def _patterns(settings: Settings) -> tuple[str, ...]:
-    p = settings.privacy
-    return privacy.patterns(p.never_send, p.secret_files)
-
-
-def _private(patterns: tuple[str, ...], path: str, roots: tuple[str, ...]) -> bool:
-    return privacy.never_send(patterns, path, roots)
 
 
 def display_path(path: str, roots: tuple[str, ...]) -> str:
@@ -224,6 +215,8 @@ class Pipeline:
         self._remote_context: dict[asyncio.Future[Completion], tuple[str, ...]] = {}
         self.remote_revoked = False  # the settings no longer name this remote
         self.threshold_override: float | None = None  # routing.adaptive's current value
+        # Every remote send passes this check, under the settings of its moment.
+        self.egress = egress.guard(remote, lambda: self.settings)
 
     # -- lifetime and live privacy -------------------------------------------
     def hold(self) -> None:
@@ -250,10 +243,9 @@ class Pipeline:
         before it escalates, and a remote call they no longer allow is cancelled."""
         self.settings = attrs.evolve(self.settings, privacy=privacy)
         self.remote_revoked = self.remote_revoked or remote_revoked
-        pats = _patterns(self.settings)
         for call, ctx in self._remote_calls.items():
             carried = self._remote_context.get(call, ())
-            now_private = any(_private(pats, p, ctx.roots) for p in carried)
+            now_private = any(egress.check_path(p, ctx.roots, privacy, "context") for p in carried)
             if not call.done() and (self.access(ctx) != "ok" or now_private):
                 log.info("privacy settings changed: cancelling a remote request in flight")
                 self._revoked.add(call)
@@ -290,9 +282,9 @@ class Pipeline:
             return crossfile.fit(ctx.crossfile, budget, lambda p: True)
         if self.settings.privacy.local_only:
             return []
-        pats = _patterns(self.settings)
+        p = self.settings.privacy
         return crossfile.fit(
-            ctx.crossfile, budget, lambda p: not privacy.never_send(pats, p, ctx.roots)
+            ctx.crossfile, budget, lambda f: not egress.check_path(f, ctx.roots, p, "context")
         )
 
     def _note_context(
@@ -332,6 +324,13 @@ class Pipeline:
             temperature=0.0,
             deadline=deadline,
             single_line=single_line,
+            plan=egress.make_plan(
+                tier,
+                ctx.path,
+                ctx.roots,
+                window_chars=len(prefix) + len(suffix),
+                context=[(f.path, len(f.text)) for f in files],
+            ),
         )
 
     async def complete(self, ctx: CompletionContext) -> RouteDecision:

@@ -121,6 +121,7 @@ LAYERS: list[tuple[str, ...]] = [
         "synconfroute.server.record",
         "synconfroute.server.config",
         "synconfroute.server.privacy",
+        "synconfroute.server.egress",
         "synconfroute.server.cache",
         "synconfroute.server.card",
         "synconfroute.server.request",

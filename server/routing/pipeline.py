@@ -16,13 +16,15 @@ import attrs
 from synconfroute.clients.errors import BackendError, BackendTimeout
 from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
 
-from . import crossfile, egress, privacy, router
+from ..settings.config import PrivacySettings, Settings
+from ..vocab.positions import cap_window
+from ..vocab.record import RouteDecision, SyntaxInfo, Truncation
+from ..workspace import crossfile, egress, privacy
+from . import router
 from .cache import CompletionCache
-from .config import PrivacySettings, Settings
-from .positions import cap_window
-from .record import RouteDecision, SyntaxInfo, Truncation
 from .request import CompletionContext, Gate
 from .router import LocalEvidence, Reason, RemoteAccess, Rules
+from .rules import resolve_rules
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +199,7 @@ class Pipeline:
         cache: CompletionCache | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.settings = settings
+        self._settings = settings  # privacy changes come through update_privacy
         self.local = local
         self.remote = remote
         self.gate = gate
@@ -214,9 +216,17 @@ class Pipeline:
         # The other files whose code each remote call carries (cross-file context).
         self._remote_context: dict[asyncio.Future[Completion], tuple[str, ...]] = {}
         self.remote_revoked = False  # the settings no longer name this remote
-        self.threshold_override: float | None = None  # routing.adaptive's current value
         # Every remote send passes this check, under the settings of its moment.
         self.egress = egress.guard(remote, lambda: self.settings)
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def local_model(self) -> str:
+        """The model the local tier runs (its per-model threshold applies)."""
+        return self.local.model if self.local else ""
 
     # -- lifetime and live privacy -------------------------------------------
     def hold(self) -> None:
@@ -241,7 +251,7 @@ class Pipeline:
     def update_privacy(self, privacy: PrivacySettings, *, remote_revoked: bool = False) -> None:
         """New privacy settings, for the requests in flight too: each is checked again
         before it escalates, and a remote call they no longer allow is cancelled."""
-        self.settings = attrs.evolve(self.settings, privacy=privacy)
+        self._settings = attrs.evolve(self._settings, privacy=privacy)
         self.remote_revoked = self.remote_revoked or remote_revoked
         for call, ctx in self._remote_calls.items():
             carried = self._remote_context.get(call, ())
@@ -252,19 +262,9 @@ class Pipeline:
                 call.cancel()
 
     def rules(self) -> Rules:
-        r = self.settings.routing
-        model = self.local.model if self.local else ""
-        return Rules(
-            policy=r.policy,
-            threshold=(
-                r.threshold_for(model)
-                if self.threshold_override is None
-                else self.threshold_override
-            ),
-            k=r.confidence_tokens,
-            missing_logprobs=r.missing_logprobs,
-            semantic=r.semantic,
-        )
+        """The rules without adaptive mode (the command line, the evaluation): a session
+        passes its own to `complete`."""
+        return resolve_rules(self._settings, self.local_model)
 
     def context_files(
         self, ctx: CompletionContext, tier: str, room: int
@@ -333,10 +333,12 @@ class Pipeline:
             ),
         )
 
-    async def complete(self, ctx: CompletionContext) -> RouteDecision:
+    async def complete(self, ctx: CompletionContext, rules: Rules | None = None) -> RouteDecision:
+        """One request under `rules` (resolved once for it by the caller; by default
+        the configured ones for this local model)."""
         t0 = self._clock()
         deadline = t0 + self.settings.completion.deadline_ms / 1000
-        rules = self.rules()
+        rules = self.rules() if rules is None else rules
         access = self.access(ctx)
         rec = RouteDecision(
             completion="",

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from .record import SyntaxInfo
-from .syntax import Position, SyntaxDocument
+from ..syntax import Position, SyntaxDocument
+from ..vocab.record import SyntaxInfo
 
 if TYPE_CHECKING:
-    from .crossfile import Candidate
+    from ..workspace.crossfile import Candidate
 
 
 @attrs.frozen

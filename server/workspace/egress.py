@@ -31,8 +31,8 @@ import attrs
 from synconfroute.clients.errors import EgressRefused
 from synconfroute.clients.plan import PlanSource, PromptPlan, Role
 
+from ..settings.config import PrivacySettings, Settings
 from . import privacy
-from .config import PrivacySettings, Settings
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import httpx
 from synconfroute.clients.plan import PromptPlan
 from synconfroute.clients.types import Backend
 
-from .config import LocalSettings, RemoteSettings
+from ..settings.config import LocalSettings, RemoteSettings
 
 log = logging.getLogger(__name__)
 

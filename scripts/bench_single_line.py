@@ -44,9 +44,9 @@ from synconfroute.clients.types import CompletionRequest  # noqa: E402
 from synconfroute.server.evaluation import datasets  # noqa: E402
 from synconfroute.server.evaluation.generate import context_for  # noqa: E402
 from synconfroute.server.routing.gate import make_gate  # noqa: E402
-from synconfroute.server.routing.pipeline import (  # noqa: E402
+from synconfroute.server.routing.pipeline import Pipeline  # noqa: E402
+from synconfroute.server.routing.text_rules import (  # noqa: E402
     REQUEST_STOPS,
-    Pipeline,
     post_process,
     request_stops,
     shown_text,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from synconfroute.server.routing.cache import CompletionCache
-from synconfroute.server.routing.pipeline import post_process, remote_access, wants_multiline
+from synconfroute.server.routing.pipeline import remote_access
+from synconfroute.server.routing.text_rules import post_process, wants_multiline
 from synconfroute.server.settings.config import Settings
 
 PRE, SUF = "def f(x):\n    return ", "\n"

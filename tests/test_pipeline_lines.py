@@ -15,13 +15,8 @@ from synconfroute.server.evaluation.datasets import Task
 from synconfroute.server.evaluation.generate import treat
 from synconfroute.server.evaluation.records import Generation
 from synconfroute.server.routing.gate import make_gate
-from synconfroute.server.routing.pipeline import (
-    CompletionContext,
-    Pipeline,
-    drop_last_line,
-    shown_text,
-    wants_multiline,
-)
+from synconfroute.server.routing.pipeline import CompletionContext, Pipeline
+from synconfroute.server.routing.text_rules import drop_last_line, shown_text, wants_multiline
 from synconfroute.server.settings.config import Settings
 from synconfroute.server.vocab.card import route_card
 from synconfroute.server.vocab.record import Truncation

@@ -25,8 +25,8 @@ import attrs
 from synconfroute.clients.errors import BackendError
 
 from ..routing.gate import SyntaxGate, make_gate
-from ..routing.pipeline import REQUEST_STOPS
 from ..routing.request import CompletionContext
+from ..routing.text_rules import REQUEST_STOPS
 from ..settings.config import Settings
 from .datasets import Task
 from .execute import ExecResult, exec_key

@@ -40,6 +40,9 @@ class CompletionRequest:
     # What the prompt is made of, by resolved real path (server/egress.py): the remote
     # client's send path hands it to the egress check; no plan, no remote send.
     plan: PromptPlan | None = None
+    # vLLM's request priority (lower is served first; the server must run with
+    # `--scheduling-policy priority`, which rejects none); None: the field is not sent.
+    priority: int | None = None
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or None."""

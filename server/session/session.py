@@ -42,7 +42,7 @@ from ..settings import config
 from ..settings.settings_state import SettingsState
 from ..syntax import SyntaxDocument
 from ..vocab.card import route_card, summary
-from ..vocab.positions import Encoding, Text, advance, word_before
+from ..vocab.positions import Encoding, PositionOutOfRange, Text, advance, word_before
 from ..vocab.record import RouteDecision
 from ..workspace import crossfile, egress
 from ..workspace.documents import (
@@ -55,6 +55,7 @@ from ..workspace.documents import (
     uri_key,
 )
 from ..workspace.workspace_index import WorkspaceIndex
+from .prefill import Prefiller
 
 __all__ = ["Completed", "DocState", "DocumentNotOpen", "Edit", "Session", "path_of", "uri_key"]
 
@@ -100,6 +101,10 @@ class Session:
         self._retiring: set[Pipeline] = set()  # replaced, closed once their requests end
         self._roots = roots  # never_send patterns are relative to these folders
         self._troubles: set[str] = set()
+        self.prefiller = Prefiller()
+        # Where the cursor last rested in each document (`synconfroute/cursor`): reopened,
+        # the document is prefilled there.
+        self._cursors: LRUCache[str, tuple[int, int]] = LRUCache(maxsize=256)
         self._closing: set[asyncio.Future[None]] = set()
         self.local_choice = ""
         self._last_local_model = ""
@@ -374,6 +379,45 @@ class Session:
         st = self.docs.open(uri, text, language_id, path)
         if self.index is not None and self._indexable(st.path):
             self.index.update(st.path, text, st.language or None)
+        if (at := self._cursors.get(uri_key(uri))) is not None:
+            self.cursor(uri, *at)
+
+    def cursor(self, uri: str, line: int, character: int) -> None:
+        """The editor's cursor rests at (line, character) of `uri` (focus, or a pause):
+        prefill the local prompt a completion there would need, in the background."""
+        key = uri_key(uri)
+        if self.documents.get(key) is None:
+            return
+        self._cursors[key] = (line, character)
+        self.prefiller.schedule(lambda: self._prefill(key, line, character))
+
+    async def _prefill(self, key: str, line: int, character: int) -> None:
+        st = self.documents.get(key)
+        if st is None:
+            return
+        try:
+            offset = st.text.offset(line, character)
+        except PositionOutOfRange:
+            return  # the document changed since: the next rest tells where
+        text = st.text.text
+        ctx = make_context(
+            st.text,
+            offset,
+            context_lines=self.settings.completion.context_lines,
+            language=st.language,
+            path=st.path,
+        )
+        roots = self.roots()
+        ctx = attrs.evolve(ctx, roots=roots)
+        if self.settings.completion.context == "workspace":
+            repo = roots[0].rstrip("/").rsplit("/", 1)[-1] if roots else ""
+            ctx = attrs.evolve(ctx, crossfile=self._crossfile(key, st, text, offset), repo=repo)
+        pipeline = await self.pipeline()
+        pipeline.hold()
+        try:
+            await pipeline.prefill(ctx)
+        finally:
+            pipeline.release()
 
     def change(self, uri: str, edits: Sequence[Edit]) -> bool:
         """Apply edits (LSP line rule, negotiated encoding) to the document's one text;
@@ -421,6 +465,8 @@ class Session:
         if st is None:
             raise DocumentNotOpen(f"{uri} is not open (send didOpen first)")
         offset = st.text.offset(line, character)
+        self.prefiller.cancel()  # the request evaluates its prompt itself, first
+        self._cursors[key] = (line, character)
         text, version = st.text.text, st.text.version  # the request's snapshot (a str)
         window = make_context(
             st.text,
@@ -547,8 +593,13 @@ class Session:
         if local is None or pid is None:
             return None
         rss = local.worker_rss_bytes()  # type: ignore[attr-defined]
+        rates = getattr(local, "rates", None)
         return WorkerStatus(
             pid=pid,
             rss_mb=round(rss / 2**20, 1) if rss else None,
             restarts=getattr(local, "restarts", 0),
+            prompt_tps=getattr(rates, "prompt_tps", None),
+            decode_tps=getattr(rates, "decode_tps", None),
+            prompt_tokens=getattr(local, "prompt_tokens_total", 0),
+            cached_tokens=getattr(local, "cached_tokens_total", 0),
         )

@@ -39,6 +39,7 @@ class WorkerStatus:
     decode_tps: float | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    prefills: int = 0  # background prefills handed to the worker (cursor rests)
 
 
 @attrs.frozen

@@ -602,4 +602,5 @@ class Session:
             decode_tps=getattr(rates, "decode_tps", None),
             prompt_tokens=getattr(local, "prompt_tokens_total", 0),
             cached_tokens=getattr(local, "cached_tokens_total", 0),
+            prefills=self.prefiller.done,
         )

@@ -18,8 +18,8 @@ from synconfroute.server.routing.request import CompletionContext
 from synconfroute.server.routing.time_budget import (
     ASSUMED,
     GRID_STEPS,
-    PROMPT_STEPS,
     MIN_PROMPT_CHARS,
+    PROMPT_STEPS,
     anchor_line,
     anchored_window,
     local_budget,

@@ -19,7 +19,7 @@ from ..routing.request import Anchor, CompletionContext
 from ..settings import config
 from ..syntax import SyntaxDocument
 from ..vocab.positions import Text
-from ..workspace import crossfile
+from ..workspace import crossfile, egress
 from ..workspace.documents import DocState, DocumentStore, path_of
 from ..workspace.workspace_index import WorkspaceIndex
 
@@ -107,7 +107,8 @@ class ContextBuilder:
             )
             self.index = index
             for st in self._docs.documents.values():
-                index.update(st.path, st.text.text, st.language or None)
+                if self._indexable(st.path):
+                    index.update(st.path, st.text.text, st.language or None)
             roots = self.roots()
             skip = [st.path for st in self._docs.documents.values()]
 
@@ -118,17 +119,22 @@ class ContextBuilder:
             self._spawn(asyncio.to_thread(build))
         return self.index
 
+    def _indexable(self, path: str) -> bool:
+        """Only files inside a workspace folder feed the index (any, with no folder open)."""
+        roots = self.roots()
+        return not roots or egress.in_workspace(path, roots)
+
     def opened(self, st: DocState) -> None:
-        if self.index is not None:
+        if self.index is not None and self._indexable(st.path):
             self.index.update(st.path, st.text.text, st.language or None)
 
     def saved(self, st: DocState) -> None:
-        if self.index is not None:
+        if self.index is not None and self._indexable(st.path):
             self.index.update(st.path, st.text.text, st.language or None)
             st.index_stale = False
 
     def closed(self, st: DocState) -> None:
-        if self.index is not None and st.index_stale:
+        if self.index is not None and st.index_stale and self._indexable(st.path):
             self.index.update_from_disk(st.path)  # edits not saved are gone: disk is right
 
     async def files_changed(self, changes: Sequence[tuple[str, bool]]) -> None:
@@ -137,7 +143,13 @@ class ContextBuilder:
         index = self.index
         if index is None:
             return
-        todo = [(path_of(u), gone) for u, gone in changes if self._docs.document(u) is None]
+        roots = self.roots()
+        todo = [
+            (path_of(u), gone)
+            for u, gone in changes
+            # Outside every workspace folder: never indexed (a deletion may still drop it).
+            if self._docs.document(u) is None and (gone or egress.in_workspace(path_of(u), roots))
+        ]
 
         def apply() -> None:
             for path, gone in todo:
@@ -163,7 +175,7 @@ class ContextBuilder:
         documents = self._docs.documents.values()
         others = sorted((o for o in documents if o is not st), key=lambda o: -o.edited)
         for o in others:  # other documents edited since: their definitions moved
-            if o.index_stale:
+            if o.index_stale and self._indexable(o.path):
                 index.update(o.path, o.text.text, o.language or None)
                 o.index_stale = False
         found = crossfile.candidates(

@@ -69,9 +69,7 @@ class RequestTracker:
                 st.inner = None
 
     @staticmethod
-    def offered(
-        st: DocState, did: str, at: tuple[int, int], text: str, encoding: Encoding
-    ) -> bool:
+    def offered(st: DocState, did: str, at: tuple[int, int], text: str, encoding: Encoding) -> bool:
         """Decision `did` offers `text` at `at` (hover covers its lines; an edit that
         inserts it is its acceptance); True when something is shown."""
         line, character = at

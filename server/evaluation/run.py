@@ -21,7 +21,7 @@ from ..routing.gate import SyntaxGate
 from ..settings.config import Settings
 from ..syntax.verdict import Mode
 from ..vocab.errors import UserError
-from . import ceiling, datasets, report, scoring
+from . import ceiling, datasets, download, report, scoring
 from .datasets import DatasetError, Task
 from .execute import ExecResult, Toolchains, exec_key, execute
 from .generate import GenerationStopped, RemoteKind, generate_all, refresh_all
@@ -65,7 +65,7 @@ class EvalOptions:
 def load_tasks(opts: EvalOptions) -> list[Task]:
     tasks: list[Task] = []
     # every file located (or downloaded) first: one message names all the missing ones
-    for name, path in datasets.locate(opts.datasets, opts.data).items():
+    for name, path in download.locate(opts.datasets, opts.data).items():
         tasks += datasets.load_path(name, path)
     for path in opts.files:
         tasks += datasets.load_file(path)

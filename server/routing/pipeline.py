@@ -36,6 +36,7 @@ from .text_rules import (
 
 log = logging.getLogger(__name__)
 
+
 def remote_access(
     settings: Settings, remote: Backend | None, path: str, roots: tuple[str, ...] = ()
 ) -> RemoteAccess:

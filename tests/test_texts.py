@@ -92,3 +92,37 @@ def test_stats_into_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     )
     assert r.stdout.startswith("ledger ")
     assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+
+
+def test_settings_reads_as_text_with_sources(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[routing]\nthreshold = -0.8\n[privacy]\nnever_send = ["secrets/**"]\n')
+    env = {
+        "SYNCONFROUTE_CONFIG": str(cfg),
+        "SYNCONFROUTE_REMOTE_URL": "http://gpu:8000/v1",
+        "SYNCONFROUTE_REMOTE_MODEL": "big",
+        "PATH": "/usr/bin:/bin",
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "synconfroute", "settings"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    text = r.stdout
+    rows = {ln.split()[0]: ln.split()[1:] for ln in text.splitlines() if ln.startswith("  ")}
+    assert rows["threshold"] == ["-0.8", "file"]
+    (remote_url,) = [ln for ln in text.splitlines() if '"http://gpu:8000/v1"' in ln]
+    assert remote_url.split() == ["url", '"http://gpu:8000/v1"', "environment"]
+    assert "escalated completions go to http://gpu:8000/v1 (model big)" in text
+    assert "never sent: secrets/**" in text
+    assert max(len(ln) for ln in text.splitlines()) <= 100
+    j = subprocess.run(
+        [sys.executable, "-m", "synconfroute", "settings", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert '"threshold": -0.8' in j.stdout

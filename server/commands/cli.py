@@ -64,7 +64,12 @@ def cmd_settings(args: argparse.Namespace) -> int:
     loaded = _load(args)
     for issue in loaded.issues:
         print(f"warning: {issue}", file=sys.stderr)
-    print(json.dumps(attrs.asdict(loaded.settings), indent=2))
+    if args.json:
+        print(json.dumps(attrs.asdict(loaded.settings), indent=2))
+    else:
+        from .settings_view import format_text
+
+        print(format_text(loaded))
     return 0
 
 
@@ -297,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("settings", help="print the effective settings (or their reference)")
     s.add_argument("--markdown", action="store_true", help="print the settings reference")
+    s.add_argument("--json", action="store_true", help="the effective settings as JSON")
     s.set_defaults(func=cmd_settings)
     return p
 

@@ -33,7 +33,7 @@ SKIP_DIRS = frozenset(
 DEF_LINES = 12  # lines of a definition kept: its signature, doc and first statements
 DEF_CHARS = 800
 # What a symbol costs besides its text (the record, its name, the lookup lists), measured
-# with tracemalloc by scripts/bench_crossfile.py: `max_bytes` bounds the whole.
+# with tracemalloc by bench/crossfile.py: `max_bytes` bounds the whole.
 SYMBOL_OVERHEAD = 320
 
 

@@ -245,7 +245,7 @@ async def test_pipeline_escalates_an_undefined_name(
     local_fake.script(GUESSED)
     remote_fake.script(TokenScript.of(" a", " + b", logprob=-0.01))
     rec = await _pipeline(local_fake, remote_fake, Settings()).complete(ctx)
-    assert rec.route == "remote" and rec.reasons == ["undefined-name", "remote-ok"]
+    assert rec.route == "remote" and rec.reasons == ("undefined-name", "remote-ok")
     assert rec.completion == " a + b" and rec.local_completion == " a + offset"
     assert rec.syntax is not None and rec.syntax.status == "valid"
     assert rec.syntax.undefined == ("offset",)
@@ -262,7 +262,7 @@ async def test_pipeline_with_semantic_off_keeps_local(
     local_fake.script(GUESSED)
     ctx = CompletionContext(prefix=PREFIX, suffix=SUFFIX, language="python")
     rec = await _pipeline(local_fake, remote_fake, settings).complete(ctx)
-    assert rec.route == "local" and rec.reasons == ["confident-and-valid"]
+    assert rec.route == "local" and rec.reasons == ("confident-and-valid",)
     assert rec.syntax is not None and rec.syntax.undefined == ()
     assert len(remote_fake.received("/v1/completions")) == 0
 

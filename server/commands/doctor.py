@@ -159,9 +159,9 @@ def format_text(loaded: Loaded, results: list[TierResult]) -> str:
         if r.model_present is not None:
             out.append(f"  {'ok' if r.model_present else 'FAIL':<4} model present")
         if r.prompt_mode is not None:
-            tmpl = f" ({r.template})" if r.template else ""
+            tmpl = f", template {r.template}" if r.template else ""
             ok = "ok" if r.prompt_mode != "prefix-only" else "warn"
-            out.append(f"  {ok:<4} prompt: {r.prompt_mode}{tmpl}")
+            out.append(f"  {ok:<4} prompt: {_PROMPT_MODES.get(r.prompt_mode, r.prompt_mode)}{tmpl}")
         if r.logprobs is not None:
             out.append(f"  {'ok' if r.logprobs else 'FAIL':<4} log-probs returned")
         if r.total_s is not None:
@@ -177,6 +177,13 @@ def format_text(loaded: Loaded, results: list[TierResult]) -> str:
                 out.append(f"       fix: {p.fix}")
         out.append(f"  => {'usable' if r.usable else 'NOT usable'}")
     return "\n".join(out)
+
+
+_PROMPT_MODES = {
+    "fim-native": "fill-in-the-middle (the server's own)",
+    "fim-template": "fill-in-the-middle (our template)",
+    "prefix-only": "the code before the cursor only (no fill-in-the-middle)",
+}
 
 
 def as_json(loaded: Loaded, results: list[TierResult]) -> str:

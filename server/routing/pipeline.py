@@ -235,7 +235,7 @@ class Pipeline:
         rec = RouteDecision(
             completion="",
             route="none",
-            reasons=[],
+            reasons=(),
             policy=rules.policy,
             confidence=None,
             threshold=rules.threshold,
@@ -253,7 +253,7 @@ class Pipeline:
         if hit is not None:
             rec.completion = hit.completion
             rec.route = hit.entry.route  # type: ignore[assignment]
-            rec.reasons = [Reason.CACHE_HIT, *hit.entry.reasons]
+            rec.reasons = (Reason.CACHE_HIT, *hit.entry.reasons)
             rec.cache_hit = True
             if isinstance(origin := hit.entry.origin, RouteDecision):
                 # What the original decision knew, so the card still explains the route.
@@ -292,7 +292,7 @@ class Pipeline:
         rec.confidence = verdict.confidence
         if verdict.action != "escalate":
             rec.route = "local" if verdict.action == "keep-local" else "none"
-            rec.reasons = [str(r) for r in verdict.reasons]
+            rec.reasons = verdict.reasons
             rec.completion = local_text if rec.route == "local" else ""
             return self._finish(rec, t0, cache_key, ctx)
 
@@ -316,7 +316,7 @@ class Pipeline:
             local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
         final = router.after_remote(verdict, ev, remote_ok=remote_ok, remote_text=remote_text)
         rec.route = final.route
-        rec.reasons = [str(r) for r in final.reasons]
+        rec.reasons = final.reasons
         rec.completion = {"remote": remote_text, "local": local_text}.get(final.route, "")
         return self._finish(rec, t0, cache_key, ctx)
 
@@ -423,7 +423,7 @@ class Pipeline:
         verdict = router.decide(ev, rules, access)
         rec.confidence = verdict.confidence
         rec.route = "local" if verdict.action == "keep-local" else "none"
-        rec.reasons = [str(r) for r in verdict.reasons]
+        rec.reasons = verdict.reasons
         rec.completion = local_text if rec.route == "local" else ""
         # Not cached: the key names the remote model, which this answer never saw.
         rec.latency_ms["total"] = (self._clock() - t0) * 1000
@@ -434,9 +434,8 @@ class Pipeline:
     ) -> RouteDecision:
         rec.latency_ms["total"] = (self._clock() - t0) * 1000
         if rec.route != "none" and rec.completion:
-            reasons = tuple(rec.reasons)
             self.cache.put(
-                cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, reasons, rec
+                cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, rec.reasons, rec
             )
         return rec
 

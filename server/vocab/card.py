@@ -57,8 +57,9 @@ def summary(rec: RouteDecision) -> str:
     return f"synconfroute: {rec.route} ({', '.join(rec.reasons)}{conf})"
 
 
-def route_card(rec: RouteDecision) -> str:
-    """The Markdown card shown on hover over the line of the last completion."""
+def route_card(rec: RouteDecision, *, markdown: bool = True) -> str:
+    """The card shown on hover over the line of the last completion: Markdown, or plain
+    text (`synconfroute complete` prints it under the completion)."""
     lines = [f"**synconfroute**: {rec.route}, {_ROUTE_TITLE.get(rec.route, rec.route)}", ""]
     if rec.reasons:
         lines.append("- why:")
@@ -112,4 +113,5 @@ def route_card(rec: RouteDecision) -> str:
         lines.append(f"- the local model had offered: `{first}`")
     for err in rec.errors:
         lines.append(f"- problem: {err}")
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    return text if markdown else text.replace("**", "").replace("`", "")

@@ -8,7 +8,7 @@ import attrs
 
 from synconfroute.clients.errors import BackendError
 
-from .kinds import Route, SyntaxStatus
+from .kinds import Policy, Reason, Route, SyntaxStatus
 
 Tier = Literal["local", "remote"]
 
@@ -45,8 +45,8 @@ class Truncation:
 class RouteDecision:
     completion: str
     route: Route
-    reasons: list[str]
-    policy: str
+    reasons: tuple[Reason, ...]
+    policy: Policy
     confidence: float | None
     threshold: float
     syntax: SyntaxInfo | None

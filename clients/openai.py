@@ -238,6 +238,8 @@ class OpenAIBackend:
             "stop": stops,
             "stream": self._stream,
         }
+        if request.priority is not None:
+            body["priority"] = request.priority
         if request.single_line:
             # The server ends the line itself, so the stream ends cleanly and the
             # connection is reused; hanging up after the first line aborts the request
@@ -587,8 +589,14 @@ class OpenAIBackend:
                 Problem(
                     "warning",
                     f"no FIM template is known for model {self._model!r}: the remote model "
-                    "will only see the text before the cursor",
-                    fix=f"set the remote template explicitly (one of: {names})",
+                    "will only see the text before the cursor. Routing is unchanged (the "
+                    "local answer decides what escalates), but every escalated completion "
+                    "is written blind to the code after the cursor and shown without a "
+                    "syntax check: inside a line or block it may repeat or clash with "
+                    "that code, so escalations may be worse than the local answer they "
+                    "replace",
+                    fix=f"set the remote template explicitly (one of: {names}), or use a "
+                    "FIM-trained remote model",
                 )
             )
         base = ProbeReport(

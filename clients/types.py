@@ -36,6 +36,9 @@ class CompletionRequest:
     repo: str = ""
     repo_path: str = ""
     single_line: bool = False
+    # vLLM's request priority (lower is served first; the server must run with
+    # `--scheduling-policy priority`, which rejects none); None: the field is not sent.
+    priority: int | None = None
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or None."""

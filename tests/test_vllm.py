@@ -11,6 +11,8 @@ healthy server cannot show.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncGenerator, AsyncIterator
 
 import httpx
@@ -24,8 +26,10 @@ from synconfroute.clients import (
     RequestRejected,
 )
 from synconfroute.clients.openai import OpenAIBackend
+from synconfroute.server.commands.doctor import probe
+from synconfroute.server.settings.config import RemoteSettings
 from tests.fakes.http import closed_port
-from tests.vllm_server import MAX_MODEL_LEN, VllmServer
+from tests.vllm_server import MAX_MODEL_LEN, MAX_NUM_SEQS, VllmServer, until
 
 pytestmark = pytest.mark.slow
 
@@ -185,7 +189,7 @@ async def test_single_line_completions_share_one_connection(
         assert (done.text, done.finish_reason) == (" a + b", "stop")
     # vLLM ended each line itself: no request aborted, one connection for all ten.
     assert vllm.aborted_since(offset) == 0
-    assert len([a for a in vllm.access_since(offset) if a[2] == "/v1/completions"]) == 10
+    assert len([a for a in vllm.access_since(offset) if a.path == "/v1/completions"]) == 10
     assert vllm.connections_since(offset) == 1
 
 
@@ -196,3 +200,66 @@ async def test_single_line_may_start_on_the_next_line(backend: OpenAIBackend) ->
     done = await backend.complete(req)
     assert (done.text, done.finish_reason) == ("\ny = 20", "stop")
     assert "".join(t.text for t in done.tokens) == "\ny = 20"
+
+
+# -- request priority ----------------------------------------------------------------
+async def test_interactive_escalation_is_served_before_background_work(
+    vllm: VllmServer, backend: OpenAIBackend
+) -> None:
+    """The server runs `--scheduling-policy priority` with 4 slots. With the slots busy,
+    a background request queues first and an interactive one after it; the slot that
+    frees first goes to the interactive one."""
+    remote = RemoteSettings(priority=-1)
+    fill = {"model": vllm.model, "prompt": "numbers = [\n", "temperature": 0.0, "stream": True}
+    firsts: dict[str, float] = {}
+
+    async def filler(client: httpx.AsyncClient, max_tokens: int) -> None:
+        body = {**fill, "max_tokens": max_tokens}
+        async with client.stream("POST", "/completions", json=body) as resp:
+            async for _ in resp.aiter_lines():
+                pass
+
+    async def escalate(name: str, priority: int | None) -> None:
+        req = CompletionRequest(prefix=ADD.prefix, max_tokens=4, priority=priority)
+        async for chunk in backend.stream(req):
+            if chunk.text and name not in firsts:
+                firsts[name] = time.monotonic()
+
+    async with httpx.AsyncClient(
+        base_url=vllm.base_url,
+        headers={"Authorization": f"Bearer {vllm.api_key}"},
+        timeout=120.0,
+    ) as client:
+        # One slot frees after ~40 tokens, the other three much later.
+        fillers = [asyncio.create_task(filler(client, n)) for n in (40, 400, 400, 400)]
+        try:
+            assert await until(lambda: vllm.running() == MAX_NUM_SEQS, 60.0)
+            background = asyncio.create_task(
+                escalate("background", remote.request_priority(background=True))
+            )
+            assert await until(lambda: vllm.metric("vllm:num_requests_waiting") == 1, 30.0)
+            interactive = asyncio.create_task(escalate("interactive", remote.request_priority()))
+            assert await until(lambda: vllm.metric("vllm:num_requests_waiting") == 2, 30.0)
+            await asyncio.wait_for(interactive, 120.0)
+            assert "background" not in firsts  # still waiting for the next free slot
+        finally:
+            for task in fillers:
+                task.cancel()  # hang up: vLLM aborts them
+            await asyncio.gather(*fillers, return_exceptions=True)
+        await asyncio.wait_for(background, 120.0)
+    assert firsts["interactive"] < firsts["background"]
+    assert await until(lambda: vllm.running() == 0, 10.0)
+
+
+# -- doctor --------------------------------------------------------------------------
+async def test_doctor_finds_vllm_usable_and_explains_the_missing_template(
+    backend: OpenAIBackend,
+) -> None:
+    report = await probe(backend)
+    assert report.usable and report.reachable and report.model_present
+    assert report.version is not None and report.version.startswith("0.32")
+    assert report.logprobs is True and report.sample
+    assert report.prompt_mode == "prefix-only"
+    (warning,) = report.problems
+    assert "no FIM template" in warning.message
+    assert "escalated completion" in warning.message  # what it means for routing

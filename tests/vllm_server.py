@@ -14,6 +14,8 @@ about the server (docs/vllm.md has the wire facts):
 - `--scheduling-policy priority` orders waiting requests by their `priority` field; with
   no field all requests have priority 0 and are served in arrival order, as under the
   default FCFS policy, so one server with that policy serves every test;
+- `--max-num-seqs 4`: at most 4 requests run at once, so a queue (where priorities
+  matter) forms with a handful of requests, as under load on a real cluster;
 - the uvicorn access log names the client's port per request: distinct ports are the
   TCP connections the clients opened (`connections_since`); with `--enable-log-requests`
   each request the server aborted is logged (`aborted_since`).
@@ -21,12 +23,14 @@ about the server (docs/vllm.md has the wire facts):
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -36,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODEL_NAME = "smollm2"
 API_KEY = "synconfroute-test-key"
 MAX_MODEL_LEN = 2048
+MAX_NUM_SEQS = 4
 START_TIMEOUT_S = 300.0  # ~25 s idle; much more on a loaded 2-core machine
 # Keeps the server off the network and its usage statistics at home.
 SERVER_ENV = {
@@ -72,6 +77,17 @@ def free_port() -> int:
     return port
 
 
+@attrs.frozen
+class Access:
+    """One line of the server's access log."""
+
+    client: str  # the client's address
+    port: int  # the client's port: one per TCP connection
+    method: str
+    path: str
+    status: int
+
+
 @attrs.define
 class VllmServer:
     """One vLLM API server process; `start()` returns once it has answered a completion."""
@@ -79,6 +95,7 @@ class VllmServer:
     log_path: Path
     port: int = attrs.field(factory=free_port)
     policy: str = "priority"
+    max_num_seqs: int = MAX_NUM_SEQS
     extra_args: tuple[str, ...] = ()
     proc: subprocess.Popen[bytes] | None = None
     start_s: float | None = None  # process start to /health answering
@@ -124,6 +141,8 @@ class VllmServer:
             "80",
             "--scheduling-policy",
             self.policy,
+            "--max-num-seqs",  # few at once: a queue forms with a handful of requests
+            str(self.max_num_seqs),
             *self.extra_args,
         ]
 
@@ -204,21 +223,26 @@ class VllmServer:
     def log_offset(self) -> int:
         return self.log_path.stat().st_size
 
-    def access_since(self, offset: int) -> list[tuple[int, str, str, int]]:
-        """(client port, method, path, status) of each request logged after `offset`."""
+    def access_since(self, offset: int) -> list[Access]:
+        """Each request logged after `offset`, oldest first."""
         with self.log_path.open("rb") as f:
             f.seek(offset)
             text = f.read().decode(errors="replace")
-        return [
-            (int(m[2]), m[3], m[4], int(m[5]))
-            for m in _ACCESS.finditer(text)
-            if m[1] == "127.0.0.1"
-        ]
+        return [Access(m[1], int(m[2]), m[3], m[4], int(m[5])) for m in _ACCESS.finditer(text)]
 
-    def connections_since(self, offset: int, path: str = "/v1/completions") -> int:
+    def connections_since(
+        self, offset: int, path: str = "/v1/completions", client: str | None = None
+    ) -> int:
         """TCP connections that carried the requests to `path` logged after `offset`
-        (one client port per connection; the access log is written as a request ends)."""
-        return len({port for port, _, p, _ in self.access_since(offset) if p == path})
+        (one client port per connection; the access log is written as a request ends),
+        from `client` (an address) or any."""
+        return len(
+            {
+                (a.client, a.port)
+                for a in self.access_since(offset)
+                if a.path == path and client in (None, a.client)
+            }
+        )
 
     def metrics(self) -> dict[str, float]:
         """vLLM's Prometheus gauges and counters, summed over labels, by name."""
@@ -260,6 +284,16 @@ class VllmServer:
         )
 
 
+async def until(predicate: Callable[[], bool], within_s: float) -> bool:
+    """Poll `predicate` (it may block: it runs in a thread) until true or `within_s`."""
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        if await asyncio.to_thread(predicate):
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
 def attached() -> VllmServer | None:
     """A server already running (`python -m tests.vllm_server`), named by
     SYNCONFROUTE_TEST_VLLM=port:log-path: saves the start-up while working on the tests."""
@@ -276,8 +310,12 @@ if __name__ == "__main__":
 
     log = Path(tempfile.mkdtemp(prefix="vllm-")) / "server.log"
     server = VllmServer(log_path=log).start()
+    # Blocked only now: the server's processes must not inherit the mask.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # for sigwait
     print(f"SYNCONFROUTE_TEST_VLLM={server.port}:{log}", flush=True)
-    print(f"started in {server.start_s:.1f}s; Ctrl-C stops it", file=sys.stderr, flush=True)
+    print(
+        f"started in {server.start_s:.1f}s; Ctrl-C (SIGTERM) stops it", file=sys.stderr, flush=True
+    )
     try:
         signal.sigwait({signal.SIGINT, signal.SIGTERM})
     finally:

@@ -200,6 +200,7 @@ async def generate_record(
         max_tokens=max_tokens,
         stop=request_stops(single_line=single_line),
         single_line=single_line,
+        priority=settings.remote.request_priority(background=True),  # local tiers ignore it
         context_files=task.context_files,
         repo_path=f"{task.task_id}.{_EXT.get(task.language, 'txt')}" if task.context_files else "",
     )

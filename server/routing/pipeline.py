@@ -223,6 +223,7 @@ class Pipeline:
             temperature=0.0,
             deadline=deadline,
             single_line=single_line,
+            priority=self.settings.remote.request_priority() if tier == "remote" else None,
         )
 
     async def complete(self, ctx: CompletionContext, rules: Rules | None = None) -> RouteDecision:

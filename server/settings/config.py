@@ -39,6 +39,9 @@ def _doc(default: Any, doc: str, *, lo: float | None = None, hi: float | None = 
     return attrs.field(**kw)
 
 
+# How far below the editor's completions background work ranks (`remote.priority`).
+BACKGROUND_PRIORITY_STEP = 10
+
 LocalBackendKind = Literal["auto", "ollama", "openai", "embedded"]
 RemoteBackendKind = Literal["openai", "none"]
 MissingLogprobs = Literal["escalate", "trust"]
@@ -153,9 +156,25 @@ class RemoteSettings:
         lo=0,
     )
 
+    priority: int = _doc(
+        0,
+        "vLLM request priority of the editor's completions (lower is served first; the "
+        "server must run with `--scheduling-policy priority`: vLLM documents that it "
+        "refuses any value but 0 otherwise). 0 sends no priority; otherwise background work "
+        f"(`synconfroute eval`) sends this plus {BACKGROUND_PRIORITY_STEP}, so "
+        "interactive escalations rank above it.",
+    )
+
     @property
     def all_urls(self) -> list[str]:
         return [u for u in [self.url, *self.urls] if u]
+
+    def request_priority(self, *, background: bool = False) -> int | None:
+        """The `priority` to send, or None (0 is vLLM's default, and the only value a
+        server without the priority policy takes)."""
+        if self.priority == 0:
+            return None
+        return self.priority + (BACKGROUND_PRIORITY_STEP if background else 0)
 
     @property
     def configured(self) -> bool:

@@ -11,7 +11,8 @@ import pytest
 from synconfroute.server.learning.ledger import Ledger
 from synconfroute.server.routing.router import Reason
 from synconfroute.server.vocab.card import WHY, route_card
-from synconfroute.server.vocab.record import RouteDecision, SyntaxInfo
+from synconfroute.server.vocab.record import RouteDecision
+from synconfroute.server.vocab.verdict import Verdict
 
 
 def _rec(reasons: list[str], **kw: object) -> RouteDecision:
@@ -22,7 +23,7 @@ def _rec(reasons: list[str], **kw: object) -> RouteDecision:
         "policy": "synconf",
         "confidence": -0.2,
         "threshold": -0.5,
-        "syntax": SyntaxInfo(status="valid", mode="tree-sitter", checker="tree-sitter"),
+        "syntax": Verdict(valid=True, status="valid", mode="tree-sitter", checker="tree-sitter"),
         "local_model": "smollm2",
         "remote_model": None,
     }
@@ -45,7 +46,8 @@ def test_card_for_each_reason_says_why_in_words(reason: str) -> None:
 
 
 def test_card_names_the_mode_once_and_the_checker_only_when_it_differs() -> None:
-    bad = SyntaxInfo(
+    bad = Verdict(
+        valid=False,
         status="invalid",
         mode="tree-sitter",
         checker="tree-sitter",
@@ -56,7 +58,7 @@ def test_card_names_the_mode_once_and_the_checker_only_when_it_differs() -> None
     card = route_card(_rec(["syntax-invalid", "remote-ok"], route="remote", syntax=bad))
     assert "- syntax: invalid (tree-sitter) at line 2, column 12: missing ')'" in card
     assert "tree-sitter, tree-sitter" not in card
-    confirmed = SyntaxInfo(status="invalid", mode="confirm", checker="g++", message="x")
+    confirmed = Verdict(valid=False, status="invalid", mode="confirm", checker="g++", message="x")
     assert "- syntax: invalid (confirm: g++): x" in route_card(
         _rec(["syntax-invalid"], syntax=confirmed)
     )

@@ -18,7 +18,8 @@ from synconfroute.clients.types import Backend, Completion, CompletionRequest, l
 
 from ..settings.config import PrivacySettings, Settings
 from ..vocab.positions import cap_window
-from ..vocab.record import RouteDecision, SyntaxInfo, Truncation
+from ..vocab.record import RouteDecision, Truncation
+from ..vocab.verdict import Verdict
 from ..workspace import crossfile, privacy
 from . import router
 from .cache import CompletionCache
@@ -524,7 +525,7 @@ class Pipeline:
             rec.truncated["local"] = cut
         return text
 
-    async def _check(self, ctx: CompletionContext, text: str) -> SyntaxInfo:
+    async def _check(self, ctx: CompletionContext, text: str) -> Verdict:
         assert self.gate is not None
         if self.gate.blocking:
             return await asyncio.to_thread(self.gate.check, ctx, text)
@@ -532,13 +533,13 @@ class Pipeline:
 
     async def _trimmed(
         self, ctx: CompletionContext, text: str, deadline: float, *, skip: int = 0
-    ) -> tuple[str, SyntaxInfo | None] | None:
+    ) -> tuple[str, Verdict | None] | None:
         """`gate_trimmed` with this request's gate and deadline (in the gate's thread
         when its checks block)."""
         gate = self.gate
         assert gate is not None
 
-        def trim() -> tuple[str, SyntaxInfo | None] | None:
+        def trim() -> tuple[str, Verdict | None] | None:
             return gate_trimmed(
                 text,
                 lambda run: gate.check(ctx, run),

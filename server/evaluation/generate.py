@@ -37,6 +37,7 @@ from synconfroute.clients.errors import (
     FimUnsupported,
     ModelNotFound,
 )
+from synconfroute.clients.plan import dataset_plan
 from synconfroute.clients.types import Backend, CompletionRequest, TokenLogprob, line_end
 
 from ..routing.context import make_context
@@ -205,6 +206,7 @@ async def generate_record(
         priority=settings.remote.request_priority(background=True),  # local tiers ignore it
         context_files=task.context_files,
         repo_path=f"{task.task_id}.{_EXT.get(task.language, 'txt')}" if task.context_files else "",
+        plan=dataset_plan(f"task {task.task_id}", len(ctx.prefix) + len(ctx.suffix)),
     )
 
     def finish(

@@ -20,7 +20,7 @@ from ..settings.config import PrivacySettings, Settings
 from ..vocab.positions import cap_window
 from ..vocab.record import RouteDecision, Truncation
 from ..vocab.verdict import Verdict
-from ..workspace import crossfile, privacy
+from ..workspace import crossfile, egress, privacy
 from . import router
 from .cache import CompletionCache
 from .request import CompletionContext, Gate
@@ -45,18 +45,9 @@ def remote_access(
         return "not-configured"
     if settings.privacy.local_only:
         return "local-only"
-    if privacy.never_send(_patterns(settings), path, roots):
+    if egress.check_path(path, roots, settings.privacy) is not None:
         return "privacy-blocked"
     return "ok"
-
-
-def _patterns(settings: Settings) -> tuple[str, ...]:
-    p = settings.privacy
-    return privacy.patterns(p.never_send, p.secret_files)
-
-
-def _private(patterns: tuple[str, ...], path: str, roots: tuple[str, ...]) -> bool:
-    return privacy.never_send(patterns, path, roots)
 
 
 def display_path(path: str, roots: tuple[str, ...]) -> str:
@@ -117,6 +108,8 @@ class Pipeline:
         # The other files whose code each remote call carries (cross-file context).
         self._remote_context: dict[asyncio.Future[Completion], tuple[str, ...]] = {}
         self.remote_revoked = False  # the settings no longer name this remote
+        # Every remote send passes this check, under the settings of its moment.
+        self.egress = egress.guard(remote, lambda: self.settings)
 
     @property
     def settings(self) -> Settings:
@@ -152,10 +145,9 @@ class Pipeline:
         before it escalates, and a remote call they no longer allow is cancelled."""
         self._settings = attrs.evolve(self._settings, privacy=privacy)
         self.remote_revoked = self.remote_revoked or remote_revoked
-        pats = _patterns(self.settings)
         for call, ctx in self._remote_calls.items():
             carried = self._remote_context.get(call, ())
-            now_private = any(_private(pats, p, ctx.roots) for p in carried)
+            now_private = any(egress.check_path(p, ctx.roots, privacy, "context") for p in carried)
             if not call.done() and (self.access(ctx) != "ok" or now_private):
                 log.info("privacy settings changed: cancelling a remote request in flight")
                 self._revoked.add(call)
@@ -182,9 +174,9 @@ class Pipeline:
             return crossfile.fit(ctx.crossfile, budget, lambda p: True)
         if self.settings.privacy.local_only:
             return []
-        pats = _patterns(self.settings)
+        p = self.settings.privacy
         return crossfile.fit(
-            ctx.crossfile, budget, lambda p: not privacy.never_send(pats, p, ctx.roots)
+            ctx.crossfile, budget, lambda f: not egress.check_path(f, ctx.roots, p, "context")
         )
 
     def _note_context(
@@ -225,6 +217,13 @@ class Pipeline:
             deadline=deadline,
             single_line=single_line,
             priority=self.settings.remote.request_priority() if tier == "remote" else None,
+            plan=egress.make_plan(
+                tier,
+                ctx.path,
+                ctx.roots,
+                window_chars=len(prefix) + len(suffix),
+                context=[(f.path, len(f.text)) for f in files],
+            ),
         )
 
     async def complete(self, ctx: CompletionContext, rules: Rules | None = None) -> RouteDecision:

@@ -37,6 +37,10 @@ class CompletionRequest:
     repo: str = ""
     repo_path: str = ""
     single_line: bool = False
+    # Cap on the prediction's time from its first token (seconds): the backend ends the
+    # generation there with finish reason "length" (a first line shown fast beats five
+    # lines shown late). None: only max_tokens and the deadline bound it.
+    max_predict_s: float | None = None
     # What the prompt is made of, by resolved real path (server/egress.py): the remote
     # client's send path hands it to the egress check; no plan, no remote send.
     plan: PromptPlan | None = None

@@ -83,6 +83,18 @@ def threshold_for_share(outcomes: list[Outcome], share: float) -> float:
     return confs[i]
 
 
+def workload(a: argparse.Namespace, threshold: float) -> Workload:
+    return Workload(
+        requests_per_min=a.rate,
+        threshold=threshold,
+        seconds=a.seconds,
+        seed=a.seed,
+        deadline_s=a.deadline_ms / 1000,
+        prompt_tokens=a.prompt_tokens,
+        output_tokens=a.output_tokens,
+    )
+
+
 def size_for(
     outcomes: list[Outcome], a: argparse.Namespace, threshold: float, cluster: Cluster
 ) -> Cluster:
@@ -92,9 +104,7 @@ def size_for(
     still have room in every step."""
     for n in range(1, 200):
         c = attrs.evolve(cluster, replicas=n)
-        w = Workload(
-            developers=a.nominal, requests_per_min=a.rate, threshold=threshold, seconds=120
-        )
+        w = attrs.evolve(workload(a, threshold), developers=a.nominal, seconds=120)
         if simulate(outcomes, w, c, Control()).remote_in_time >= 0.999:
             return c
     return cluster
@@ -127,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=2.0, help="requests a developer-minute")
     ap.add_argument("--seconds", type=float, default=300.0, help="simulated steady state")
     ap.add_argument("--budget", type=float, default=0.3)
+    ap.add_argument("--deadline-ms", type=float, default=4000.0)
+    ap.add_argument("--prompt-tokens", type=int, default=1500)
+    ap.add_argument("--output-tokens", type=int, default=16)
+    ap.add_argument("--max-seqs", type=int, default=256, help="vLLM's --max-num-seqs")
+    ap.add_argument(
+        "--prefill-ms", type=float, default=0.13, help="prefill cost a prompt token (ms)"
+    )
     ap.add_argument("--calibrate", default="", help='measured sweep "c:step_ms,c:step_ms,..."')
     ap.add_argument("--plot", type=Path, help="write the figure here")
     ap.add_argument("--seed", type=int, default=0)
@@ -135,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         load_outcomes(a.records, remote_pass=a.remote_pass), a.local_median_ms / 1000
     )
     threshold = threshold_for_share(outcomes, a.share)
-    cluster = Cluster()
+    cluster = Cluster(max_seqs=a.max_seqs, prefill_s=a.prefill_ms / 1000)
     if a.calibrate:
         pairs = [p.split(":") for p in a.calibrate.split(",")]
         step, per = calibrate([int(c) for c, _ in pairs], [float(s) / 1000 for _, s in pairs])
@@ -158,13 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[tuple[int, Result]]] = {p: [] for p in POLICIES}
     for devs in (int(x) for x in a.developers.split(",")):
         for policy in POLICIES:
-            w = Workload(
-                developers=devs,
-                requests_per_min=a.rate,
-                threshold=threshold,
-                seconds=a.seconds,
-                seed=a.seed,
-            )
+            w = attrs.evolve(workload(a, threshold), developers=devs)
             r = simulate(outcomes, w, cluster, Control(policy=policy, budget=a.budget))  # type: ignore[arg-type]
             results[policy].append((devs, r))
             print(row(devs, policy, r), flush=True)

@@ -107,6 +107,8 @@ async def warm(backend: Backend) -> None:
     if isinstance(backend, EmbeddedBackend):
         try:
             await backend.load()
+            # The speed the first request's budget is sized from (`time_budget`).
+            await backend.calibrate()
         except BackendError as exc:
             log.info("could not load the embedded model ahead of time: %s", exc)
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import attrs
 
+from synconfroute.clients._speed import Rates
 from synconfroute.clients.errors import BackendError, BackendTimeout
 from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
 
@@ -21,7 +22,7 @@ from ..vocab.positions import cap_window
 from ..vocab.record import RouteDecision, Truncation
 from ..vocab.verdict import Verdict
 from ..workspace import crossfile, egress, privacy
-from . import router
+from . import router, time_budget
 from .cache import CompletionCache
 from .request import CompletionContext, Gate
 from .router import LocalEvidence, Reason, RemoteAccess, Rules
@@ -34,6 +35,7 @@ from .text_rules import (
     truncation,
     wants_multiline,
 )
+from .time_budget import TierBudget
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,15 @@ class _LocalRun:
     @property
     def available(self) -> bool:
         return self.error is None
+
+
+# How late the pipeline cuts a prediction past its time cap (`local.max_predict_ms`):
+# the embedded worker ends there by itself; Ollama does not know the cap.
+_PREDICT_SLACK_S = 0.05
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 class Pipeline:
@@ -185,23 +196,46 @@ class Pipeline:
         """Record which files fed `tier`'s prompt (and how many bytes); returns the bytes."""
         if not ctx.crossfile:
             return 0
-        prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)
+        prefix, suffix = self._window(ctx, tier, max_chars)
         files = self.context_files(ctx, tier, max_chars - len(prefix) - len(suffix))
         for f in files:
             rec.context_files.append((display_path(f.path, ctx.roots), f.bytes, tier))
         return sum(f.bytes for f in files)
 
+    def local_budget(self) -> TierBudget:
+        """The local tier's total prompt and prediction budget, from its measured speed."""
+        rates = getattr(self.local, "rates", None)
+        return time_budget.local_budget(
+            self.settings.local,
+            self.settings.completion,
+            rates if isinstance(rates, Rates) else None,
+        )
+
+    def _window(self, ctx: CompletionContext, tier: str, max_chars: int) -> tuple[str, str]:
+        """The prefix and suffix `tier` sees: the local window's start on a line grid (its
+        KV cache survives typing), no suffix for a local model that only sees the prefix."""
+        if tier != "local":
+            return cap_window(ctx.prefix, ctx.suffix, max_chars)
+        prefix_only = getattr(self.local, "prompt_mode", None) == "prefix-only"
+        return time_budget.anchored_window(
+            ctx.prefix, ctx.suffix, max_chars, prefix_only=prefix_only
+        )
+
     def _request(
         self,
         ctx: CompletionContext,
-        deadline: float,
+        deadline: float | None,
         max_chars: int,
         tier: str = "local",
         *,
         single_line: bool,
+        budget: TierBudget | None = None,
     ) -> CompletionRequest:
         c = self.settings.completion
-        prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)  # per tier
+        prefix, suffix = self._window(ctx, tier, max_chars)  # per tier
+        # The time cap is for several lines: one line ends at its end, and half a line
+        # is no completion.
+        capped = budget is not None and not single_line
         files = self.context_files(ctx, tier, max_chars - len(prefix) - len(suffix))
         return CompletionRequest(
             context_files=tuple((display_path(f.path, ctx.roots), f.text) for f in files),
@@ -211,11 +245,12 @@ class Pipeline:
             suffix=suffix,
             language=ctx.language,
             path=ctx.path,
-            max_tokens=c.max_tokens,
+            max_tokens=budget.max_tokens if budget is not None and capped else c.max_tokens,
             stop=request_stops(single_line=single_line),
             temperature=0.0,
             deadline=deadline,
             single_line=single_line,
+            max_predict_s=budget.max_predict_s if budget is not None and capped else None,
             priority=self.settings.remote.request_priority() if tier == "remote" else None,
             plan=egress.make_plan(
                 tier,
@@ -225,6 +260,25 @@ class Pipeline:
                 context=[(f.path, len(f.text)) for f in files],
             ),
         )
+
+    async def prefill(self, ctx: CompletionContext) -> dict[str, object] | None:
+        """Evaluate the prompt a local request at `ctx` would send, ahead of it, at low
+        priority (the backend's `prefill`: any request preempts it); None when the local
+        backend cannot prefill."""
+        fill = getattr(self.local, "prefill", None)
+        if fill is None:
+            return None
+        budget = self.local_budget()
+        multiline = wants_multiline(ctx.prefix, self.settings.completion.multiline)
+        request = self._request(
+            ctx,
+            None,
+            budget.prompt_chars,
+            single_line=not (multiline and budget.multiline),
+            budget=budget,
+        )
+        stats: dict[str, object] = await fill(request)
+        return stats
 
     async def complete(self, ctx: CompletionContext, rules: Rules | None = None) -> RouteDecision:
         """One request under `rules` (resolved once for it by the caller; by default
@@ -265,10 +319,14 @@ class Pipeline:
 
         # 1. Local tier, cut short as soon as k tokens say "escalate" (or, single-line,
         # as soon as the line ends).
+        budget = self.local_budget()
         if self.local is not None:
-            self._note_context(rec, ctx, "local", self.settings.local.max_prompt_chars)
-        multiline = wants_multiline(ctx.prefix, self.settings.completion.multiline)
-        run = await self._run_local(ctx, deadline, rules, access, multiline)
+            self._note_context(rec, ctx, "local", budget.prompt_chars)
+        # Several lines only when they can arrive within the prediction's time cap.
+        multiline = (
+            wants_multiline(ctx.prefix, self.settings.completion.multiline) and budget.multiline
+        )
+        run = await self._run_local(ctx, deadline, rules, access, multiline, budget)
         rec.latency_ms["local_total"] = run.total_s * 1000
         if run.first_token_s is not None:
             rec.latency_ms["local_first_token"] = run.first_token_s * 1000
@@ -308,7 +366,7 @@ class Pipeline:
         if not remote_ok and run.cut and self._clock() < deadline:
             # We cut the local stream for an escalation that failed: finish the
             # local completion after all, so the user may still get something.
-            run = await self._run_local(ctx, deadline, rules, "not-configured", multiline)
+            run = await self._run_local(ctx, deadline, rules, "not-configured", multiline, budget)
             rec.latency_ms["local_rerun"] = run.total_s * 1000
             local_text = self._local_text(run, ctx, rec, multiline)
             ev = attrs.evolve(ev, available=run.available, text=local_text, timed_out=run.timed_out)
@@ -408,7 +466,9 @@ class Pipeline:
         if run.cut and self._clock() >= deadline:
             ev = attrs.evolve(ev, text=local_text)
         elif run.cut:
-            run = await self._run_local(ctx, deadline, rules, access, multiline)
+            run = await self._run_local(
+                ctx, deadline, rules, access, multiline, self.local_budget()
+            )
             rec.latency_ms["local_rerun"] = run.total_s * 1000
             self._note_local_error(rec, run)
             local_text = self._local_text(run, ctx, rec, multiline)
@@ -447,6 +507,7 @@ class Pipeline:
         rules: Rules,
         access: RemoteAccess,
         multiline: bool,
+        budget: TierBudget,
     ) -> _LocalRun:
         run = _LocalRun()
         if self.local is None:
@@ -461,13 +522,15 @@ class Pipeline:
             b = self.settings.local
             total_end = min(deadline, started + b.total_ms / 1000)
             first_end = min(total_end, started + b.first_token_ms / 1000)
-        max_chars = self.settings.local.max_prompt_chars
         stream = self.local.stream(
-            self._request(ctx, deadline, max_chars, single_line=not multiline)
+            self._request(
+                ctx, deadline, budget.prompt_chars, single_line=not multiline, budget=budget
+            )
         )
+        predict_end: float | None = None  # the prediction's time cap, once the first token came
         try:
             while True:
-                end = first_end if run.first_token_s is None else total_end
+                end = first_end if run.first_token_s is None else _earliest(total_end, predict_end)
                 try:
                     async with asyncio.timeout(
                         None if end is None else max(0.0, end - self._clock())
@@ -476,6 +539,11 @@ class Pipeline:
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
+                    if predict_end is not None and end == predict_end != total_end:
+                        # The time cap (a backend that does not end there by itself):
+                        # what came is the completion, cut like a token cap cuts it.
+                        run.finish_reason = "length"
+                        break
                     run.timed_out = True
                     b = self.settings.local
                     what = (
@@ -487,6 +555,9 @@ class Pipeline:
                     break
                 if chunk.text and run.first_token_s is None:
                     run.first_token_s = self._clock() - started
+                    if multiline and budget.max_predict_s is not None:
+                        # A little slack: a backend that honours the cap ends first.
+                        predict_end = self._clock() + budget.max_predict_s + _PREDICT_SLACK_S
                 run.text += chunk.text
                 run.logprobs.extend(t.logprob for t in chunk.tokens)
                 run.has_logprobs = run.has_logprobs and chunk.logprobs

@@ -109,6 +109,25 @@ class LocalSettings:
         "machine, neither budget applies: the local tier has the whole deadline.",
         lo=10,
     )
+    first_token_target_ms: float = _doc(
+        700.0,
+        "Size the local prompt so that, evaluated cold, its first token comes within this "
+        "time: the prompt-evaluation rate is measured (embedded: when the model loads, "
+        "then on every request; Ollama: from its reported timings) and the window holds "
+        "what that rate reads in this time, at least a few lines, at most "
+        "`max_prompt_chars`. Typing reuses the evaluated prompt (its start stays on a "
+        "coarse line grid). 0 = only `max_prompt_chars`.",
+        lo=0,
+    )
+    max_predict_ms: float = _doc(
+        300.0,
+        "Cap on a multi-line local prediction's time from its first token: the completion "
+        "ends there (cut to whole lines), and a multi-line completion is only asked for "
+        "when the measured decode rate fits about two lines (12 tokens) in this time; a "
+        "single-line completion ends at its line end. 0 = no cap (only "
+        "`completion.max_tokens`).",
+        lo=0,
+    )
 
 
 @attrs.define

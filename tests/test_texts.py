@@ -133,7 +133,7 @@ def test_settings_reads_as_text_with_sources(tmp_path: Path) -> None:
 def test_card_lists_latency_in_the_order_things_happen() -> None:
     rec = _rec(
         ["confident-and-valid"],
-        latency_ms={"total": 9.0, "gate": 1.0, "local_total": 8.0, "local_first_token": 3.0},
+        latency=Latency(total=9.0, gate=1.0, local_total=8.0, local_first_token=3.0),
     )
     (line,) = [ln for ln in route_card(rec).splitlines() if ln.startswith("- latency")]
     assert line == (

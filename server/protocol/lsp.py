@@ -115,6 +115,17 @@ class _ClientLogHandler(logging.Handler):
         super().__init__(logging.WARNING)
         self.server = server
 
+    def format(self, record: logging.LogRecord) -> str:
+        # Never a traceback to the client: the message, and the exception's name and text
+        # (pygls puts tracebacks in the message itself); the server log has the rest.
+        text = record.getMessage().split("\nTraceback (most recent call last):", 1)[0]
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            text += f": {type(exc).__name__}: {exc}"
+        if record.exc_info or text != record.getMessage():
+            text += " (the server log has the details)"
+        return text
+
     def emit(self, record: logging.LogRecord) -> None:
         try:
             kind = t.MessageType.Error if record.levelno >= logging.ERROR else t.MessageType.Warning

@@ -16,7 +16,6 @@ from pygls.protocol.language_server import lsp_method
 
 from .. import __version__
 from ..learning.ledger import Ledger
-from ..learning.retention import DEFAULT_DELAYS
 from ..session.session import Completed, DocumentNotOpen, Edit, Session
 from ..settings import config
 from ..syntax.languages import LANGUAGES
@@ -120,6 +119,17 @@ class _ClientLogHandler(logging.Handler):
         super().__init__(logging.WARNING)
         self.server = server
 
+    def format(self, record: logging.LogRecord) -> str:
+        # Never a traceback to the client: the message, and the exception's name and text
+        # (pygls puts tracebacks in the message itself); the server log has the rest.
+        text = record.getMessage().split("\nTraceback (most recent call last):", 1)[0]
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            text += f": {type(exc).__name__}: {exc}"
+        if record.exc_info or text != record.getMessage():
+            text += " (the server log has the details)"
+        return text
+
     def emit(self, record: logging.LogRecord) -> None:
         try:
             kind = t.MessageType.Error if record.levelno >= logging.ERROR else t.MessageType.Warning
@@ -133,6 +143,10 @@ def _show(server: LanguageServer, level: str, text: str) -> None:
 
 
 def _report_issues(server: LanguageServer, issues: list[config.SettingsIssue]) -> None:
+    closed = [i for i in issues if i.fail_closed]
+    if closed:  # one clear error: which privacy value could not be read
+        _show(server, "error", "synconfroute: " + "; ".join(str(i) for i in closed))
+        issues = [i for i in issues if not i.fail_closed]
     if issues:
         text = "synconfroute settings: " + "; ".join(str(i) for i in issues)
         _show(server, "warning", text)
@@ -158,7 +172,7 @@ def create_server(
         show_message=lambda level, text: _show(server, level, text),
         ledger=Ledger(ledger_path),
         roots=lambda: _workspace_roots(server),
-        retention_delays=DEFAULT_DELAYS if retention_after is None else retention_after,
+        retention_delays=retention_after,
     )
     logging.getLogger().addHandler(_ClientLogHandler(server))
 
@@ -187,9 +201,12 @@ def create_server(
 
 def initialize(ls: SynConfRouteServer, params: t.InitializeParams) -> None:
     enc = ls.workspace.position_encoding or t.PositionEncodingKind.Utf16
-    ls.session.encoding = _ENCODINGS.get(str(enc), "utf-16")
+    ls.session.negotiated(_ENCODINGS.get(str(enc), "utf-16"))
     issues = ls.session.apply_overrides(init=_options(params.initialization_options) or {})
-    _report_issues(ls, ls.session.load_issues + issues)
+    _report_issues(ls, ls.session.settings_state.load_issues + issues)
+    ws_caps = params.capabilities.workspace
+    if ws_caps is not None and ws_caps.configuration:
+        ls.session.expect_workspace_configuration()  # pulled at `initialized`
     caps = params.capabilities.text_document
     if caps is None or caps.inline_completion is None:
         # Emacs/eglot, Helix, Neovim < 0.12: offer the same completion through
@@ -306,7 +323,7 @@ async def completion(ls: SynConfRouteServer, params: t.CompletionParams) -> t.Co
         return t.CompletionList(is_incomplete=True, items=[])
     rec = done.decision
     line, col = done.start
-    word_start = t.Position(line, col - advance(0, 0, done.word, ls.session.encoding)[1])
+    word_start = t.Position(line, col - advance(0, 0, done.word, ls.session.docs.encoding)[1])
     new_text = done.word + done.insert_text
     first = done.insert_text.strip().split("\n", 1)[0]
     item = t.CompletionItem(
@@ -421,7 +438,8 @@ async def _pull_configuration(ls: SynConfRouteServer) -> None:
             t.ConfigurationParams(items=[t.ConfigurationItem(section=SECTION)])
         )
     except Exception as exc:  # a client that fails the request must not stop us
-        log.warning("workspace/configuration failed: %s", exc)
+        log.warning("workspace/configuration failed: %s; no workspace settings apply", exc)
+        ls.session.apply_overrides(workspace={})
         return
     pulled = _options(result[0]) if result else None
     _report_issues(ls, ls.session.apply_overrides(workspace=pulled or {}))

@@ -16,10 +16,9 @@ import attrs
 from synconfroute.clients.errors import BackendError, BackendTimeout
 from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
 
-from . import crossfile, privacy, router
+from . import crossfile, privacy, prompt_split, router
 from .cache import CompletionCache
 from .config import PrivacySettings, Settings
-from .positions import cap_window
 from .record import RouteDecision, SyntaxInfo, Truncation
 from .request import CompletionContext, Gate
 from .router import LocalEvidence, Reason, RemoteAccess, Rules
@@ -224,6 +223,8 @@ class Pipeline:
         self._remote_context: dict[asyncio.Future[Completion], tuple[str, ...]] = {}
         self.remote_revoked = False  # the settings no longer name this remote
         self.threshold_override: float | None = None  # routing.adaptive's current value
+        # The context each (document, tier) got last: kept while the ranking agrees.
+        self._sticky = prompt_split.Sticky()
 
     # -- lifetime and live privacy -------------------------------------------
     def hold(self) -> None:
@@ -274,35 +275,40 @@ class Pipeline:
             semantic=r.semantic,
         )
 
-    def context_files(
-        self, ctx: CompletionContext, tier: str, room: int
-    ) -> list[crossfile.ContextFile]:
-        """The cross-file context one tier gets: within its budget and the `room` its
-        prompt cap leaves after the prefix and suffix; for the remote tier, never a file
-        the privacy settings of this moment keep on the machine."""
-        if not ctx.crossfile:
-            return []
-        t = self.settings.remote if tier == "remote" else self.settings.local
-        budget = min(t.context_tokens * crossfile.CHARS_PER_TOKEN, room)
-        if budget <= 0:
-            return []
+    def context_allowed(self, ctx: CompletionContext, tier: str) -> Callable[[str], bool]:
+        """Which other files may feed `tier`'s prompt, under the settings of this moment:
+        any for the local tier; for the remote tier, none unless the user sends context
+        there (`remote.send_context`), and never a file privacy keeps on the machine."""
         if tier != "remote":
-            return crossfile.fit(ctx.crossfile, budget, lambda p: True)
-        if self.settings.privacy.local_only:
-            return []
+            return lambda p: True
+        if self.settings.privacy.local_only or not self.settings.remote.send_context:
+            return lambda p: False
         pats = _patterns(self.settings)
-        return crossfile.fit(
-            ctx.crossfile, budget, lambda p: not privacy.never_send(pats, p, ctx.roots)
+        return lambda p: not privacy.never_send(pats, p, ctx.roots)
+
+    def tier_prompt(self, ctx: CompletionContext, tier: str) -> prompt_split.TierPrompt:
+        """`tier`'s prompt parts: other files' code and recent edits within its share of
+        the budget, the prefix and suffix cut at their far ends to the rest."""
+        t = self.settings.remote if tier == "remote" else self.settings.local
+        return prompt_split.assemble(
+            prefix=ctx.prefix,
+            suffix=ctx.suffix,
+            ranked=ctx.crossfile,
+            chunks=ctx.recent_edits,
+            total_chars=t.max_prompt_chars,
+            context_tokens=t.context_tokens,
+            allowed=self.context_allowed(ctx, tier),
+            sticky=self._sticky,
+            key=(ctx.path, tier),
         )
 
-    def _note_context(
-        self, rec: RouteDecision, ctx: CompletionContext, tier: str, max_chars: int
-    ) -> int:
+    def context_files(self, ctx: CompletionContext, tier: str) -> list[crossfile.ContextFile]:
+        """Everything from other files that `tier`'s prompt holds, in prompt order."""
+        return list(self.tier_prompt(ctx, tier).files)
+
+    def _note_context(self, rec: RouteDecision, ctx: CompletionContext, tier: str) -> int:
         """Record which files fed `tier`'s prompt (and how many bytes); returns the bytes."""
-        if not ctx.crossfile:
-            return 0
-        prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)
-        files = self.context_files(ctx, tier, max_chars - len(prefix) - len(suffix))
+        files = self.context_files(ctx, tier)
         for f in files:
             rec.context_files.append((display_path(f.path, ctx.roots), f.bytes, tier))
         return sum(f.bytes for f in files)
@@ -311,20 +317,19 @@ class Pipeline:
         self,
         ctx: CompletionContext,
         deadline: float,
-        max_chars: int,
         tier: str = "local",
         *,
         single_line: bool,
     ) -> CompletionRequest:
         c = self.settings.completion
-        prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)  # per tier
-        files = self.context_files(ctx, tier, max_chars - len(prefix) - len(suffix))
+        parts = self.tier_prompt(ctx, tier)
+        files = parts.files
         return CompletionRequest(
             context_files=tuple((display_path(f.path, ctx.roots), f.text) for f in files),
             repo=ctx.repo,
             repo_path=display_path(ctx.path, ctx.roots) if files else "",
-            prefix=prefix,
-            suffix=suffix,
+            prefix=parts.prefix,
+            suffix=parts.suffix,
             language=ctx.language,
             path=ctx.path,
             max_tokens=c.max_tokens,
@@ -354,8 +359,9 @@ class Pipeline:
         )
 
         cache_key = f"{rec.local_model}|{rec.remote_model}|{rules.policy}"
-        if ctx.crossfile:  # other context, other prompt: not the same completion
-            cache_key += f"|{hash(ctx.crossfile)}"
+        if ctx.crossfile or ctx.recent_edits:  # other context, other prompt
+            edits = tuple((c.path, c.text) for c in ctx.recent_edits)
+            cache_key += f"|{hash((ctx.crossfile, edits))}"
         hit = self.cache.get(cache_key, ctx.prefix, ctx.suffix)
         if hit is not None:
             rec.completion = hit.completion
@@ -372,7 +378,7 @@ class Pipeline:
         # 1. Local tier, cut short as soon as k tokens say "escalate" (or, single-line,
         # as soon as the line ends).
         if self.local is not None:
-            self._note_context(rec, ctx, "local", self.settings.local.max_prompt_chars)
+            self._note_context(rec, ctx, "local")
         multiline = wants_multiline(ctx.prefix, self.settings.completion.multiline)
         run = await self._run_local(ctx, deadline, rules, access, multiline)
         rec.latency_ms["local_total"] = run.total_s * 1000
@@ -438,20 +444,13 @@ class Pipeline:
         """(remote ok, its text), or None when a privacy change cancelled the call."""
         assert self.remote is not None
         t_remote = self._clock()
-        max_chars = self.settings.remote.max_prompt_chars
         call = asyncio.ensure_future(
-            self.remote.complete(
-                self._request(ctx, deadline, max_chars, "remote", single_line=not multiline)
-            )
+            self.remote.complete(self._request(ctx, deadline, "remote", single_line=not multiline))
         )
-        max_chars = self.settings.remote.max_prompt_chars
-        ctx_bytes = self._note_context(rec, ctx, "remote", max_chars)
+        ctx_bytes = self._note_context(rec, ctx, "remote")
         self._remote_calls[call] = ctx
-        if ctx.crossfile:
-            prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)
-            room = max_chars - len(prefix) - len(suffix)
-            files = self.context_files(ctx, "remote", room)
-            self._remote_context[call] = tuple(f.path for f in files)
+        if ctx.crossfile or ctx.recent_edits:
+            self._remote_context[call] = tuple(f.path for f in self.context_files(ctx, "remote"))
         try:
             result = await call
         except asyncio.CancelledError:
@@ -567,10 +566,7 @@ class Pipeline:
             b = self.settings.local
             total_end = min(deadline, started + b.total_ms / 1000)
             first_end = min(total_end, started + b.first_token_ms / 1000)
-        max_chars = self.settings.local.max_prompt_chars
-        stream = self.local.stream(
-            self._request(ctx, deadline, max_chars, single_line=not multiline)
-        )
+        stream = self.local.stream(self._request(ctx, deadline, single_line=not multiline))
         try:
             while True:
                 end = first_end if run.first_token_s is None else total_end

@@ -28,7 +28,7 @@ from synconfroute.clients.errors import (
 )
 from synconfroute.clients.types import Backend
 
-from . import config, crossfile
+from . import config, crossfile, recent_edits
 from .adaptive import Adaptive
 from .backends import choose_local, make_local, make_remote, warm
 from .card import route_card, summary
@@ -104,6 +104,7 @@ class Session:
         self.index: WorkspaceIndex | None = None
         self._index_stop = threading.Event()
         self.snippets = crossfile.SnippetCache()
+        self.recent = recent_edits.RecentEdits()  # chunks changed lately, any open file
 
     # -- the parts' state, as callers knew it ---------------------------------
     @property
@@ -355,16 +356,31 @@ class Session:
         key = uri_key(uri)
         watched = self.retention.watching(key)
         follow = functools.partial(self.retention.edit, key) if watched else None
+        before = self.documents.get(key)
+        old = before.text.text if before is not None else ""
         changed = self.docs.change(uri, edits, follow)
         if changed is None:
             return False
         st = changed.doc
+        self._note_edits(st, old, edits)
         if changed.accepted is not None and self.accept(changed.accepted):
             # The editor inserted our completion: its lines now hold it, keep the card.
             self.decision_log.track(
                 key, changed.accepted, changed.inserted_at, lambda: st.text.text
             )
         return changed.cleared
+
+    def _note_edits(self, st: DocState, old: str, edits: Sequence[Edit]) -> None:
+        """Feed the recent-edits ring (context for other files' prompts)."""
+        if not self.settings.completion.recent_edits or not edits:
+            return
+        new = st.text.text
+        for e in edits:
+            if e.start is None:
+                first, last = recent_edits.lines_of_sync(old, new)
+            else:
+                first, last = recent_edits.lines_of_range_edit(e.start[0], e.text)
+            self.recent.note(st.path, new, first, last)
 
     def close(self, uri: str) -> None:
         self.retention.close(uri_key(uri))  # what the document held last is its retention
@@ -429,8 +445,12 @@ class Session:
             except Exception:  # context is a bonus: never fail the completion over it
                 log.exception("cross-file context failed; completing with the file alone")
                 cands = ()
+            ctx = attrs.evolve(ctx, crossfile=cands)
+        if self.settings.completion.recent_edits:
+            ctx = attrs.evolve(ctx, recent_edits=tuple(self.recent.recent(exclude=st.path)))
+        if ctx.crossfile or ctx.recent_edits:
             repo = roots[0].rstrip("/").rsplit("/", 1)[-1] if roots else ""
-            ctx = attrs.evolve(ctx, crossfile=cands, repo=repo)
+            ctx = attrs.evolve(ctx, repo=repo)
         # Held until the request ends, so a settings change cannot close its backends.
         pipeline.hold()
         inner = asyncio.ensure_future(pipeline.complete(ctx))

@@ -38,6 +38,8 @@ HEADER_CHARS = 40  # what a file header costs, roughly, besides the path
 IMPORTED_UNSEEN = 0.8
 IMPORTED_SEEN = 0.3
 IMPORTED_FILE_BOOST = 3.0  # a definition in a file the imports point at
+TOP_KEPT = 3  # the best candidates a sticky context must hold to be kept (prompt_split)
+PACK = "mixed"  # how `fit` packs candidates (see fit_detail); scripts/bench_context_prompt.py
 SIGNATURE_CHARS = 160  # longest one-line signature kept (longer ones are cut at a comma)
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _KEYWORDS = frozenset(
@@ -422,7 +424,7 @@ class Fitted:
 
     files: list[ContextFile]
     picked: frozenset[tuple[str, int, str, str]]  # candidate keys
-    best: tuple[str, int, str, str] | None  # the best-ranked candidate that went in
+    top: tuple[tuple[str, int, str, str], ...]  # the best-ranked candidates that went in
 
 
 def key_of(c: Candidate) -> tuple[str, int, str, str]:
@@ -434,7 +436,7 @@ def fit(
     budget_chars: int,
     allowed: Callable[[str], bool],
     *,
-    pack: str = "mixed",
+    pack: str = "",
 ) -> list[ContextFile]:
     """The best candidates that `allowed` admits, within `budget_chars`, grouped by file."""
     return fit_detail(ranked, budget_chars, allowed, pack=pack).files
@@ -445,7 +447,7 @@ def fit_detail(
     budget_chars: int,
     allowed: Callable[[str], bool],
     *,
-    pack: str = "mixed",
+    pack: str = "",
 ) -> Fitted:
     """`fit`, with the candidates taken.
 
@@ -457,6 +459,7 @@ def fit_detail(
 
     Files come least relevant first: the most useful context sits next to the current
     file at the end of the prompt, where models attend most."""
+    pack = pack or PACK
     left = budget_chars
     pieces: dict[str, dict[tuple[str, int, str, str], tuple[Candidate, str]]] = {}
     verdict: dict[str, bool] = {}
@@ -511,5 +514,5 @@ def fit_detail(
         parts = sorted(pieces[p].values(), key=lambda ct: ct[0].line)
         files.append(ContextFile(p, "\n".join(t for _, t in parts) + "\n"))
     picked = frozenset(k for p in pieces.values() for k in p)
-    best = min(picked, key=lambda k: rank[k], default=None)
-    return Fitted(files, picked, best)
+    top = tuple(sorted(picked, key=lambda k: rank[k])[:TOP_KEPT])
+    return Fitted(files, picked, top)

@@ -286,16 +286,19 @@ class Pipeline:
         pats = _patterns(self.settings)
         return lambda p: not privacy.never_send(pats, p, ctx.roots)
 
-    def tier_prompt(self, ctx: CompletionContext, tier: str) -> prompt_split.TierPrompt:
-        """`tier`'s prompt parts: other files' code and recent edits within its share of
-        the budget, the prefix and suffix cut at their far ends to the rest."""
+    def tier_prompt(
+        self, ctx: CompletionContext, tier: str, total_chars: int | None = None
+    ) -> prompt_split.TierPrompt:
+        """`tier`'s prompt parts: other files' code and recent edits within their share of
+        the tier's budget (`total_chars`, default its `max_prompt_chars`), the prefix and
+        suffix cut at their far ends to the rest."""
         t = self.settings.remote if tier == "remote" else self.settings.local
         return prompt_split.assemble(
             prefix=ctx.prefix,
             suffix=ctx.suffix,
             ranked=ctx.crossfile,
             chunks=ctx.recent_edits,
-            total_chars=t.max_prompt_chars,
+            total_chars=t.max_prompt_chars if total_chars is None else total_chars,
             context_tokens=t.context_tokens,
             allowed=self.context_allowed(ctx, tier),
             sticky=self._sticky,

@@ -104,15 +104,15 @@ class Sticky:
 
 def _agrees(prev: crossfile.Fitted, new: crossfile.Fitted, ranked: Sequence[Candidate]) -> bool:
     """Whether the new ranking still stands behind the previous choice: each candidate
-    it took is still offered with the same text, the new best one is among them, and at
-    least half of what would be taken now was taken then."""
+    it took is still offered with the same text, the best candidates taken now
+    (`crossfile.TOP_KEPT`) were taken then, and so was at least half of the rest."""
     if prev.picked == new.picked:
         return True
     offered = {crossfile.key_of(c) for c in ranked}
     if not prev.picked <= offered:
         return False  # a definition changed (edited) or dropped out of the ranking
-    if new.best is not None and new.best not in prev.picked:
-        return False
+    if not set(new.top) <= prev.picked:
+        return False  # a new candidate among the best: the user moved on
     return len(new.picked & prev.picked) * 2 >= len(new.picked)
 
 
@@ -143,8 +143,11 @@ def assemble(
     allowed: Callable[[str], bool],
     sticky: Sticky | None = None,
     key: tuple[str, str] = ("", ""),
+    cut_window: Callable[[str, str, int], tuple[str, str]] = cap_window,
 ) -> TierPrompt:
-    """One tier's prompt parts under its budget (see the module's docstring)."""
+    """One tier's prompt parts under its budget (see the module's docstring).
+    `cut_window(prefix, suffix, chars)` cuts the window to what context leaves (far
+    ends first; a tier may anchor the cut for its KV cache)."""
     s = split(total_chars, context_tokens, has_edits=bool(chunks))
     edits = edit_files(chunks, s.edits, allowed) if s.edits > 0 else ()
     used_edits = sum(len(f.text) + crossfile.HEADER_CHARS + len(f.path) for f in edits)
@@ -157,8 +160,8 @@ def assemble(
             fitted = crossfile.fit_detail(ranked, room, allowed)
         context = tuple(fitted.files)
     used = used_edits + sum(len(f.text) + crossfile.HEADER_CHARS + len(f.path) for f in context)
-    window = max(0, total_chars - used)
-    pre, suf = cap_window(prefix, suffix, window)
+    window = max(1, total_chars - used)
+    pre, suf = cut_window(prefix, suffix, window)
     return TierPrompt(context=context, edits=edits, prefix=pre, suffix=suf)
 
 

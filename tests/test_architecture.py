@@ -127,6 +127,8 @@ LAYERS: list[tuple[str, ...]] = [
         "synconfroute.server.context",
         "synconfroute.server.workspace_index",
         "synconfroute.server.crossfile",
+        "synconfroute.server.recent_edits",
+        "synconfroute.server.prompt_split",
         "synconfroute.server.retention",
         "synconfroute.server.adaptive",
         "synconfroute.server.ledger",

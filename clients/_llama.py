@@ -462,7 +462,7 @@ class LlamaRunner(ModelIdentity):
             err = BackendUnavailable(
                 f"llama.cpp failed during generation: {exc!r}",
                 backend=BACKEND,
-                hint="retry; if it persists, check local.model_path and local.n_ctx",
+                hint="retry; if it persists, check local.model_path",
             )
             err.__cause__ = exc
             job.push(err)

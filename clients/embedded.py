@@ -92,7 +92,10 @@ def death_message(returncode: int, *, hung: bool = False) -> tuple[str, str]:
     if hung:
         return (
             "the llama.cpp worker did not stop after a cancel and was restarted",
-            "a smaller local.n_ctx or model keeps each llama.cpp step short",
+            # The embedded window is fixed (2,048 tokens: local.num_ctx is Ollama's); what
+            # shortens one llama.cpp step is a shorter prompt or a smaller model.
+            "a shorter prompt (local.max_prompt_chars) or a smaller model (local.model_path) "
+            "keeps each llama.cpp step short",
         )
     if returncode < 0:
         try:
@@ -114,7 +117,7 @@ def death_message(returncode: int, *, hung: bool = False) -> tuple[str, str]:
         if name == "SIGABRT":
             return (
                 "llama.cpp aborted (SIGABRT)",
-                "the server log has llama.cpp's message; check local.model_path and local.n_ctx",
+                "the server log has llama.cpp's message; check local.model_path",
             )
         return f"the llama.cpp worker was stopped by {name}", "retry"
     return (
@@ -513,7 +516,7 @@ class EmbeddedBackend(ModelIdentity):
             )
 
     async def discover(self) -> ProbeReport:
-        """Load the model in the worker and report its prompt mode; `server.doctor` adds
+        """Load the model in the worker and report its prompt mode; `server.commands.doctor` adds
         the tiny generation. Never raises for expected failures (a crash of the worker
         is reported as what it is)."""
         target = str(self._path) if self._path else f"bundled {BUNDLED_FILE} (not installed)"

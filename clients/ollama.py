@@ -548,7 +548,7 @@ class OllamaBackend:
         return [str(m["name"]) for m in models if isinstance(m, dict) and "name" in m]
 
     async def discover(self) -> ProbeReport:
-        """Server, version, model and FIM mode; `server.doctor` adds the tiny generation."""
+        """Server, version, model and FIM mode; `commands.doctor` adds the tiny generation."""
 
         def report(**kw: Any) -> ProbeReport:
             return ProbeReport(backend=BACKEND, target=self._url, model=self._model, **kw)

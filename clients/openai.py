@@ -577,7 +577,7 @@ class OpenAIBackend:
     # -- doctor ------------------------------------------------------------
     async def discover(self) -> ProbeReport:
         """Which server answers, its version, whether it serves our model and takes our
-        key, the prompt mode; `server.doctor` adds the tiny generation."""
+        key, the prompt mode; `server.commands.doctor` adds the tiny generation."""
         problems: list[Problem] = []
         mode: PromptMode = "fim-template" if self._template is not None else "prefix-only"
         if self._template is None and self._setting.mode != "off":

@@ -107,7 +107,7 @@ class Problem:
 @attrs.frozen(kw_only=True)
 class ProbeReport:
     """What `synconfroute doctor` found out about a backend: the backend's own discovery
-    (`Backend.discover`), then a tiny generation (`server.doctor.probe`) for the timings,
+    (`Backend.discover`), then a tiny generation (`server.commands.doctor.probe`) for the timings,
     the sample and `logprobs`."""
 
     backend: str

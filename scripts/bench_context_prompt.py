@@ -53,12 +53,13 @@ sys.path.insert(0, str(ROOT))
 
 from synconfroute.clients.ollama import OllamaBackend  # noqa: E402
 from synconfroute.clients.openai import OpenAIBackend  # noqa: E402
-from synconfroute.server import config, crossfile  # noqa: E402
-from synconfroute.server.gate import make_gate  # noqa: E402
-from synconfroute.server.pipeline import Pipeline  # noqa: E402
-from synconfroute.server.session import Session  # noqa: E402
+from synconfroute.server.routing.gate import make_gate  # noqa: E402
+from synconfroute.server.routing.pipeline import Pipeline  # noqa: E402
+from synconfroute.server.session.session import Session  # noqa: E402
+from synconfroute.server.settings import config  # noqa: E402
 from synconfroute.server.syntax.languages import detect_language  # noqa: E402
-from synconfroute.server.workspace_index import WorkspaceIndex, source_files  # noqa: E402
+from synconfroute.server.workspace import crossfile  # noqa: E402
+from synconfroute.server.workspace.workspace_index import WorkspaceIndex, source_files  # noqa: E402
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript  # noqa: E402
 
 REPOS = Path("/work/shared/data/repos")
@@ -98,7 +99,7 @@ def tasks_for(root: str, per_bucket: int, rng: random.Random) -> list[dict[str, 
                 if not heads:
                     continue
                 indent = len(line) - len(line.lstrip())
-                masked = lines[:i] + [line[:indent]] + lines[i + 1 :]
+                masked = [*lines[:i], line[:indent], *lines[i + 1 :]]
                 by_bucket[bucket].append(
                     {
                         "path": path,
@@ -156,7 +157,9 @@ async def run_variant(
         loaded = config.Loaded(s, (), config.default_config_path(), False)
         session = Session(loaded, make_pipeline=make, roots=lambda: [Path(root).as_uri()])
         index = session.start_index()
-        while index is not None and not index.ready:
+        for _ in range(1200):  # the index builds in a worker thread
+            if index is None or index.ready:
+                break
             await asyncio.sleep(0.05)
         per: dict[str, list[int]] = {b[0]: [] for b in BUCKETS}
         sizes: dict[str, list[int]] = {b[0]: [] for b in BUCKETS}
@@ -208,44 +211,51 @@ VARIANTS: list[tuple[str, str, Callable[[config.Settings], None], dict[str, Any]
 ]
 
 
-async def main() -> None:
+async def run_all(roots: dict[str, tuple[str, list[dict[str, Any]]]], only: str) -> dict:
+    results: dict[str, Any] = {}
+    for repo, (root, tasks) in roots.items():
+        for name, tier, tweak, patch in VARIANTS:
+            if only and not any(name.startswith(o) for o in only.split(",")):
+                continue
+            saved = {k: getattr(crossfile, k) for k in patch}
+            for k, v in patch.items():
+                setattr(crossfile, k, v)
+            t0 = time.perf_counter()
+            try:
+                res = await run_variant(root, tasks, tweak, tier)
+            finally:
+                for k, v in saved.items():
+                    setattr(crossfile, k, v)
+            results[f"{repo} | {name}"] = res
+            cells = "  ".join(
+                f"{b}: {r['recall']:.2f} (n={r['n']}, {r['prompt_chars_p50']} ch)"
+                if r["recall"] is not None
+                else f"{b}: -"
+                for b, r in res.items()
+            )
+            print(f"{repo:6} {name:38} {cells}  [{time.perf_counter() - t0:.0f} s]", flush=True)
+    return results
+
+
+def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--per-bucket", type=int, default=40)
     ap.add_argument("--repos", default="click,gson")
     ap.add_argument("--only", default="", help="comma-separated variant name prefixes")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        roots = {}
         for repo in args.repos.split(","):
             tar = next(REPOS.glob(f"{repo}*.tar.gz"))
             with tarfile.open(tar) as tf:
                 tf.extractall(f"{tmp}/{repo}", filter="data")
             root = str(next(p for p in Path(f"{tmp}/{repo}").iterdir() if p.is_dir()))
-            tasks = tasks_for(root, args.per_bucket, random.Random(11))
-            for name, tier, tweak, patch in VARIANTS:
-                if args.only and not any(name.startswith(o) for o in args.only.split(",")):
-                    continue
-                saved = {k: getattr(crossfile, k) for k in patch}
-                for k, v in patch.items():
-                    setattr(crossfile, k, v)
-                t0 = time.perf_counter()
-                try:
-                    res = await run_variant(root, tasks, tweak, tier)
-                finally:
-                    for k, v in saved.items():
-                        setattr(crossfile, k, v)
-                results[f"{repo} | {name}"] = res
-                cells = "  ".join(
-                    f"{b}: {r['recall']:.2f} (n={r['n']}, {r['prompt_chars_p50']} ch)"
-                    if r["recall"] is not None
-                    else f"{b}: -"
-                    for b, r in res.items()
-                )
-                print(f"{repo:6} {name:38} {cells}  [{time.perf_counter() - t0:.0f} s]", flush=True)
+            roots[repo] = (root, tasks_for(root, args.per_bucket, random.Random(11)))
+        results = asyncio.run(run_all(roots, args.only))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -33,9 +33,9 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from synconfroute.server import crossfile
 from synconfroute.server.syntax.languages import detect_language
-from synconfroute.server.workspace_index import WorkspaceIndex, source_files
+from synconfroute.server.workspace import crossfile
+from synconfroute.server.workspace.workspace_index import WorkspaceIndex, source_files
 
 REPOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "repos"
 if not REPOS.exists():

@@ -13,7 +13,7 @@ one typed character in the open document (edit + incremental reparse).
 Goal: incremental p50 under 0.5 ms at 2,500 lines.
 
 `--large MB` follows one file of that size as the server does (a lazy document, the gate
-of `server/gate.py` with the default 50 ms budget), once without a size limit
+of `server/routing/gate.py` with the default 50 ms budget), once without a size limit
 (`routing.syntax_max_bytes = 0`, as before the limit existed) and once with the default
 limit, each in a fresh process: resident memory, the first completion's gate, the cost of
 one keystroke (the edit the server makes on didChange) and of a check after keystrokes.
@@ -188,9 +188,9 @@ def _rss_mb() -> float:
 
 def large_one(mb: float, limit: int, checks: int, keys: int) -> dict[str, Any]:
     """One large-file run; call it in a process of its own so the RSS figures are its own."""
-    from synconfroute.server import config
-    from synconfroute.server.gate import make_gate
-    from synconfroute.server.request import Anchor, CompletionContext
+    from synconfroute.server.routing.gate import make_gate
+    from synconfroute.server.routing.request import Anchor, CompletionContext
+    from synconfroute.server.settings import config
 
     lines = int(mb * 1e6 / 24)  # python_file averages about 24 bytes a line
     text = python_file(lines)
@@ -268,7 +268,7 @@ def retain(n: int) -> int:
 
 
 def large(mb: float, args: argparse.Namespace) -> int:
-    from synconfroute.server import config
+    from synconfroute.server.settings import config
 
     default = config.RoutingSettings().syntax_max_bytes
     rows = []

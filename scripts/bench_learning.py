@@ -14,11 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from synconfroute.server.adaptive import Adaptive
 from synconfroute.server.evaluation.calibrate import CalibrationError
 from synconfroute.server.evaluation.from_ledger import choose
-from synconfroute.server.ledger import load
-from synconfroute.server.retention import Region, retained_ratio
+from synconfroute.server.learning.adaptive import Adaptive
+from synconfroute.server.learning.ledger import load
+from synconfroute.server.learning.retention import Region, retained_ratio
 from tests.test_learning import simulate, synthetic_ledger
 
 

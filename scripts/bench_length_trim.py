@@ -30,16 +30,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from synconfroute.clients.embedded import bundled_model_path, import_llama_cpp  # noqa: E402
-from synconfroute.server.config import Settings  # noqa: E402
 from synconfroute.server.evaluation import datasets  # noqa: E402
 from synconfroute.server.evaluation.generate import multiline_for  # noqa: E402
-from synconfroute.server.gate import make_gate  # noqa: E402
-from synconfroute.server.pipeline import (  # noqa: E402
-    CompletionContext,
-    gate_trimmed,
-    post_process,
-    shown_text,
-)
+from synconfroute.server.routing.gate import make_gate  # noqa: E402
+from synconfroute.server.routing.pipeline import CompletionContext  # noqa: E402
+from synconfroute.server.routing.text_rules import gate_trimmed, post_process, shown_text  # noqa: E402
+from synconfroute.server.settings.config import Settings  # noqa: E402
 
 
 def main() -> None:

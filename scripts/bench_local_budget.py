@@ -24,10 +24,10 @@ sys.path.insert(0, str(ROOT))
 
 from synconfroute.clients.ollama import OllamaBackend  # noqa: E402
 from synconfroute.clients.openai import OpenAIBackend  # noqa: E402
-from synconfroute.server.config import Settings  # noqa: E402
-from synconfroute.server.gate import make_gate  # noqa: E402
-from synconfroute.server.pipeline import Pipeline  # noqa: E402
-from synconfroute.server.request import CompletionContext  # noqa: E402
+from synconfroute.server.routing.gate import make_gate  # noqa: E402
+from synconfroute.server.routing.pipeline import Pipeline  # noqa: E402
+from synconfroute.server.routing.request import CompletionContext  # noqa: E402
+from synconfroute.server.settings.config import Settings  # noqa: E402
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript  # noqa: E402
 
 

@@ -41,17 +41,17 @@ import attrs  # noqa: E402
 
 from synconfroute.clients.embedded import EmbeddedBackend  # noqa: E402
 from synconfroute.clients.types import CompletionRequest  # noqa: E402
-from synconfroute.server.config import Settings  # noqa: E402
 from synconfroute.server.evaluation import datasets  # noqa: E402
 from synconfroute.server.evaluation.generate import context_for  # noqa: E402
-from synconfroute.server.gate import make_gate  # noqa: E402
-from synconfroute.server.pipeline import (  # noqa: E402
+from synconfroute.server.routing.gate import make_gate  # noqa: E402
+from synconfroute.server.routing.pipeline import Pipeline  # noqa: E402
+from synconfroute.server.routing.text_rules import (  # noqa: E402
     REQUEST_STOPS,
-    Pipeline,
     post_process,
     request_stops,
     shown_text,
 )
+from synconfroute.server.settings.config import Settings  # noqa: E402
 
 
 def request(ctx: Any, single_line: bool, max_tokens: int) -> CompletionRequest:

@@ -14,8 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("server", "clients")  # their import names are synconfroute.server, .clients
 GLUE = {
-    "synconfroute.server.lsp",
-    "synconfroute.server.transport",
+    "synconfroute.server.protocol.lsp",
+    "synconfroute.server.protocol.transport",
 }  # the only modules that may import pygls
 
 
@@ -107,52 +107,24 @@ def test_only_the_protocol_glue_imports_pygls() -> None:
     assert not offenders, f"pygls/lsprotocol imported outside {sorted(GLUE)}: {offenders}"
 
 
-# Layers, lowest first: a module may import only from its own layer or below. The pure
-# core knows nothing of pipelines; the pipeline nothing of sessions; the session nothing
-# of the protocol; only the entry points see everything.
+# Layers, lowest first: a module may import only from its own layer or below. Each layer
+# of server/ is one subpackage, so `ls server/` shows the floor plan: the words every layer
+# shares; the syntax check; the settings; what the user did with decisions (learning); the
+# open documents and workspace; one request end to end (routing); the offline evaluation;
+# one editor connection (session); the protocol glue; the command line.
 LAYERS: list[tuple[str, ...]] = [
     ("synconfroute.clients",),
-    (  # vocabulary, text and pure decisions
-        "synconfroute.server.kinds",
-        "synconfroute.server.errors",
-        "synconfroute.server.positions",
-        "synconfroute.server.syntax",
-        "synconfroute.server.router",
-        "synconfroute.server.record",
-        "synconfroute.server.config",
-        "synconfroute.server.privacy",
-        "synconfroute.server.cache",
-        "synconfroute.server.card",
-        "synconfroute.server.request",
-        "synconfroute.server.context",
-        "synconfroute.server.workspace_index",
-        "synconfroute.server.crossfile",
-        "synconfroute.server.recent_edits",
-        "synconfroute.server.prompt_split",
-        "synconfroute.server.retention",
-        "synconfroute.server.adaptive",
-        "synconfroute.server.ledger",
-        "synconfroute.server.stats",
-    ),
-    (
-        "synconfroute.server.gate",
-        "synconfroute.server.pipeline",
-        "synconfroute.server.backends",
-    ),  # one request end to end
-    (
-        "synconfroute.server.doctor",
-        "synconfroute.server.complete",
-        "synconfroute.server.evaluation",
-    ),  # one-shot commands
-    (
-        "synconfroute.server.documents",
-        "synconfroute.server.settings_state",
-        "synconfroute.server.decision_log",
-    ),  # session parts
+    ("synconfroute.server.vocab",),
+    ("synconfroute.server.syntax",),
+    ("synconfroute.server.settings",),
+    ("synconfroute.server.learning",),
+    ("synconfroute.server.workspace",),
+    ("synconfroute.server.routing",),
+    ("synconfroute.server.evaluation",),
     ("synconfroute.server.session",),
-    ("synconfroute.server.transport", "synconfroute.server.lsp"),  # the protocol glue
+    ("synconfroute.server.protocol",),
     (
-        "synconfroute.server.cli",
+        "synconfroute.server.commands",
         "synconfroute.server.__main__",
         "synconfroute.server",
     ),  # entry points (and the package itself)

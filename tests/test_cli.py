@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from synconfroute.server.cli import main
+from synconfroute.server.commands.cli import main
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 ROOT = Path(__file__).resolve().parent.parent

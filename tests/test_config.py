@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from synconfroute.server import config
+from synconfroute.server.settings import config
 
 
 def write(tmp_path: Path, text: str) -> Path:

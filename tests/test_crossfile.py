@@ -10,13 +10,13 @@ import pytest
 
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.openai import OpenAIBackend
-from synconfroute.server import crossfile
-from synconfroute.server.config import Settings
-from synconfroute.server.gate import make_gate
-from synconfroute.server.pipeline import Pipeline
-from synconfroute.server.request import CompletionContext
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.routing.request import CompletionContext
+from synconfroute.server.settings.config import Settings
 from synconfroute.server.syntax.languages import LANGUAGES
-from synconfroute.server.workspace_index import WorkspaceIndex, extract, source_files
+from synconfroute.server.workspace import crossfile
+from synconfroute.server.workspace.workspace_index import WorkspaceIndex, extract, source_files
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 pytestmark = pytest.mark.timeout(60)
@@ -347,7 +347,7 @@ async def test_eval_sends_and_records_task_context(
 
 
 def test_workspace_settings_cannot_widen_context() -> None:
-    from synconfroute.server.config import merge_workspace
+    from synconfroute.server.settings.config import merge_workspace
 
     user = Settings()
     user.completion.context = "file"
@@ -391,7 +391,7 @@ def test_workspace_settings_cannot_widen_context() -> None:
     ],
 )
 def test_secret_files_never_escalate(path: str, blocked: bool) -> None:
-    from synconfroute.server.pipeline import remote_access
+    from synconfroute.server.routing.pipeline import remote_access
 
     s = Settings()
     remote = OpenAIBackend(["http://127.0.0.1:9/v1"], "m", api_key_env=None)
@@ -406,8 +406,8 @@ def test_secret_files_never_escalate(path: str, blocked: bool) -> None:
 async def test_session_index_follows_open_edit_save_close_and_disk(tmp_path: Path) -> None:
     import asyncio
 
-    from synconfroute.server import config
-    from synconfroute.server.session import Edit, Session
+    from synconfroute.server.session.session import Edit, Session
+    from synconfroute.server.settings import config
 
     _tree(tmp_path, {"lib.py": "def old_name():\n    pass\n", "b.py": "B = 1\n"})
     settings = Settings()
@@ -446,7 +446,7 @@ async def test_a_file_made_private_mid_request_cancels_the_remote_call_that_carr
 ) -> None:
     import asyncio
 
-    from synconfroute.server.config import PrivacySettings
+    from synconfroute.server.settings.config import PrivacySettings
 
     local, remote = fakes
     local.script(LOW)

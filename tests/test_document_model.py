@@ -3,7 +3,7 @@
 A seeded fuzzer applies thousands of random incremental edits, in each position
 encoding, and checks the session's text, its LSP line table and the incremental
 tree after every edit against a reference model written here (a flat string and a
-character-by-character line scan, sharing no code with server/positions.py). The
+character-by-character line scan, sharing no code with server/vocab/positions.py). The
 same edits then go through the real server over stdio; the prefix and suffix the
 fake Ollama receives are checked against the reference window.
 """
@@ -19,11 +19,11 @@ import pytest
 from lsprotocol import types as t
 
 from synconfroute.clients import templates
-from synconfroute.server import config
-from synconfroute.server.positions import Encoding, Text, cap_window
-from synconfroute.server.session import Edit, Session, path_of, uri_key
+from synconfroute.server.session.session import Edit, Session, path_of, uri_key
+from synconfroute.server.settings import config
 from synconfroute.server.syntax import SyntaxDocument
 from synconfroute.server.syntax.languages import parser_for
+from synconfroute.server.vocab.positions import Encoding, Text, cap_window
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import capabilities, inline_request, open_doc, stop, write_config
 from tests.lsp_harness import start as start_server

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import attrs
 import pytest
 
-from synconfroute.server.cli import main
+from synconfroute.server.commands.cli import main
 from synconfroute.server.evaluation import datasets, download
 from synconfroute.server.evaluation.download import ChecksumError, DownloadError, Source
 from tests import eval_fixtures as fx

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from synconfroute.server.cli import main
-from synconfroute.server.config import load
+from synconfroute.server.commands.cli import main
 from synconfroute.server.evaluation import datasets
 from synconfroute.server.evaluation.execute import exec_key
 from synconfroute.server.evaluation.records import RunFolder
+from synconfroute.server.settings.config import load
 from tests import eval_fixtures as fx
 from tests.fakes import FakeOpenAI, TokenScript
 

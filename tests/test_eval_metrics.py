@@ -1,7 +1,7 @@
 """Every evaluation metric on hand-made records whose answers are worked out by hand.
 
 The records go through the real files (records.jsonl, exec.jsonl) and the real replay
-(`scoring.outcomes` -> `server.router`), so these tests also pin the record format.
+(`scoring.outcomes` -> `server.routing.router`), so these tests also pin the record format.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 import attrs
 import pytest
 
-from synconfroute.server.config import Settings, load
 from synconfroute.server.evaluation import calibrate, datasets, scoring
 from synconfroute.server.evaluation.datasets import IOTest, Task
 from synconfroute.server.evaluation.execute import (
@@ -25,6 +24,7 @@ from synconfroute.server.evaluation.execute import (
 )
 from synconfroute.server.evaluation.records import GateResult, Generation, Record, RunFolder
 from synconfroute.server.evaluation.scoring import Point
+from synconfroute.server.settings.config import Settings, load
 
 K = 3
 T = -0.5

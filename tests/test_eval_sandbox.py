@@ -281,8 +281,8 @@ def test_humaneval_program_passes_in_private_area(box: sb.Sandbox, tools: Toolch
 def test_ceiling_only_runs_the_ground_truths(tmp_path: Path) -> None:
     """`eval --ceiling-only`: no model; each ground truth as the server would insert it is
     run for real, and the table names what the server's rules cost."""
-    from synconfroute.server.config import Settings
     from synconfroute.server.evaluation import run
+    from synconfroute.server.settings.config import Settings
     from tests.test_eval_metrics import HE_ROWS
 
     path = tmp_path / "he-mixed.jsonl"

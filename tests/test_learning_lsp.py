@@ -14,8 +14,8 @@ import pytest
 from lsprotocol import types as t
 from pytest_lsp import LanguageClient
 
-from synconfroute.server.cli import main
-from synconfroute.server.router import Reason
+from synconfroute.server.commands.cli import main
+from synconfroute.server.routing.router import Reason
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import capabilities, inline_request, open_doc, start, stop, write_config
 

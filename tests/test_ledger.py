@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as t
 
-from synconfroute.server.cli import main
-from synconfroute.server.ledger import Ledger, read, summarize
-from synconfroute.server.record import RouteDecision
+from synconfroute.server.commands.cli import main
+from synconfroute.server.learning.ledger import Ledger, read, summarize
+from synconfroute.server.vocab.record import RouteDecision
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import (
     capabilities,

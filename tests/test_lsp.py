@@ -455,8 +455,8 @@ def test_notifications_leave_no_futures_behind() -> None:
     import logging
     from types import SimpleNamespace
 
-    from synconfroute.server import config
-    from synconfroute.server.lsp import create_server
+    from synconfroute.server.protocol.lsp import create_server
+    from synconfroute.server.settings import config
 
     loaded = config.Loaded(config.Settings(), (), config.default_config_path(), False)
     root = logging.getLogger()

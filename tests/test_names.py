@@ -8,19 +8,19 @@ import pytest
 
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.openai import OpenAIBackend
-from synconfroute.server import router
-from synconfroute.server.card import route_card
-from synconfroute.server.config import Settings, merge_workspace
 from synconfroute.server.evaluation import report, scoring
 from synconfroute.server.evaluation.datasets import Task
 from synconfroute.server.evaluation.execute import ExecResult, exec_key
 from synconfroute.server.evaluation.records import GateResult, Generation, Record, RunFolder
-from synconfroute.server.gate import Anchor, make_gate
-from synconfroute.server.pipeline import CompletionContext, Pipeline
-from synconfroute.server.router import LocalEvidence, Reason, Rules
+from synconfroute.server.routing import router
+from synconfroute.server.routing.gate import Anchor, make_gate
+from synconfroute.server.routing.pipeline import CompletionContext, Pipeline
+from synconfroute.server.routing.router import LocalEvidence, Reason, Rules
+from synconfroute.server.settings.config import Settings, merge_workspace
 from synconfroute.server.syntax import SyntaxDocument, check_completion
 from synconfroute.server.syntax.languages import parser_for
 from synconfroute.server.syntax.names import undefined_names
+from synconfroute.server.vocab.card import route_card
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 

@@ -12,10 +12,10 @@ import pytest
 
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.openai import OpenAIBackend
-from synconfroute.server.config import Settings
-from synconfroute.server.gate import make_gate
-from synconfroute.server.pipeline import Pipeline
-from synconfroute.server.request import CompletionContext
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.routing.request import CompletionContext
+from synconfroute.server.settings.config import Settings
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 
 LOCAL_MODEL = "qwen2.5-coder:3b"

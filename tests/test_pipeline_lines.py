@@ -11,20 +11,15 @@ from synconfroute.clients._stream import collect
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.openai import OpenAIBackend
 from synconfroute.clients.types import Chunk, TokenLogprob
-from synconfroute.server.card import route_card
-from synconfroute.server.config import Settings
 from synconfroute.server.evaluation.datasets import Task
 from synconfroute.server.evaluation.generate import treat
 from synconfroute.server.evaluation.records import Generation
-from synconfroute.server.gate import make_gate
-from synconfroute.server.pipeline import (
-    CompletionContext,
-    Pipeline,
-    drop_last_line,
-    shown_text,
-    wants_multiline,
-)
-from synconfroute.server.record import Truncation
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import CompletionContext, Pipeline
+from synconfroute.server.routing.text_rules import drop_last_line, shown_text, wants_multiline
+from synconfroute.server.settings.config import Settings
+from synconfroute.server.vocab.card import route_card
+from synconfroute.server.vocab.record import Truncation
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 SINGLE = CompletionContext(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from synconfroute.server import config
-from synconfroute.server.privacy import never_send
+from synconfroute.server.settings import config
+from synconfroute.server.workspace.privacy import never_send
 
 ROOT = "/home/me/proj"
 

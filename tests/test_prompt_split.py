@@ -4,9 +4,9 @@ keystrokes (issue 21)."""
 
 from __future__ import annotations
 
-from synconfroute.server import crossfile, prompt_split
-from synconfroute.server.crossfile import Candidate
-from synconfroute.server.recent_edits import EditChunk
+from synconfroute.server.workspace import crossfile, prompt_split
+from synconfroute.server.workspace.crossfile import Candidate
+from synconfroute.server.workspace.recent_edits import EditChunk
 
 W = "/w"
 

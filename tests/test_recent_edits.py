@@ -8,11 +8,15 @@ from pathlib import Path
 
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.openai import OpenAIBackend
-from synconfroute.server import config
-from synconfroute.server.gate import make_gate
-from synconfroute.server.pipeline import Pipeline
-from synconfroute.server.recent_edits import RecentEdits, lines_of_range_edit, lines_of_sync
-from synconfroute.server.session import Edit, Session
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.session.session import Edit, Session
+from synconfroute.server.settings import config
+from synconfroute.server.workspace.recent_edits import (
+    RecentEdits,
+    lines_of_range_edit,
+    lines_of_sync,
+)
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from synconfroute.server import config
-from synconfroute.server.ledger import Ledger, load
-from synconfroute.server.retention import (
+from synconfroute.server.learning.ledger import Ledger, load
+from synconfroute.server.learning.retention import (
     Region,
     Retention,
     edit_distance,
     minimal_edit,
     retained_ratio,
 )
-from synconfroute.server.session import Edit, Session
+from synconfroute.server.session.session import Edit, Session
+from synconfroute.server.settings import config
 
 
 def apply(text: str, region: Region, start: int, end: int, new: str) -> str:
@@ -139,7 +139,7 @@ def session_with_offer(tmp_path: Path) -> tuple[Session, str]:
     s.open(uri, "def f(a, b):\n    return \n", "python")
     st = s.document(uri)
     assert st is not None
-    from synconfroute.server.record import RouteDecision
+    from synconfroute.server.vocab.record import RouteDecision
 
     s.decisions["c1"] = RouteDecision(
         completion="a + b",

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 import pytest
 
 from synconfroute.clients.ollama import OllamaBackend
-from synconfroute.server import config
-from synconfroute.server.documents import _TREES_KEPT
-from synconfroute.server.gate import make_gate
-from synconfroute.server.pipeline import Pipeline
-from synconfroute.server.session import Edit, Session
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.session.session import Edit, Session
+from synconfroute.server.settings import config
 from synconfroute.server.syntax import SyntaxDocument
+from synconfroute.server.workspace.documents import _TREES_KEPT
 from tests.fakes import FakeOllama, TokenScript
 
 TEXT = "def f(x):\n    return \n"
@@ -157,7 +157,7 @@ async def test_kept_trees_are_bounded_by_text_size(
     fake: FakeOllama, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # 16 trees of multi-MB files would cost gigabytes: count the text too.
-    monkeypatch.setattr("synconfroute.server.documents._TREE_BYTES_KEPT", 25_000)
+    monkeypatch.setattr("synconfroute.server.workspace.documents._TREE_BYTES_KEPT", 25_000)
     settings = config.Settings()
     settings.editor.debounce_ms = 0
 

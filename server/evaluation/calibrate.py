@@ -8,7 +8,7 @@ lower escalation), which needs real remote results.
 
 Writing edits only the `threshold` line of the `[routing]` table (or adds it), keeping
 everything else in the file byte for byte; it then re-reads the file with
-`server.config.load` and restores the old content if the value did not come back.
+`server.settings.config.load` and restores the old content if the value did not come back.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from pathlib import Path
 import attrs
 import tomlkit
 
-from ..config import ENV_PREFIX, Settings, load
-from ..errors import UserError
-from ..gate import SyntaxGate
-from ..router import Rules
+from ..routing.gate import SyntaxGate
+from ..routing.router import Rules
+from ..settings.config import ENV_PREFIX, Settings, load
+from ..vocab.errors import UserError
 from . import scoring
 from .generate import refresh_all
 from .records import RunFolder

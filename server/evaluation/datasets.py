@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ..errors import UserError
+from ..vocab.errors import UserError
 
 DATA_ENV = "SYNCONFROUTE_DATA"
 LANGUAGES = ("python", "java", "cpp")

@@ -35,7 +35,7 @@ from typing import Any
 
 import attrs
 
-from ..stats import wilson
+from ..learning.stats import wilson
 from .calibrate import MAX_CANDIDATES, CalibrationError
 
 BIN = 0.25

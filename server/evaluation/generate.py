@@ -5,7 +5,7 @@ The request is what the server would send: the context cut by `make_context` to
 stop strings, temperature 0, and in single-line mode (the mode `wants_multiline` picks,
 single-line for HumanEval single-line tasks) the stop at the end of the line; the answer
 becomes what the server would insert (`treat`: the stop strings, the line end, then
-`server.pipeline.shown_text`, which trims a generation the token budget cut to whole
+`server.routing.text_rules.shown_text`, which trims a generation the token budget cut to whole
 lines, and in multi-line mode to the lines the gate accepts) and the local one is
 checked by the server's syntax gate.
 
@@ -39,17 +39,17 @@ from synconfroute.clients.errors import (
 )
 from synconfroute.clients.types import Backend, CompletionRequest, TokenLogprob, line_end
 
-from ..config import Settings
-from ..context import make_context
-from ..gate import SyntaxGate, make_gate
-from ..pipeline import (
+from ..routing.context import make_context
+from ..routing.gate import SyntaxGate, make_gate
+from ..routing.request import CompletionContext
+from ..routing.text_rules import (
     REQUEST_STOPS,
     gate_trimmed,
     request_stops,
     shown_text,
     wants_multiline,
 )
-from ..request import CompletionContext
+from ..settings.config import Settings
 from .datasets import Task
 from .progress import Progress
 from .records import GateResult, Generation, Record, RunFolder

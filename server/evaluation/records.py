@@ -14,7 +14,7 @@ records.jsonl, one line per task:
      "remote": {... the same ...} | null,
      "gate":   {"tree-sitter": {"status", "checker", "line", "column", "message", "elapsed_s"}}}
 
-`raw` is what the model wrote, `text` the completion after `server.pipeline.post_process`
+`raw` is what the model wrote, `text` the completion after `server.routing.text_rules.post_process`
 (what the editor would insert). exec.jsonl, one line per distinct (task, completion):
 
     {"key": "<exec_key>", "task": "<task key>", "passed": true, "outcome": "passed",

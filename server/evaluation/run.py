@@ -16,11 +16,11 @@ import attrs
 from synconfroute.clients.types import Backend
 
 from .. import __version__
-from ..backends import choose_local, make_local, make_remote
-from ..config import Settings
-from ..errors import UserError
-from ..gate import SyntaxGate
+from ..routing.backends import choose_local, make_local, make_remote
+from ..routing.gate import SyntaxGate
+from ..settings.config import Settings
 from ..syntax.verdict import Mode
+from ..vocab.errors import UserError
 from . import ceiling, datasets, report, scoring
 from .datasets import DatasetError, Task
 from .execute import ExecResult, Toolchains, exec_key, execute

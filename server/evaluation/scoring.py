@@ -1,6 +1,6 @@
 """Replay recorded generations through the router: policies, thresholds and metrics.
 
-Every routing decision here is `server.router.decide` (and `after_remote` for the
+Every routing decision here is `server.routing.router.decide` (and `after_remote` for the
 escalated ones) on the same `LocalEvidence` the pipeline builds, so the evaluation and
 the server cannot disagree. Nothing is generated or run again: a task's outcome is its
 recorded completions plus their recorded execution results.
@@ -23,13 +23,13 @@ from typing import Any
 
 import attrs
 
-from .. import router
-from ..errors import UserError
-from ..gate import SyntaxGate
-from ..request import CompletionContext
-from ..router import LocalEvidence, Rules, SyntaxStatus
+from ..routing import router
+from ..routing.gate import SyntaxGate
+from ..routing.request import CompletionContext
+from ..routing.router import LocalEvidence, Rules, SyntaxStatus
 from ..syntax import check_completion
 from ..syntax.names import LANGUAGES as NAMES_LANGUAGES
+from ..vocab.errors import UserError
 from .execute import exec_key
 from .records import GateResult, Record, RunFolder
 

@@ -27,7 +27,7 @@ How "introduced" is decided (measured by scripts/gate_accuracy.py):
   so.
 """
 
-from ..positions import Encoding
+from ..vocab.positions import Encoding
 from ._compilers import CompilerConfig, prepare_pch
 from .document import Position, SyntaxDocument, check_completion
 from .languages import (

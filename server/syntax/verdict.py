@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import attrs
 
-from ..kinds import GateMode as Mode
-from ..kinds import SyntaxStatus as Status
+from ..vocab.kinds import GateMode as Mode
+from ..vocab.kinds import SyntaxStatus as Status
 
 __all__ = ["DEFAULT_BUDGET_S", "MODES", "Mode", "Status", "Verdict"]
 

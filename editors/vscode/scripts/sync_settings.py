@@ -1,4 +1,4 @@
-"""Write the server's settings (server/config.py) into the extension's package.json.
+"""Write the server's settings (server/settings/config.py) into the extension's package.json.
 
     python editors/vscode/scripts/sync_settings.py           # update package.json
     python editors/vscode/scripts/sync_settings.py --check   # exit 1 if it is out of date
@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 PACKAGE_JSON = HERE.parent / "package.json"
 sys.path.insert(0, str(HERE.parents[2]))
 
-from synconfroute.server import config  # noqa: E402  (needs the repository on sys.path)
+from synconfroute.server.settings import config  # noqa: E402  (needs the repository on sys.path)
 
 SECTION = "synconfroute"
 
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         if new != package:
             print(
-                f"{PACKAGE_JSON} does not match server/config.py: run "
+                f"{PACKAGE_JSON} does not match server/settings/config.py: run "
                 "python editors/vscode/scripts/sync_settings.py",
                 file=sys.stderr,
             )

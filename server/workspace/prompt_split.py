@@ -29,9 +29,9 @@ from collections.abc import Callable, Sequence
 import attrs
 from cachetools import LRUCache
 
+from ..vocab.positions import cap_window
 from . import crossfile
 from .crossfile import CHARS_PER_TOKEN, Candidate, ContextFile
-from .positions import cap_window
 from .recent_edits import EditChunk
 
 EDITS_SHARE = 1 / 3  # of the context budget, for recent edits

@@ -13,7 +13,7 @@ from typing import Literal
 
 import attrs
 
-from .kinds import Policy, Route, Semantic, SyntaxStatus
+from ..vocab.kinds import Policy, Route, Semantic, SyntaxStatus
 
 __all__ = ["Policy", "Route", "Semantic", "SyntaxStatus"]  # re-exported: the vocabulary
 

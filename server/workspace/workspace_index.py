@@ -2,7 +2,7 @@
 
 Functions, classes (and interfaces, structs, enums, type aliases), methods, fields and
 top-level constants of every language the syntax gate knows, each with its name and
-the first lines of its definition. Cross-file context (server/crossfile.py) looks names
+the first lines of its definition. Cross-file context (server/workspace/crossfile.py) looks names
 up here. Pure: no pygls, no asyncio; the session builds it in a worker thread and keeps
 it current from the editor's notifications.
 
@@ -23,8 +23,8 @@ from collections.abc import Iterable, Iterator
 import attrs
 import tree_sitter
 
+from ..syntax.languages import UnsupportedLanguage, detect_language, parser_for
 from . import privacy
-from .syntax.languages import UnsupportedLanguage, detect_language, parser_for
 
 # Never source, often huge.
 SKIP_DIRS = frozenset(

@@ -179,6 +179,18 @@ class FrameParser:
         if len(buf) < n:
             self._scanned = len(buf)
             return False
+        if not _may_be_message(buf, n):
+            # A body that cannot be a message: if the next frame's header begins inside it
+            # (the length ran into that header), the body ends there, so no frame is lost.
+            found = _header_inside(buf, n)
+            if found is _WAIT:
+                self._scanned = n
+                return False  # the tail might begin a header: wait for its next bytes
+            if isinstance(found, int):
+                body = bytes(buf[:found])
+                del buf[:found]
+                self._emit(Body(body, n), out)
+                return True
         with memoryview(buf) as view:  # one copy, not two (10 MB didOpen bodies)
             body = bytes(view[:n])
         del buf[:n]
@@ -194,6 +206,71 @@ class FrameParser:
     def _emit(self, event: Event, out: list[Event]) -> None:
         self._length = None
         out.append(event)
+
+
+_NAME = b"content-length"
+# Any start of a Content-Length header name (at least one letter), up to its colon, at the
+# end of the bytes received so far.
+_NAME_START = re.compile(
+    b"".join(b"(?:" + re.escape(_NAME[i : i + 1]) for i in range(len(_NAME)))
+    + rb"(?:[ \t]{0,16})?"
+    + b")?" * (len(_NAME) - 1)
+    + b")\\Z",
+    re.IGNORECASE,
+)
+_NAME_REACH = len(_NAME) + 18  # the name, spaces and the colon
+_WAIT = object()
+
+
+def _may_be_message(buf: bytearray, n: int) -> bool:
+    """Whether the n-byte body at the start of `buf` can hold a JSON-RPC message (an
+    object or a batch array: it ends with a brace or a bracket)."""
+    tail = bytes(buf[max(0, n - 64) : n]).rstrip()
+    return tail.endswith((b"}", b"]"))
+
+
+def _header_inside(buf: bytearray, n: int) -> int | object | None:
+    """Where a Content-Length header starts inside the body buf[:n] (it may run past n),
+    _WAIT when the body's end may begin one but the bytes after it are not here yet,
+    else None."""
+    end = min(len(buf), n + _NAME_REACH)
+    m = _LENGTH_NAME.search(buf, 0, end)
+    if m is not None and m.start() < n:
+        return m.start()
+    if len(buf) >= n + _NAME_REACH:
+        return None
+    part = _NAME_START.search(buf, max(0, n - _NAME_REACH))
+    return _WAIT if part is not None and part.start() < n else None
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def envelope_problem(data: dict[str, Any]) -> str | None:
+    """What makes `data` an invalid JSON-RPC 2.0 message (InvalidRequest), or None."""
+    if data.get("jsonrpc") != "2.0":
+        return f"not a JSON-RPC 2.0 message (jsonrpc is {_brief(data.get('jsonrpc'))})"
+    if "method" in data and not isinstance(data["method"], str):
+        return f"the method must be a string, got {type(data['method']).__name__}"
+    ok_id = _valid_id(data.get("id")) or (data.get("id") is None and "method" not in data)
+    if "id" in data and not ok_id:
+        return f"the id must be a string or a number, got {type(data['id']).__name__}"
+    return None
+
+
+def _brief(value: Any) -> str:
+    return repr(value) if isinstance(value, str | int | float | None) else type(value).__name__
+
+
+class InvalidEnvelope(Exception):
+    """A message that is JSON but not a valid JSON-RPC 2.0 message: InvalidRequest, with
+    its id when the id itself is valid."""
+
+    def __init__(self, problem: str, data: dict[str, Any]) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.msg_id: int | str | None = data.get("id") if _valid_id(data.get("id")) else None
 
 
 class TransportProtocol(LanguageServerProtocol):
@@ -213,10 +290,21 @@ class TransportProtocol(LanguageServerProtocol):
         error = {"code": code, "message": message}
         self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": error})
 
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        if "jsonrpc" in data:  # a message, not an object inside one
+            problem = envelope_problem(data)
+            if problem is not None:
+                raise InvalidEnvelope(problem, data)
+        return super().structure_message(data)
+
     def handle_message(self, message: RPCMessage) -> None:
         method = getattr(message, "method", None)
         request = isinstance(message, RPCRequest)
         msg_id = message.id if isinstance(message, RPCRequest) else None
+        if request and method == t.INITIALIZE and self._initialize_seen:
+            text = "synconfroute: initialize was already received; it may be sent only once"
+            self.send_error(msg_id, INVALID_REQUEST, text)
+            return
         if method == t.EXIT:
             pass
         elif not self._initialize_seen and not (request and method == t.INITIALIZE):
@@ -264,6 +352,10 @@ class TransportProtocol(LanguageServerProtocol):
     def _receive_body(self, body: bytes) -> None:
         try:
             message = json.loads(body, object_hook=self.structure_message)
+        except InvalidEnvelope as exc:
+            log.warning("synconfroute: %s", exc.problem)
+            self.send_error(exc.msg_id, INVALID_REQUEST, f"synconfroute: {exc.problem}")
+            return
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
             # The message text is not logged: it may hold source code.
             text = f"synconfroute: a message is not valid JSON ({exc})"

@@ -9,138 +9,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import attrs
 
 from synconfroute.clients.errors import BackendError, BackendTimeout
 from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
 
-from . import crossfile, privacy, prompt_split, router
+from ..settings.config import PrivacySettings, Settings
+from ..vocab.record import RouteDecision, SyntaxInfo, Truncation
+from ..workspace import crossfile, privacy, prompt_split
+from . import router
 from .cache import CompletionCache
-from .config import PrivacySettings, Settings
-from .record import RouteDecision, SyntaxInfo, Truncation
 from .request import CompletionContext, Gate
 from .router import LocalEvidence, Reason, RemoteAccess, Rules
+from .rules import resolve_rules
+from .text_rules import (
+    gate_trimmed,
+    post_process,
+    request_stops,
+    shown_text,
+    truncation,
+    wants_multiline,
+)
 
 log = logging.getLogger(__name__)
-
-# Where post_process would cut anyway: let the model stop there (saves tokens).
-REQUEST_STOPS = ("\n```", "\n\n\n")
-
-
-def request_stops(*, single_line: bool) -> tuple[str, ...]:
-    """The stop strings to send. None for a single line: it ends at its first newline
-    anyway, and a stop string starting with one makes the backends hold each newline
-    back until the next token shows it is no stop, one wasted token per completion."""
-    return () if single_line else REQUEST_STOPS
-
-
-def wants_multiline(prefix: str, setting: bool) -> bool:
-    """Multi-line completions only where a block may start.
-
-    With code before the cursor on its line ("return |", "x = f(a, |"), the user is
-    finishing that line: small models otherwise run on into unrelated code. After a
-    block opener (":", "{", "(", "[") or on a blank line, several lines are allowed.
-    """
-    if not setting:
-        return False
-    line = prefix.rsplit("\n", 1)[-1].rstrip()
-    return not line.strip() or line.endswith((":", "{", "(", "["))
-
-
-def post_process(text: str, suffix: str, *, multiline: bool) -> str:
-    """Cut a raw completion to what should be inserted.
-
-    - single-line mode keeps the first line (after a leading newline, if any);
-    - a Markdown fence or two blank lines end the completion;
-    - a completion that starts re-typing the code after the cursor (the first
-      non-blank line of the suffix) is cut before that line: small FIM models
-      often continue past the hole.
-    """
-    if not multiline:
-        end = line_end(text)
-        text = text if end < 0 else text[:end]
-    # Chat-tuned small models close code with a Markdown fence and then explain it;
-    # two blank lines in a row end a block in every language we serve.
-    for marker in ("\n```", "\n\n\n"):
-        cut = text.find(marker)
-        if cut >= 0:
-            text = text[:cut]
-    anchor = next((ln.strip() for ln in suffix.split("\n") if ln.strip()), "")
-    if len(anchor) >= 3:
-        lines = text.split("\n")
-        for i in range(1, len(lines)):
-            if lines[i].strip() == anchor:
-                text = "\n".join(lines[:i])
-                break
-    return text.rstrip() if text.strip() == "" else text
-
-
-def drop_last_line(text: str) -> str:
-    """`text` without its last line (whole or partial) and the line break before it."""
-    end = text.rfind("\n")
-    if end <= 0:
-        return ""
-    return text[: end - 1] if text[end - 1] == "\r" else text[:end]
-
-
-def close_line(text: str, suffix: str) -> str:
-    """A multi-line text trimmed to whole lines, with the break that ended its last line
-    when code follows the cursor on its line: without it the kept line would run into
-    that code (`s += x    return s`). On an empty line the break is left out, as the
-    editor's own line break follows."""
-    if text.strip() and suffix.split("\n", 1)[0].strip() and not text.endswith("\n"):
-        return text + ("\r\n" if "\r\n" in text else "\n")
-    return text
-
-
-def shown_text(
-    raw: str, finish_reason: str | None, suffix: str, *, multiline: bool
-) -> tuple[str, Truncation | None]:
-    """A tier's raw generation as it is judged and shown, and what a length cut dropped.
-
-    A generation that hit max_tokens (finish reason "length") ends in the middle of a
-    line: it is trimmed back to its last complete line before `post_process`, so
-    neither the gate nor the user sees a half-written statement.
-    """
-    text = post_process(raw, suffix, multiline=multiline)
-    if finish_reason != "length":
-        return text, None
-    trimmed = post_process(drop_last_line(raw), suffix, multiline=multiline)
-    if multiline:
-        trimmed = close_line(trimmed, suffix)
-    return trimmed, None if trimmed == text else truncation(text, trimmed)
-
-
-def truncation(before: str, after: str) -> Truncation:
-    def lines(t: str) -> int:
-        return t.count("\n") + 1 if t else 0
-
-    return Truncation(chars=max(0, len(before) - len(after)), lines=lines(before) - lines(after))
-
-
-def whole_line_runs(text: str, suffix: str = "") -> Iterator[str]:
-    """`text`, then ever shorter runs of its leading whole lines (never the empty one),
-    each ended as `close_line` ends it before `suffix`."""
-    first = True
-    while text.strip():
-        yield text if first else close_line(text, suffix)
-        first = False
-        text = drop_last_line(text.rstrip("\r\n") if text.endswith("\n") else text)
-
-
-def gate_trimmed(
-    text: str, check: Callable[[str], SyntaxInfo], suffix: str = ""
-) -> tuple[str, SyntaxInfo] | None:
-    """The longest run of `text`'s leading whole lines the gate does not reject, with
-    its verdict; None when it rejects every run (or `text` is blank). For a multi-line
-    completion the token budget cut: its last lines may leave a block open."""
-    for run in whole_line_runs(text, suffix):
-        info = check(run)
-        if info.status != "invalid":
-            return run, info
-    return None
 
 
 def remote_access(
@@ -205,7 +98,7 @@ class Pipeline:
         cache: CompletionCache | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.settings = settings
+        self._settings = settings  # privacy changes come through update_privacy
         self.local = local
         self.remote = remote
         self.gate = gate
@@ -222,9 +115,17 @@ class Pipeline:
         # The other files whose code each remote call carries (cross-file context).
         self._remote_context: dict[asyncio.Future[Completion], tuple[str, ...]] = {}
         self.remote_revoked = False  # the settings no longer name this remote
-        self.threshold_override: float | None = None  # routing.adaptive's current value
         # The context each (document, tier) got last: kept while the ranking agrees.
         self._sticky = prompt_split.Sticky()
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def local_model(self) -> str:
+        """The model the local tier runs (its per-model threshold applies)."""
+        return self.local.model if self.local else ""
 
     # -- lifetime and live privacy -------------------------------------------
     def hold(self) -> None:
@@ -249,7 +150,7 @@ class Pipeline:
     def update_privacy(self, privacy: PrivacySettings, *, remote_revoked: bool = False) -> None:
         """New privacy settings, for the requests in flight too: each is checked again
         before it escalates, and a remote call they no longer allow is cancelled."""
-        self.settings = attrs.evolve(self.settings, privacy=privacy)
+        self._settings = attrs.evolve(self._settings, privacy=privacy)
         self.remote_revoked = self.remote_revoked or remote_revoked
         pats = _patterns(self.settings)
         for call, ctx in self._remote_calls.items():
@@ -261,19 +162,9 @@ class Pipeline:
                 call.cancel()
 
     def rules(self) -> Rules:
-        r = self.settings.routing
-        model = self.local.model if self.local else ""
-        return Rules(
-            policy=r.policy,
-            threshold=(
-                r.threshold_for(model)
-                if self.threshold_override is None
-                else self.threshold_override
-            ),
-            k=r.confidence_tokens,
-            missing_logprobs=r.missing_logprobs,
-            semantic=r.semantic,
-        )
+        """The rules without adaptive mode (the command line, the evaluation): a session
+        passes its own to `complete`."""
+        return resolve_rules(self._settings, self.local_model)
 
     def context_allowed(self, ctx: CompletionContext, tier: str) -> Callable[[str], bool]:
         """Which other files may feed `tier`'s prompt, under the settings of this moment:
@@ -342,10 +233,12 @@ class Pipeline:
             single_line=single_line,
         )
 
-    async def complete(self, ctx: CompletionContext) -> RouteDecision:
+    async def complete(self, ctx: CompletionContext, rules: Rules | None = None) -> RouteDecision:
+        """One request under `rules` (resolved once for it by the caller; by default
+        the configured ones for this local model)."""
         t0 = self._clock()
         deadline = t0 + self.settings.completion.deadline_ms / 1000
-        rules = self.rules()
+        rules = self.rules() if rules is None else rules
         access = self.access(ctx)
         rec = RouteDecision(
             completion="",
@@ -484,7 +377,8 @@ class Pipeline:
             # Whole lines may still leave a block open: keep those the gate accepts (none
             # accepted: nothing from the remote is shown, rather than broken code).
             t = self._clock()
-            kept = await self._trim_to_gate(ctx, text, deadline)
+            found = await self._trimmed(ctx, text, deadline)
+            kept = found[0] if found is not None else ""
             rec.latency_ms["remote_gate"] = (self._clock() - t) * 1000
             if kept != text:
                 cut = truncation(post_process(result.text, ctx.suffix, multiline=multiline), kept)
@@ -635,15 +529,24 @@ class Pipeline:
             return await asyncio.to_thread(self.gate.check, ctx, text)
         return self.gate.check(ctx, text)
 
-    async def _trim_to_gate(self, ctx: CompletionContext, text: str, deadline: float) -> str:
-        """`gate_trimmed` for the remote text ("" when the gate rejects every run); past
-        the deadline, whole lines are all we have time for."""
-        for run in whole_line_runs(text, ctx.suffix):
-            if self._clock() >= deadline:
-                return text
-            if (await self._check(ctx, run)).status != "invalid":
-                return run
-        return ""
+    async def _trimmed(
+        self, ctx: CompletionContext, text: str, deadline: float, *, skip: int = 0
+    ) -> tuple[str, SyntaxInfo | None] | None:
+        """`gate_trimmed` with this request's gate and deadline (in the gate's thread
+        when its checks block)."""
+        gate = self.gate
+        assert gate is not None
+
+        def trim() -> tuple[str, SyntaxInfo | None] | None:
+            return gate_trimmed(
+                text,
+                lambda run: gate.check(ctx, run),
+                ctx.suffix,
+                skip=skip,
+                out_of_time=lambda: self._clock() >= deadline,
+            )
+
+        return await asyncio.to_thread(trim) if gate.blocking else trim()
 
     async def _gate_local(
         self,
@@ -661,24 +564,20 @@ class Pipeline:
         ev = await self._gate(ctx, text, ev, rec)
         if ev.syntax != "invalid" or not multiline or "local" not in rec.truncated:
             return text, ev
-        first, spent = rec.syntax, rec.latency_ms.get("gate", 0.0)
-        for run in list(whole_line_runs(text, ctx.suffix))[1:]:
-            if self._clock() >= deadline:
-                break
-            ev = await self._gate(ctx, run, ev, rec)
-            spent += rec.latency_ms["gate"]
-            if ev.syntax != "invalid":
-                rec.latency_ms["gate"] = spent
-                old = rec.truncated["local"]
-                more = truncation(text, run)
-                rec.truncated["local"] = Truncation(
-                    chars=old.chars + more.chars, lines=old.lines + more.lines
-                )
-                rec.local_completion = run
-                return run, attrs.evolve(ev, text=run)
-        rec.latency_ms["gate"] = spent
-        rec.syntax = first
-        return text, attrs.evolve(ev, syntax="invalid")
+        t = self._clock()
+        found = await self._trimmed(ctx, text, deadline, skip=1)
+        rec.latency_ms["gate"] += (self._clock() - t) * 1000
+        run, info = found if found is not None else (text, None)
+        if info is None:  # every run rejected, or out of time
+            return text, ev
+        old = rec.truncated["local"]
+        more = truncation(text, run)
+        rec.truncated["local"] = Truncation(
+            chars=old.chars + more.chars, lines=old.lines + more.lines
+        )
+        rec.local_completion = run
+        rec.syntax = info
+        return run, attrs.evolve(ev, text=run, syntax=info.status, undefined=info.undefined)
 
     async def _gate(
         self, ctx: CompletionContext, text: str, ev: LocalEvidence, rec: RouteDecision
@@ -686,10 +585,7 @@ class Pipeline:
         if self.gate is None:
             return attrs.evolve(ev, syntax="unsupported-language")
         t = self._clock()
-        if self.gate.blocking:
-            info = await asyncio.to_thread(self.gate.check, ctx, text)
-        else:
-            info = self.gate.check(ctx, text)
+        info = await self._check(ctx, text)
         rec.latency_ms["gate"] = (self._clock() - t) * 1000
         rec.syntax = info
         return attrs.evolve(ev, syntax=info.status, undefined=info.undefined)

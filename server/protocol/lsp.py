@@ -14,13 +14,14 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol.language_server import lsp_method
 
-from . import __version__, config
-from .card import route_card, summary
-from .ledger import Ledger
-from .positions import Encoding, PositionOutOfRange, advance
-from .retention import DEFAULT_DELAYS
-from .session import Completed, DocumentNotOpen, Edit, Session
-from .syntax.languages import LANGUAGES
+from .. import __version__
+from ..learning.ledger import Ledger
+from ..learning.retention import DEFAULT_DELAYS
+from ..session.session import Completed, DocumentNotOpen, Edit, Session
+from ..settings import config
+from ..syntax.languages import LANGUAGES
+from ..vocab.card import route_card, summary
+from ..vocab.positions import Encoding, PositionOutOfRange, advance
 from .transport import TransportProtocol
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class _Protocol(TransportProtocol):
             return SimpleNamespace(jsonrpc="answered")  # handle_message ignores it
 
     # The session keeps the one copy of each open document (LSP line rule, see
-    # server/positions.py). pygls' workspace copy breaks lines with str.splitlines, and
+    # server/vocab/positions.py). pygls' workspace copy breaks lines with str.splitlines, and
     # an error in it would stop our handler: keep none, just pass the notification on
     # (pygls runs these only as generator functions).
     def _forward(self, method: str, params: Any) -> Generator[Any, Any, None]:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import attrs
 
-from .retention import minimal_edit
+from ..learning.retention import minimal_edit
 
 AROUND = 2  # lines kept before and after the changed ones
 MAX_LINES = 12  # most lines of one chunk (around the latest change)

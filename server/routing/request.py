@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from .record import SyntaxInfo
-from .syntax import Position, SyntaxDocument
+from ..syntax import Position, SyntaxDocument
+from ..vocab.record import SyntaxInfo
 
 if TYPE_CHECKING:
-    from .crossfile import Candidate
-    from .recent_edits import EditChunk
+    from ..workspace.crossfile import Candidate
+    from ..workspace.recent_edits import EditChunk
 
 
 @attrs.frozen

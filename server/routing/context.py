@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .positions import Text, scrub_surrogates
+from ..vocab.positions import Text, scrub_surrogates
 from .request import Anchor, CompletionContext
 
 

@@ -28,13 +28,25 @@ from synconfroute.clients.errors import (
 )
 from synconfroute.clients.types import Backend
 
-from . import config, crossfile, recent_edits
-from .adaptive import Adaptive
-from .backends import choose_local, make_local, make_remote, warm
-from .card import route_card, summary
-from .context import make_context
-from .decision_log import DecisionLog, Status, WorkerStatus
-from .documents import (
+from ..learning.adaptive import Adaptive
+from ..learning.decision_log import DecisionLog, Status, WorkerStatus
+from ..learning.ledger import Ledger
+from ..learning.retention import DEFAULT_DELAYS, Retention
+from ..routing.backends import choose_local, make_local, make_remote, warm
+from ..routing.context import make_context
+from ..routing.gate import SyntaxGate, make_gate
+from ..routing.pipeline import Pipeline
+from ..routing.request import Anchor
+from ..routing.router import Rules
+from ..routing.rules import resolve_rules
+from ..settings import config
+from ..settings.settings_state import SettingsState
+from ..syntax import SyntaxDocument
+from ..vocab.card import route_card, summary
+from ..vocab.positions import Encoding, Text, advance, word_before
+from ..vocab.record import RouteDecision
+from ..workspace import crossfile, recent_edits
+from ..workspace.documents import (
     DocState,
     DocumentNotOpen,
     DocumentStore,
@@ -43,16 +55,7 @@ from .documents import (
     path_of,
     uri_key,
 )
-from .gate import SyntaxGate, make_gate
-from .ledger import Ledger
-from .pipeline import Pipeline
-from .positions import Encoding, Text, advance, word_before
-from .record import RouteDecision
-from .request import Anchor
-from .retention import DEFAULT_DELAYS, Retention
-from .settings_state import SettingsState
-from .syntax import SyntaxDocument
-from .workspace_index import WorkspaceIndex
+from ..workspace.workspace_index import WorkspaceIndex
 
 __all__ = ["Completed", "DocState", "DocumentNotOpen", "Edit", "Session", "path_of", "uri_key"]
 
@@ -100,11 +103,13 @@ class Session:
         self._troubles: set[str] = set()
         self._closing: set[asyncio.Future[None]] = set()
         self.local_choice = ""
+        self._last_local_model = ""
         # Cross-file context (completion.context = "workspace"): built on first need.
         self.index: WorkspaceIndex | None = None
         self._index_stop = threading.Event()
         self.snippets = crossfile.SnippetCache()
         self.recent = recent_edits.RecentEdits()  # chunks changed lately, any open file
+        self._sync_adaptive()
 
     # -- the parts' state, as callers knew it ---------------------------------
     @property
@@ -188,9 +193,22 @@ class Session:
         return [*([self._pipeline] if self._pipeline is not None else []), *self._retiring]
 
     def _sync_adaptive(self) -> None:
-        self.decision_log.sync_adaptive()
+        """Adaptive mode starts from the configured rules of the model the local tier
+        runs (the configured `local.model` until the pipeline is built)."""
+        self.decision_log.sync_adaptive(resolve_rules(self.settings, self._local_model()).threshold)
+
+    def rules(self) -> Rules:
+        """The rules the next request routes by: the one value the router, `status`, the
+        hover card and adaptive mode read."""
+        adaptive = self.decision_log.adaptive_threshold
+        return resolve_rules(self.settings, self._local_model(), adaptive)
+
+    def _local_model(self) -> str:
+        """The model the local tier runs: the pipeline's; between pipelines the last one
+        built (a settings change rebuilds it); before the first, the configured one."""
         if self._pipeline is not None:
-            self._pipeline.threshold_override = self.decision_log.threshold_override
+            self._last_local_model = self._pipeline.local_model
+        return self._last_local_model or self.settings.local.model
 
     # -- pipeline -------------------------------------------------------------
     async def pipeline(self) -> Pipeline:
@@ -203,10 +221,9 @@ class Session:
                     built = await self._build(settings)
                 if gen == self._settings_gen:
                     self._pipeline = built
+                    self._sync_adaptive()  # now the local model is known
                 else:  # the settings changed while we built it: build again
                     self._retire(built)
-            self._pipeline.settings = self.settings  # privacy toggles apply at once
-            self._pipeline.threshold_override = self.decision_log.threshold_override
             return self._pipeline
 
     async def _build(self, settings: config.Settings) -> Pipeline:
@@ -453,7 +470,7 @@ class Session:
             ctx = attrs.evolve(ctx, repo=repo)
         # Held until the request ends, so a settings change cannot close its backends.
         pipeline.hold()
-        inner = asyncio.ensure_future(pipeline.complete(ctx))
+        inner = asyncio.ensure_future(pipeline.complete(ctx, self.rules()))
         inner.add_done_callback(lambda _: pipeline.release())
         st.inner = inner
         try:
@@ -502,7 +519,8 @@ class Session:
             return None
         card = route_card(rec)
         if self.adaptive is not None:
-            card += f"\n- adaptive threshold now {self.adaptive.current:.3f}: {self.adaptive.why}"
+            now = self.rules().threshold
+            card += f"\n- adaptive threshold now {now:.3f}: {self.adaptive.why}"
         if did in self.accepted:
             card += "\n- accepted"
         return card
@@ -520,12 +538,13 @@ class Session:
 
     def _resolve(self, did: str, *, accepted: bool) -> None:
         """A shown item was accepted, or dismissed by a newer request."""
-        move = self.decision_log.resolve(did, accepted=accepted)
-        if move is not None and self._pipeline is not None:
-            self._pipeline.threshold_override = move.new
+        self.decision_log.resolve(did, accepted=accepted)  # the next rules see a move
 
     def status(self) -> Status:
-        return self.decision_log.status(self.local_choice, os.getpid(), self._worker_status())
+        rules = self.rules()
+        return self.decision_log.status(
+            rules.policy, rules.threshold, self.local_choice, os.getpid(), self._worker_status()
+        )
 
     def _worker_status(self) -> WorkerStatus | None:
         """The embedded tier's worker process (llama.cpp runs there, not in the server)."""

@@ -19,8 +19,8 @@ import attrs
 from synconfroute.clients.errors import BackendError
 from synconfroute.clients.types import Backend, CompletionRequest, ProbeReport, Problem
 
-from .backends import LocalChoice, choose_local, make_local, make_remote
-from .config import Loaded
+from ..routing.backends import LocalChoice, choose_local, make_local, make_remote
+from ..settings.config import Loaded
 
 PROBE_TIMEOUT_S = 180.0  # the embedded model's first load can take a while on a cold disk
 GENERATION_S = 60.0  # the tiny generation's deadline (the backends' own timeouts apply too)

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 from cachetools import LRUCache
 
-from . import config
+from ..settings import config
+from ..vocab.card import summary
+from ..vocab.record import RouteDecision
 from .adaptive import Adaptive, Move
-from .card import summary
 from .ledger import Ledger
 from .ledger import load as load_ledger
-from .record import RouteDecision
 from .retention import DEFAULT_DELAYS, Retention
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class Status:
     local: str  # the local tier chosen, or the configured backend before the choice
     remote: str  # its URLs, or "not configured"
     policy: str
-    threshold: float  # the adaptive one when adaptive mode is on
+    threshold: float  # the one the router uses now (the request's `Rules`)
     adaptive: dict[str, object] | None
     completions: int  # decisions kept (the most recent ones)
     routes: dict[str, int]  # of those, per route: local, remote, none
@@ -68,8 +69,7 @@ class DecisionLog:
         self._ids = itertools.count(1)
         self.ledger = ledger or Ledger(None)
         self.retention = Retention(self._retained, retention_delays)
-        self.adaptive: Adaptive | None = None
-        self.sync_adaptive()
+        self.adaptive: Adaptive | None = None  # the owner calls sync_adaptive
 
     @property
     def _ledger_on(self) -> bool:
@@ -113,24 +113,21 @@ class DecisionLog:
             self.ledger.retained(did, after, ratio, chars, closed)
 
     @property
-    def threshold_override(self) -> float | None:
-        """The threshold the pipeline routes by instead of the configured one."""
+    def adaptive_threshold(self) -> float | None:
+        """Adaptive mode's current threshold, None when it is off (an input of the rules)."""
         return self.adaptive.current if self.adaptive else None
 
-    def sync_adaptive(self) -> None:
+    def sync_adaptive(self, start: float) -> None:
         """Adaptive mode follows the settings: built when turned on, re-bounded when its
-        bounds change (a workspace may have lowered them), dropped when turned off."""
-        settings = self._settings()
-        r = settings.routing
+        bounds change (a workspace may have lowered them), dropped when turned off.
+        `start` is the configured threshold of the model the local tier runs (the rules
+        without adaptive mode); a new one starts afresh, as after a new calibration."""
+        r = self._settings().routing
         if not r.adaptive or r.policy not in ("synconf", "confidence"):
             self.adaptive = None
-        elif self.adaptive is None:
+        elif self.adaptive is None or not math.isclose(self.adaptive.start, start):
             self.adaptive = Adaptive(
-                r.threshold_for(settings.local.model),
-                r.adaptive_min,
-                r.adaptive_max,
-                step=r.adaptive_step,
-                every=r.adaptive_every,
+                start, r.adaptive_min, r.adaptive_max, step=r.adaptive_step, every=r.adaptive_every
             )
             self._resume_adaptive(self.adaptive)
         else:
@@ -161,7 +158,11 @@ class DecisionLog:
         else:
             a.resume(a.current, "", observed)
 
-    def status(self, local: str, pid: int, worker: WorkerStatus | None) -> Status:
+    def status(
+        self, policy: str, threshold: float, local: str, pid: int, worker: WorkerStatus | None
+    ) -> Status:
+        """The session's state; `policy` and `threshold` from the rules the next request
+        routes by (the session resolves them)."""
         settings = self._settings()
         recent = list(self.decisions.values())  # oldest first (insertion order)
         routes = {r: sum(1 for d in recent if d.route == r) for r in ("local", "remote", "none")}
@@ -174,8 +175,8 @@ class DecisionLog:
                 if settings.remote.configured
                 else "not configured"
             ),
-            policy=settings.routing.policy,
-            threshold=(self.adaptive.current if self.adaptive else settings.routing.threshold),
+            policy=policy,
+            threshold=threshold,
             adaptive=self.adaptive.status() if self.adaptive else None,
             completions=len(recent),
             routes=routes,

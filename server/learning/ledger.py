@@ -24,8 +24,8 @@ from typing import Any
 
 import platformdirs
 
-from .config import APP
-from .record import RouteDecision
+from ..settings.config import APP
+from ..vocab.record import RouteDecision
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import attrs
 
-from . import __version__, config
-from .errors import UsageError, UserError
+from .. import __version__
+from ..settings import config
+from ..vocab.errors import UsageError, UserError
 
 
 def _load(args: argparse.Namespace) -> config.Loaded:
@@ -125,8 +126,8 @@ def _seconds(value: str) -> tuple[float, ...]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .lsp import create_server
-    from .transport import serve_stdio, serve_tcp
+    from ..protocol.lsp import create_server
+    from ..protocol.transport import serve_stdio, serve_tcp
 
     loaded = _load(args)
     level = (
@@ -141,7 +142,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.getLogger("pygls").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     path = _log_to_file(level)
     logging.getLogger(__name__).info("synconfroute %s serving; log file %s", __version__, path)
-    from .ledger import default_path
+    from ..learning.ledger import default_path
 
     server = create_server(
         loaded, Path(args.ledger) if args.ledger else default_path(), args.retention_after
@@ -156,19 +157,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .evaluation.cli import run_eval_command
+    from ..evaluation.cli import run_eval_command
 
     return run_eval_command(args, _load(args))
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from .evaluation.cli import run_calibrate_command
+    from ..evaluation.cli import run_calibrate_command
 
     return run_calibrate_command(args, _load(args))
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from . import ledger, stats
+    from ..learning import ledger, stats
 
     path = Path(args.ledger) if args.ledger else ledger.default_path()
     if not path.is_file():
@@ -249,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sv.set_defaults(func=cmd_serve)
 
-    from .evaluation.cli import add_calibrate_arguments, add_eval_arguments
+    from ..evaluation.cli import add_calibrate_arguments, add_eval_arguments
 
     ev = sub.add_parser(
         "eval",

@@ -124,6 +124,7 @@ class Adaptive:
     def status(self) -> dict[str, object]:
         return {
             "threshold": self.current,
+            "start": self.start,
             "bounds": [self.lo, self.hi],
             "step": self.step,
             "every": self.every,

@@ -16,11 +16,11 @@ from urllib.parse import quote, unquote, urlsplit
 
 import attrs
 
-from . import config
-from .positions import Encoding, Text
-from .record import RouteDecision
-from .retention import minimal_edit
-from .syntax import SyntaxDocument, detect_language
+from ..learning.retention import minimal_edit
+from ..settings import config
+from ..syntax import SyntaxDocument, detect_language
+from ..vocab.positions import Encoding, Text
+from ..vocab.record import RouteDecision
 
 # Parse trees cost ~40x the text; keep them for the documents being completed in, as
 # many as fit in both bounds (the current one's always, unless over syntax_max_bytes).

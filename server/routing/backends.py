@@ -10,7 +10,7 @@ import httpx
 
 from synconfroute.clients.types import Backend
 
-from .config import LocalSettings, RemoteSettings
+from ..settings.config import LocalSettings, RemoteSettings
 
 log = logging.getLogger(__name__)
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .backends import choose_local, make_local, make_remote, warm
-from .config import Settings
-from .context import make_context
-from .errors import UsageError
-from .gate import language_of, make_gate
-from .pipeline import Pipeline
-from .positions import PositionOutOfRange, Text, line_text
-from .record import RouteDecision
-from .request import Anchor, CompletionContext
-from .syntax import SyntaxDocument
+from ..routing.backends import choose_local, make_local, make_remote, warm
+from ..routing.context import make_context
+from ..routing.gate import language_of, make_gate
+from ..routing.pipeline import Pipeline
+from ..routing.request import Anchor, CompletionContext
+from ..settings.config import Settings
+from ..syntax import SyntaxDocument
+from ..vocab.errors import UsageError
+from ..vocab.positions import PositionOutOfRange, Text, line_text
+from ..vocab.record import RouteDecision
 
 
 class CompleteError(UsageError):

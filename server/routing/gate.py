@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from .config import RoutingSettings
-from .kinds import Semantic
-from .record import SyntaxInfo
+from ..settings.config import RoutingSettings
+from ..syntax import Verdict, check_completion, detect_language
+from ..syntax.verdict import Mode
+from ..vocab.kinds import Semantic
+from ..vocab.record import SyntaxInfo
 from .request import Anchor, CompletionContext
-from .syntax import Verdict, check_completion, detect_language
-from .syntax.verdict import Mode
 
 
 def language_of(path: str, language_id: str | None = None) -> str:

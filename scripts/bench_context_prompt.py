@@ -13,6 +13,10 @@ Tasks: in the real trees of ../shared/data/repos (click: Python; gson: Java), a 
 that calls a function (or constructs a class) defined in ANOTHER file of the tree and
 not in its own; the line is masked (its code removed, its indentation kept) and the
 cursor put there, so the callee's name is not typed yet, as in the check of issue 21.
+The callee must plausibly be the tree's: its name imported by the file, or the file
+naming the module or class that defines it (the definition file's stem: `utils`,
+`JsonReader`); without that, `s.charAt(i)` would count as a call of whatever `charAt`
+gson defines. `--any-name` drops this filter (the first numbers of issue 21's notes).
 Hit: the prompt holds the definition's header up to the callee's name (e.g. `def
 get_text_stream`, `public JsonElement toJsonTree`), whitespace collapsed, of any of
 the name's definitions in other files. Only the current file is open (the worst case:
@@ -67,6 +71,7 @@ BUCKETS = (("<200", 0, 200), ("200-600", 200, 600), (">600", 600, 10**9))
 _CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 _SKIP = re.compile(r"^\s*(import|from|package|#|//|\*|/\*|@|def |class |public |private )")
 _WS = re.compile(r"\s+")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 REMOTE_MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
 CONFIDENT = TokenScript.of(" x", logprob=-0.01)
 LOW = TokenScript.of(" x", " y", " z", logprob=-3.0)
@@ -79,7 +84,13 @@ def header(text: str, name: str) -> str | None:
     return _WS.sub(" ", sig[: m.end()]) if m else None
 
 
-def tasks_for(root: str, per_bucket: int, rng: random.Random) -> list[dict[str, Any]]:
+def stem(path: str) -> str:
+    return Path(path).stem
+
+
+def tasks_for(
+    root: str, per_bucket: int, rng: random.Random, *, any_name: bool = False
+) -> list[dict[str, Any]]:
     index = WorkspaceIndex()
     index.build([root])
     by_bucket: dict[str, list[dict[str, Any]]] = {b[0]: [] for b in BUCKETS}
@@ -88,6 +99,8 @@ def tasks_for(root: str, per_bucket: int, rng: random.Random) -> list[dict[str, 
         lines = text.split("\n")
         bucket = next(b[0] for b in BUCKETS if b[1] <= len(lines) < b[2])
         own = {s.name for s in index.symbols_of(path)}
+        idents = set(_IDENT.findall(text))
+        imported = crossfile.imports(detect_language(None, path) or "", text, path)[0]
         for i, line in enumerate(lines):
             if _SKIP.match(line) or not line.strip():
                 continue
@@ -95,6 +108,8 @@ def tasks_for(root: str, per_bucket: int, rng: random.Random) -> list[dict[str, 
                 if name in own or len(name) < 3 or name in crossfile._KEYWORDS:
                     continue
                 defs = [s for s in index.lookup(name) if s.path != path]
+                if not any_name:  # the callee's module or class is named in the file
+                    defs = [s for s in defs if name in imported or stem(s.path) in idents]
                 heads = {h for s in defs if (h := header(s.text, name))}
                 if not heads:
                     continue
@@ -202,9 +217,10 @@ VARIANTS: list[tuple[str, str, Callable[[config.Settings], None], dict[str, Any]
     ("local file-only (old default)", "local", _set(completion__context="file"), {}),
     ("local bodies packing", "local", _set(), {"PACK": "bodies"}),
     ("local signatures only", "local", _set(), {"PACK": "signatures"}),
-    ("local old ranking", "local", _set(), {"IMPORTED_UNSEEN": 0.3}),
-    ("local context 256 tok", "local", _set(local__context_tokens=256), {}),
-    ("local context 1024 tok", "local", _set(local__context_tokens=1024), {}),
+    ("local old ranking", "local", _set(), {"IMPORTED_UNSEEN": 0.3, "MEMBER_WEIGHT": 0.0}),
+    ("local no class members", "local", _set(), {"MEMBER_WEIGHT": 0.0}),
+    ("local context 512 tok", "local", _set(local__context_tokens=512), {}),
+    ("local context 2048 tok", "local", _set(local__context_tokens=2048), {}),
     ("local total 4000 chars", "local", _set(local__max_prompt_chars=4000), {}),
     ("remote (defaults: send_context off)", "remote", _set(), {}),
     ("remote (send_context on)", "remote", _set(remote__send_context=True), {}),
@@ -243,6 +259,12 @@ def main() -> None:
     ap.add_argument("--repos", default="click,gson")
     ap.add_argument("--only", default="", help="comma-separated variant name prefixes")
     ap.add_argument("--json", default="")
+    ap.add_argument(
+        "--any-name",
+        action="store_true",
+        help="count calls of any name defined in another file (JDK calls such as "
+        "`s.charAt(i)` included when the tree defines a `charAt` somewhere)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         roots = {}
@@ -251,7 +273,10 @@ def main() -> None:
             with tarfile.open(tar) as tf:
                 tf.extractall(f"{tmp}/{repo}", filter="data")
             root = str(next(p for p in Path(f"{tmp}/{repo}").iterdir() if p.is_dir()))
-            roots[repo] = (root, tasks_for(root, args.per_bucket, random.Random(11)))
+            roots[repo] = (
+                root,
+                tasks_for(root, args.per_bucket, random.Random(11), any_name=args.any_name),
+            )
         results = asyncio.run(run_all(roots, args.only))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")

@@ -4,9 +4,12 @@ keystrokes (issue 21)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from synconfroute.server.workspace import crossfile, prompt_split
 from synconfroute.server.workspace.crossfile import Candidate
 from synconfroute.server.workspace.recent_edits import EditChunk
+from synconfroute.server.workspace.workspace_index import WorkspaceIndex
 
 W = "/w"
 
@@ -118,3 +121,23 @@ def test_consecutive_keystrokes_keep_the_same_context_unless_the_ranking_changed
         ("/w/cur.py", "local"), [new_best, *ranked], 900, lambda p: not p.endswith("n.py")
     )
     assert all(not f.path.endswith("n.py") for f in private.files)
+
+
+def test_a_class_named_near_the_cursor_brings_its_methods(tmp_path: Path) -> None:
+    # gson: `in.peek()` masked; only `JsonReader in` names the receiver's type.
+    reader = (
+        "package g;\npublic class JsonReader {\n"
+        "  public JsonToken peek() throws IOException {\n    return null;\n  }\n"
+        "  public String nextString() {\n    return null;\n  }\n}\n"
+    )
+    (tmp_path / "JsonReader.java").write_text(reader, encoding="utf-8")
+    cur = f"{tmp_path}/Adapter.java"
+    index = WorkspaceIndex()
+    index.build([str(tmp_path)])
+    prefix = "class Adapter {\n  Object read(JsonReader in) {\n    if (in."
+    ranked = crossfile.candidates(
+        prefix=prefix, suffix="\n  }\n}\n", path=cur, language="java", index=index
+    )
+    text = "".join(f.text for f in crossfile.fit(ranked, 600, lambda p: True))
+    assert "public JsonToken peek() throws IOException" in text
+    assert "public String nextString()" in text

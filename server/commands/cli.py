@@ -15,6 +15,7 @@ import attrs
 from .. import __version__
 from ..settings import config
 from ..vocab.errors import UsageError, UserError
+from ..workspace.prompt_split import sharing
 
 
 def _load(args: argparse.Namespace) -> config.Loaded:
@@ -64,6 +65,8 @@ def cmd_settings(args: argparse.Namespace) -> int:
     for issue in loaded.issues:
         print(f"warning: {issue}", file=sys.stderr)
     print(json.dumps(attrs.asdict(loaded.settings), indent=2))
+    # On stderr, so stdout stays JSON: what leaves the machine, in words.
+    print(f"other files' code goes to: {sharing(loaded.settings)}", file=sys.stderr)
     return 0
 
 

@@ -252,6 +252,7 @@ class Pipeline:
             remote_model=self.remote.model if self.remote and access == "ok" else None,
             language=ctx.language,
             path=ctx.path,
+            context_sharing=prompt_split.sharing(self.settings),
         )
 
         cache_key = f"{rec.local_model}|{rec.remote_model}|{rules.policy}"

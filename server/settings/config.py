@@ -87,7 +87,7 @@ class LocalSettings:
         lo=256,
     )
     context_tokens: int = _doc(
-        512,
+        1024,
         "Most tokens of other files' code (definitions, similar snippets, recent edits) "
         "in a local prompt, counted as 3 characters a token and at most half of "
         "`max_prompt_chars`; the prefix and suffix get the rest.",

@@ -64,6 +64,7 @@ class RouteDecision:
     # prompt, and the context bytes among `bytes_sent`.
     context_files: list[tuple[str, int, str]] = attrs.field(factory=list)
     context_bytes_sent: int = 0
+    context_sharing: str = ""  # where other files' code may go, in words (settings)
     cache_hit: bool = False
     errors: list[str] = attrs.field(factory=list)  # backend problems, user-readable
     error_kinds: list[str] = attrs.field(factory=list)  # "tier:ExceptionClass", per error

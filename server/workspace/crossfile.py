@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 import attrs
 from cachetools import LRUCache
 
-from .workspace_index import WorkspaceIndex
+from .workspace_index import Symbol, WorkspaceIndex
 
 CHARS_PER_TOKEN = 3  # code in these tokenizers: ~3-4 characters a token; err on the small side
 NEAR_LINES_BEFORE = 30
@@ -38,6 +38,7 @@ HEADER_CHARS = 40  # what a file header costs, roughly, besides the path
 IMPORTED_UNSEEN = 0.8
 IMPORTED_SEEN = 0.3
 IMPORTED_FILE_BOOST = 3.0  # a definition in a file the imports point at
+MEMBER_WEIGHT = 0.5  # a method of a class named near the cursor, relative to the class
 TOP_KEPT = 3  # the best candidates a sticky context must hold to be kept (prompt_split)
 PACK = "mixed"  # how `fit` packs candidates (see fit_detail); scripts/bench_context_prompt.py
 SIGNATURE_CHARS = 160  # longest one-line signature kept (longer ones are cut at a comma)
@@ -295,7 +296,7 @@ def candidates(
     open_docs: Sequence[OpenDoc] = (),
     snippets: SnippetCache | None = None,
     full_prefix: str | None = None,
-    limit: int = 40,
+    limit: int = 120,
 ) -> list[Candidate]:
     """Ranked context for the cursor between `prefix` and `suffix` of the file `path`.
 
@@ -319,9 +320,12 @@ def _definitions(
         if len(name) > 2 and name not in _KEYWORDS:
             weights[name] = weights.get(name, 0.0) + w
     imported, ends = imports(language, head, path)
+    near = set(weights)
     for name in imported:
-        lift = IMPORTED_SEEN if name in weights else IMPORTED_UNSEEN
-        weights[name] = weights.get(name, 0.0) + lift
+        # Python imports name functions (a call to come); Java's name classes, whose
+        # members come in below when the class shows near the cursor.
+        unseen = language == "python" and name not in weights
+        weights[name] = weights.get(name, 0.0) + (IMPORTED_UNSEEN if unseen else IMPORTED_SEEN)
     own = {s.name for s in index.symbols_of(path)}
     suffixes = tuple(ends)
     imported_file: dict[str, bool] = {}
@@ -339,17 +343,44 @@ def _definitions(
             boost = IMPORTED_FILE_BOOST if hit else 1.0
             if s.kind == "class" and name in imported:
                 boost *= 1.5
+            score = w * boost / len(defs) ** 0.5
             scored.append(
                 Candidate(
                     path=s.path,
                     text=s.text,
                     kind="definition",
-                    score=w * boost / len(defs) ** 0.5,
+                    score=score,
                     name=name,
                     line=s.line,
                 )
             )
+            if s.kind == "class" and name in near and MEMBER_WEIGHT > 0:
+                scored += _members(index, s, score * MEMBER_WEIGHT)
     return scored
+
+
+def _members(index: WorkspaceIndex, cls: Symbol, score: float) -> list[Candidate]:
+    """The methods of class `cls` (those after it in its file, up to the next class), as
+    candidates: a type named near the cursor (`JsonReader in`) is often the receiver of
+    the call being typed (`in.peek()`), whose name is nowhere near yet."""
+    out = []
+    for m in index.symbols_of(cls.path):
+        if m.line <= cls.line:
+            continue
+        if m.kind == "class":
+            break
+        if m.kind == "method" and not m.name.startswith("_"):
+            out.append(
+                Candidate(
+                    path=m.path,
+                    text=m.text,
+                    kind="definition",
+                    score=score,
+                    name=m.name,
+                    line=m.line,
+                )
+            )
+    return out
 
 
 def _snippets(

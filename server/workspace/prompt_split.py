@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 import attrs
 from cachetools import LRUCache
 
+from ..settings.config import Settings
 from ..vocab.positions import cap_window
 from . import crossfile
 from .crossfile import CHARS_PER_TOKEN, Candidate, ContextFile
@@ -165,4 +166,28 @@ def assemble(
     return TierPrompt(context=context, edits=edits, prefix=pre, suffix=suf)
 
 
-__all__ = ["EDITS_SHARE", "MAX_EXTRA_SHARE", "Split", "Sticky", "TierPrompt", "assemble", "split"]
+def sharing(settings: Settings) -> str:
+    """Where other files' code (context and recent edits) goes under `settings`, in
+    words: the hover card and `synconfroute settings` show it."""
+    c = settings.completion
+    if c.context != "workspace" and not c.recent_edits:
+        return "not used (completion.context = file, completion.recent_edits off)"
+    if not settings.remote.configured:
+        return "local model only (no remote tier)"
+    if settings.privacy.local_only:
+        return "local model only (privacy.local_only)"
+    if not settings.remote.send_context:
+        return "local model only (remote.send_context off)"
+    return "local model and the cluster (remote.send_context on; never private files)"
+
+
+__all__ = [
+    "EDITS_SHARE",
+    "MAX_EXTRA_SHARE",
+    "Split",
+    "Sticky",
+    "TierPrompt",
+    "assemble",
+    "sharing",
+    "split",
+]

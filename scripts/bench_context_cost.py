@@ -150,13 +150,11 @@ async def run(root: str, tasks: list[dict[str, Any]], args: argparse.Namespace) 
         a, b = on[key], off[key]
         ratio = statistics.median(a) / statistics.median(b) if a and b else float("nan")
         print(f"{label:34}{p50(a):>14}{p50(b):>10}{ratio:>8.2f}")
-    print(
-        f"{'KV-cache reuse while typing (mean)':34}{mean(on['kv_reuse']):>14}{mean(off['kv_reuse']):>10}"
-    )
+    kv = "KV-cache reuse while typing (mean)"
+    print(f"{kv:34}{mean(on['kv_reuse']):>14}{mean(off['kv_reuse']):>10}")
     print(f"{'context changed between keys':34}{mean(on['context_changed']):>14}")
-    print(
-        f"{'callee header in model tokens':34}{mean(on['callee_seen']):>14}{mean(off['callee_seen']):>10}"
-    )
+    seen = "callee header in model tokens"
+    print(f"{seen:34}{mean(on['callee_seen']):>14}{mean(off['callee_seen']):>10}")
 
 
 def main() -> None:

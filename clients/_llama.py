@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import contextlib
 import importlib.util
 import logging
 import math
@@ -46,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import templates
-from ._stream import TokenStops, collect, next_before
+from ._stream import TokenStops, complete_streamed, next_before
 from .errors import BackendError, BackendUnavailable, RequestCancelled
 from .types import (
     Chunk,
@@ -584,16 +583,9 @@ class LlamaRunner(ModelIdentity):
             self._active.discard(gen)
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        started = time.monotonic()
-        async with contextlib.aclosing(self.stream(request)) as chunks:
-            return await collect(
-                chunks,
-                backend=BACKEND,
-                model=self.model,
-                started=started,
-                bytes_sent=0,
-                single_line=request.single_line,
-            )
+        return await complete_streamed(
+            lambda r, _sent: self.stream(r), request, backend=BACKEND, model=self.model
+        )
 
     async def detokenize(self, ids: Sequence[int]) -> str:
         """The text of `ids` (special tokens spelled out), e.g. to show what the model saw

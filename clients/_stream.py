@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import aclosing
 from typing import TypeVar
 
-from .errors import BackendTimeout
-from .types import Chunk, Completion, TokenLogprob, line_end
+import attrs
+
+from .errors import BackendError, BackendTimeout
+from .types import Chunk, Completion, CompletionRequest, TokenLogprob, line_end
 
 T = TypeVar("T")
 
@@ -252,3 +255,37 @@ async def collect(
         total_s=time.monotonic() - started,
         bytes_sent=bytes_sent,
     )
+
+
+@attrs.define
+class Sent:
+    """Request body bytes that left the process, summed over attempts (retries, other
+    URLs): what a completion reports as sent, a failed one too."""
+
+    n: int = 0
+
+
+async def complete_streamed(
+    generate: Callable[[CompletionRequest, Sent], AsyncGenerator[Chunk, None]],
+    request: CompletionRequest,
+    *,
+    backend: str,
+    model: str,
+) -> Completion:
+    """The one `Backend.complete`: drain `generate(request, sent)` into a Completion that
+    carries the bytes sent; a failure carries them too (`BackendError.bytes_sent`)."""
+    started = time.monotonic()
+    sent = Sent()
+    try:
+        async with aclosing(generate(request, sent)) as chunks:
+            done = await collect(
+                chunks,
+                backend=backend,
+                model=model,
+                started=started,
+                single_line=request.single_line,
+            )
+    except BackendError as exc:
+        exc.bytes_sent = max(exc.bytes_sent, sent.n)
+        raise
+    return attrs.evolve(done, bytes_sent=sent.n)

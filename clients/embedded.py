@@ -45,7 +45,7 @@ from ._llama import (
     check_model_path,
     import_llama_cpp,
 )
-from ._stream import collect, next_before, within
+from ._stream import complete_streamed, next_before, within
 from .errors import BackendError, BackendUnavailable, RequestCancelled
 from .types import (
     Chunk,
@@ -504,16 +504,9 @@ class EmbeddedBackend(ModelIdentity):
             gen.cancel()
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        started = time.monotonic()
-        async with contextlib.aclosing(self.stream(request)) as chunks:
-            return await collect(
-                chunks,
-                backend=BACKEND,
-                model=self.model,
-                started=started,
-                bytes_sent=0,
-                single_line=request.single_line,
-            )
+        return await complete_streamed(
+            lambda r, _sent: self.stream(r), request, backend=BACKEND, model=self.model
+        )
 
     async def discover(self) -> ProbeReport:
         """Load the model in the worker and report its prompt mode; `server.commands.doctor` adds

@@ -14,7 +14,6 @@ import functools
 import json
 import logging
 import re
-import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -24,7 +23,7 @@ import httpx
 from . import templates
 from ._backoff import Backoff, Kind, kind_of_status, retry_after
 from ._status import Failure, status_error
-from ._stream import TokenCap, TokenStops, collect, next_before, within
+from ._stream import Sent, TokenCap, TokenStops, complete_streamed, next_before, within
 from .errors import (
     BackendError,
     BackendTimeout,
@@ -69,11 +68,6 @@ class _Plan:
     raw: bool
     suffix: str | None = None  # None: the key is not sent at all
     stop: tuple[str, ...] = ()
-
-
-@attrs.define
-class _Sent:
-    bytes: int = 0
 
 
 def _version_tuple(version: str) -> tuple[int, int, int] | None:
@@ -366,22 +360,12 @@ class OllamaBackend:
 
     def stream(self, request: CompletionRequest) -> AsyncGenerator[Chunk, None]:
         """Stream the completion; `aclose()` or cancelling the task aborts it on the server."""
-        return self._stream(request, _Sent())
+        return self._stream(request, Sent())
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        started = time.monotonic()
-        sent = _Sent()
-        async with contextlib.aclosing(self._stream(request, sent)) as chunks:
-            done = await collect(
-                chunks,
-                backend=BACKEND,
-                model=self._model,
-                started=started,
-                single_line=request.single_line,
-            )
-        return attrs.evolve(done, bytes_sent=sent.bytes)
+        return await complete_streamed(self._stream, request, backend=BACKEND, model=self._model)
 
-    async def _stream(self, request: CompletionRequest, sent: _Sent) -> AsyncGenerator[Chunk, None]:
+    async def _stream(self, request: CompletionRequest, sent: Sent) -> AsyncGenerator[Chunk, None]:
         if (held := self._backoff.held(self._url)) is not None:
             raise held  # backing off: fail at once, nothing is sent
         try:
@@ -397,14 +381,14 @@ class OllamaBackend:
             raise self._transport_error(exc) from exc
 
     async def _open(
-        self, stack: contextlib.AsyncExitStack, request: CompletionRequest, sent: _Sent
+        self, stack: contextlib.AsyncExitStack, request: CompletionRequest, sent: Sent
     ) -> tuple[httpx.Response, _Plan] | None:
         """Start the generation; retry once on the template path if `suffix` is refused."""
         plan = await self._plan(request)
         retried = False
         while plan is not None:
             body = self._body(plan, request)
-            sent.bytes += len(body)
+            sent.n += len(body)
             stream = self._client.stream(
                 "POST",
                 "/api/generate",

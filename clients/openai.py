@@ -20,7 +20,6 @@ import json
 import logging
 import math
 import os
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any
@@ -31,7 +30,7 @@ import httpx
 from . import templates
 from ._backoff import Backoff, kind_of_status, retry_after
 from ._status import Failure, failure_of, status_error
-from ._stream import TokenCap, TokenStops, collect, next_before, within
+from ._stream import Sent, TokenCap, TokenStops, complete_streamed, next_before, within
 from .errors import (
     BackendError,
     BackendTimeout,
@@ -61,13 +60,6 @@ MIN_LOGPROB = -9999.0
 # After the final chunk only `data: [DONE]` should follow; reading it keeps the
 # connection reusable (no new TLS handshake next time), but never wait long for it.
 DRAIN_S = 0.5
-
-
-@attrs.define
-class _Sent:
-    """Request body bytes that left the process, summed over attempts."""
-
-    n: int = 0
 
 
 @attrs.frozen
@@ -248,27 +240,13 @@ class OpenAIBackend:
         return body
 
     def stream(self, request: CompletionRequest) -> AsyncGenerator[Chunk, None]:
-        return self._generate(request, _Sent())
+        return self._generate(request, Sent())
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        started = time.monotonic()
-        sent = _Sent()
-        try:
-            async with aclosing(self._generate(request, sent)) as chunks:
-                done = await collect(
-                    chunks,
-                    backend=BACKEND,
-                    model=self._model,
-                    started=started,
-                    single_line=request.single_line,
-                )
-        except BackendError as exc:
-            exc.bytes_sent = sent.n
-            raise
-        return attrs.evolve(done, bytes_sent=sent.n)
+        return await complete_streamed(self._generate, request, backend=BACKEND, model=self._model)
 
     async def _generate(
-        self, request: CompletionRequest, sent: _Sent
+        self, request: CompletionRequest, sent: Sent
     ) -> AsyncGenerator[Chunk, None]:
         body = self.payload(request)
         data = json.dumps(body).encode()
@@ -380,7 +358,7 @@ class OpenAIBackend:
                     pass
 
     async def _open(
-        self, url: str, data: bytes, request: CompletionRequest, sent: _Sent
+        self, url: str, data: bytes, request: CompletionRequest, sent: Sent
     ) -> httpx.Response:
         """POST the request; a 2xx response (unread), or _Retry / a BackendError."""
         headers = {**self._headers(), "Content-Type": "application/json"}

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from synconfroute.clients.embedded import bundled_model_path, import_llama_cpp  # noqa: E402
-from synconfroute.server.evaluation import datasets  # noqa: E402
+from synconfroute.server.evaluation import datasets, download  # noqa: E402
 from synconfroute.server.evaluation.generate import multiline_for  # noqa: E402
 from synconfroute.server.routing.gate import make_gate  # noqa: E402
 from synconfroute.server.routing.pipeline import CompletionContext  # noqa: E402
@@ -53,7 +53,7 @@ def main() -> None:
     settings = Settings()
     gate = make_gate(settings.routing)
     langs = [x for x in args.langs.split(",") if x] or None
-    tasks = datasets.select(datasets.load_builtin("safim-block"), langs=langs)
+    tasks = datasets.select(download.load_builtin("safim-block"), langs=langs)
 
     stats: dict[str, Counter[str]] = defaultdict(Counter)
     bad: list[dict[str, Any]] = []

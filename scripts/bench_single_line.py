@@ -41,7 +41,7 @@ import attrs  # noqa: E402
 
 from synconfroute.clients.embedded import EmbeddedBackend  # noqa: E402
 from synconfroute.clients.types import CompletionRequest  # noqa: E402
-from synconfroute.server.evaluation import datasets  # noqa: E402
+from synconfroute.server.evaluation import datasets, download  # noqa: E402
 from synconfroute.server.evaluation.generate import context_for  # noqa: E402
 from synconfroute.server.routing.gate import make_gate  # noqa: E402
 from synconfroute.server.routing.pipeline import Pipeline  # noqa: E402
@@ -87,7 +87,7 @@ async def main() -> None:
 
     settings = Settings()
     tasks = datasets.select(
-        datasets.load_builtin("humaneval"), limits={"humaneval": args.tasks}, seed=args.seed
+        download.load_builtin("humaneval"), limits={"humaneval": args.tasks}, seed=args.seed
     )
     backend = EmbeddedBackend()
     load_s = await backend.load()

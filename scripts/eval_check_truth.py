@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from synconfroute.server.evaluation import datasets
+from synconfroute.server.evaluation import datasets, download
 from synconfroute.server.evaluation.execute import Toolchains, execute
 from synconfroute.server.evaluation.progress import Progress
 from synconfroute.server.evaluation.sandbox import Sandbox
@@ -48,7 +48,7 @@ def main() -> int:
             default = int(n)
     tasks = []
     for name in args.datasets.split(","):
-        tasks += datasets.load_builtin(name.strip())
+        tasks += download.load_builtin(name.strip())
     langs = [x.strip() for x in args.langs.split(",")]
     chosen = [
         t

@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from synconfroute.server.evaluation import calibrate, datasets, scoring
+from synconfroute.server.evaluation import calibrate, datasets, download, scoring
 from synconfroute.server.evaluation.datasets import IOTest, Task
 from synconfroute.server.evaluation.execute import (
     ExecResult,
@@ -512,7 +512,7 @@ def test_ceiling_names_what_cut_each_ground_truth(tmp_path: Path) -> None:
 
 def test_missing_control_split_says_where_to_get_it() -> None:
     with pytest.raises(datasets.DatasetError, match=r"control_completion\.jsonl\.gz"):
-        datasets.load_builtin("safim-control", Path("/nonexistent"))
+        download.load_builtin("safim-control", Path("/nonexistent"))
 
 
 def test_refresh_derives_texts_with_the_current_pipeline(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..routing.backends import choose_local, make_local, make_remote, warm
+from ..routing.backends import build_tiers, warm
 from ..routing.context import make_context
 from ..routing.gate import language_of, make_gate
 from ..routing.pipeline import Pipeline
@@ -54,17 +54,13 @@ def prepare(settings: Settings, path: Path, line: int, col: int) -> CompletionCo
 
 async def run(settings: Settings, ctx: CompletionContext) -> RouteDecision:
     """Build both tiers from settings, run the pipeline once, close the backends."""
-    choice = await choose_local(settings.local)
-    local = make_local(settings.local, choice.kind)
-    remote = make_remote(settings.remote)
+    tiers = await build_tiers(settings)
     try:
-        await warm(local)  # a one-shot command: the model's start is not the request's
-        pipeline = Pipeline(settings, local, remote, make_gate(settings.routing))
+        await warm(tiers.local)  # a one-shot command: the model's start is not the request's
+        pipeline = Pipeline(settings, tiers.local, tiers.remote, make_gate(settings.routing))
         return await pipeline.complete(ctx)
     finally:
-        await local.aclose()
-        if remote is not None:
-            await remote.aclose()
+        await tiers.aclose()
 
 
 def describe(rec: RouteDecision) -> list[str]:

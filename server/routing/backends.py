@@ -10,7 +10,7 @@ import httpx
 
 from synconfroute.clients.types import Backend
 
-from ..settings.config import LocalSettings, RemoteSettings
+from ..settings.config import LocalSettings, RemoteSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,32 @@ def make_local(local: LocalSettings, kind: str) -> Backend:
     from synconfroute.clients.embedded import EmbeddedBackend
 
     return EmbeddedBackend(local.model_path or None, template=local.template or "auto")
+
+
+@attrs.frozen
+class Tiers:
+    """Both tiers' backends, built from one settings value, and how the local one was
+    chosen. Whoever builds them closes them (`aclose`)."""
+
+    local: Backend
+    remote: Backend | None  # None: no remote tier configured (or not asked for)
+    choice: LocalChoice
+
+    async def aclose(self) -> None:
+        await self.local.aclose()
+        if self.remote is not None:
+            await self.remote.aclose()
+
+
+async def build_tiers(settings: Settings, *, remote: bool = True) -> Tiers:
+    """The local tier (the one `auto` picks, or the one set) and, if `remote`, the remote
+    tier as configured: the one place the session, `complete` and `eval` build them."""
+    choice = await choose_local(settings.local)
+    return Tiers(
+        local=make_local(settings.local, choice.kind),
+        remote=make_remote(settings.remote) if remote else None,
+        choice=choice,
+    )
 
 
 async def warm(backend: Backend) -> None:

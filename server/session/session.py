@@ -26,13 +26,12 @@ from synconfroute.clients.errors import (
     FimUnsupported,
     ModelNotFound,
 )
-from synconfroute.clients.types import Backend
 
 from ..learning.adaptive import Adaptive
 from ..learning.decision_log import DecisionLog, Status, WorkerStatus
 from ..learning.ledger import Ledger
 from ..learning.retention import DEFAULT_DELAYS, Retention
-from ..routing.backends import choose_local, make_local, make_remote, warm
+from ..routing.backends import build_tiers, warm
 from ..routing.context import make_context
 from ..routing.gate import SyntaxGate, make_gate
 from ..routing.pipeline import Pipeline
@@ -227,16 +226,14 @@ class Session:
             return self._pipeline
 
     async def _build(self, settings: config.Settings) -> Pipeline:
-        choice = await choose_local(settings.local)
-        self.local_choice = f"{choice.kind} ({choice.reason})"
-        log.info("local tier: %s", choice.reason)
-        local: Backend = make_local(settings.local, choice.kind)
-        remote = make_remote(settings.remote)
+        tiers = await build_tiers(settings)
+        self.local_choice = f"{tiers.choice.kind} ({tiers.choice.reason})"
+        log.info("local tier: %s", tiers.choice.reason)
         # Load the embedded model now, in the background: not on the first keystroke.
-        task = asyncio.ensure_future(warm(local))
+        task = asyncio.ensure_future(warm(tiers.local))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
-        return Pipeline(settings, local, remote, make_gate(settings.routing))
+        return Pipeline(settings, tiers.local, tiers.remote, make_gate(settings.routing))
 
     def _drop_pipeline(self) -> None:
         self._settings_gen += 1

@@ -113,14 +113,16 @@ class TokenStops:
     and the confidence reads only tokens of the answer.
 
     A server may send a token ahead of its text (llama.cpp holds back a possible stop
-    string): a token is placed where its predecessors' texts end, but never beyond the
-    end of the text received with it.
+    string) or its text behind its tokens (vLLM holds back len(stop) - 1 characters): a
+    token is placed where its predecessors' texts end, but never beyond the end of the
+    text received with it.
     """
 
     def __init__(self, stops: Iterable[str]) -> None:
         self._cutter = StopCutter(stops)
         self._queued: deque[tuple[int, TokenLogprob]] = deque()  # (start offset, token)
         self._received = 0  # characters of text received
+        self._placed = 0  # where the last queued token's text ends
         self._emitted = 0  # characters of text handed out
 
     @property
@@ -133,10 +135,11 @@ class TokenStops:
         """The text safe to emit now and its tokens; `stopped` once a stop string appears."""
         if self.stopped:
             return "", ()
-        pos, end = self._received, self._received + len(text)
+        end = self._received + len(text)
         for tok in tokens:
-            self._queued.append((min(pos, end), tok))
-            pos += len(tok.text)
+            start = min(self._placed, end)
+            self._queued.append((start, tok))
+            self._placed = start + len(tok.text)
         self._received = end
         out = self._cutter.feed(text)
         return out, self._release(len(out), ended=self.stopped)

@@ -45,6 +45,7 @@ from ._llama import (
     check_model_path,
     import_llama_cpp,
 )
+from ._speed import Rates, SpeedMeter
 from ._stream import complete_streamed, next_before, within
 from .errors import BackendError, BackendUnavailable, RequestCancelled
 from .types import (
@@ -135,16 +136,18 @@ class _Call:
         loop: asyncio.AbstractEventLoop,
         queue: asyncio.Queue[Event],
         generation: GenerationStats | None = None,
+        speed: SpeedMeter | None = None,
     ) -> None:
         self._loop = loop
         self._queue = queue
         self.generation = generation
+        self._speed = speed
 
     def ends_with(self, event: dict[str, Any]) -> bool:
         """Whether `event` is this request's last (a generate always ends with "done")."""
         if self.generation is not None:
             return "done" in event
-        return any(k in event for k in ("loaded", "text", "error"))
+        return any(k in event for k in ("loaded", "text", "error", "prefilled", "rates"))
 
     def push(self, item: Event) -> None:
         """From the reader thread. A generate's final stats land on its GenerationStats even
@@ -153,6 +156,13 @@ class _Call:
         if gen is not None:
             if isinstance(item, dict) and "done" in item:
                 _apply_stats(gen, item["done"])
+                if self._speed is not None:
+                    self._speed.observe(
+                        prompt_tokens=len(gen.prompt_ids) - gen.cached_tokens,
+                        prompt_s=gen.prompt_s,
+                        decode_tokens=gen.tokens_generated - 1,
+                        decode_s=gen.decode_s,
+                    )
                 gen.finished.set()
             elif isinstance(item, BaseException):
                 gen.finish_reason = gen.finish_reason or (
@@ -166,6 +176,8 @@ class _Call:
 def _apply_stats(gen: GenerationStats, done: dict[str, Any]) -> None:
     gen.prompt_ids = tuple(done.get("prompt_ids", ()))
     gen.cached_tokens = int(done.get("cached_tokens", 0))
+    gen.evaluated_tokens = int(done.get("evaluated_tokens", 0))
+    gen.eval_s = float(done.get("eval_s") or 0.0)
     gen.tokens_generated = int(done.get("tokens_generated", 0))
     gen.tokens_at_cancel = done.get("tokens_at_cancel")
     gen.prompt_s = done.get("prompt_s")
@@ -347,6 +359,9 @@ class EmbeddedBackend(ModelIdentity):
         self._last_death: str | None = None
         self.restarts = 0  # workers started after the first
         self.last_generation: GenerationStats | None = None
+        # Measured when the worker loads the model, then after every generation: the
+        # server sizes the local prompt and prediction from it (`server.routing.time_budget`).
+        self.speed = SpeedMeter()
 
     @property
     def loaded(self) -> bool:
@@ -466,19 +481,11 @@ class EmbeddedBackend(ModelIdentity):
         rid = next(self._ids)
         gen = GenerationStats(on_cancel=lambda: worker.cancel(rid))
         self.last_generation = gen
-        fields = {
-            # Context in comment headers before the prefix: the worker trims the start
-            # of the prefix first when the window is short, so context goes first.
-            "prefix": templates.with_context(request),
-            "suffix": request.suffix,
-            "max_tokens": request.max_tokens,
-            "stop": list(request.stop),
-            "temperature": request.temperature,
-        }
+        fields = _fields(request)
         worker.call(
             rid,
             {"op": "generate", "id": rid, "request": fields},
-            _Call(asyncio.get_running_loop(), queue, gen),
+            _Call(asyncio.get_running_loop(), queue, gen, self.speed),
         )
         try:
             while True:
@@ -502,6 +509,31 @@ class EmbeddedBackend(ModelIdentity):
             # Don't wait for the worker: it stops before its next token by itself, and
             # a caller that timed out should escalate now, not after llama.cpp's step.
             gen.cancel()
+
+    @property
+    def rates(self) -> Rates:
+        """Prompt-evaluation and decode rates measured so far."""
+        return self.speed.rates
+
+    async def calibrate(self) -> Rates:
+        """Measure the prompt-evaluation and decode rates on a short piece of code (a
+        generation that comes meanwhile goes first, and this measures nothing); loads
+        the model if needed. Returns the rates known afterwards."""
+        await self.load()
+        found = (await self._ask({"op": "calibrate"}))["rates"]
+        self.speed.seed(found.get("prompt_tps"), found.get("decode_tps"))
+        return self.speed.rates
+
+    async def prefill(self, request: CompletionRequest) -> dict[str, Any]:
+        """Evaluate `request`'s prompt into the worker's KV cache, at low priority: any
+        generation preempts it (what it evaluated stays cached). Returns its stats
+        (`clients._llama.PrefillStats` as a dict). Loads the model if needed."""
+        await self.load()
+        event = await self._ask({"op": "prefill", "request": _fields(request)})
+        stats: dict[str, Any] = event["prefilled"]
+        if stats.get("evaluated_tokens", 0) and stats.get("outcome") == "done":
+            self.speed.observe(prompt_tokens=stats["evaluated_tokens"], prompt_s=stats["eval_s"])
+        return stats
 
     async def complete(self, request: CompletionRequest) -> Completion:
         return await complete_streamed(
@@ -573,6 +605,20 @@ class EmbeddedBackend(ModelIdentity):
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
+
+
+def _fields(request: CompletionRequest) -> dict[str, Any]:
+    """A request as the worker reads it (generate and prefill alike: the same prompt)."""
+    return {
+        # Context in comment headers before the prefix: the worker trims the start
+        # of the prefix first when the window is short, so context goes first.
+        "prefix": templates.with_context(request),
+        "suffix": request.suffix,
+        "max_tokens": request.max_tokens,
+        "stop": list(request.stop),
+        "temperature": request.temperature,
+        "max_predict_s": request.max_predict_s,
+    }
 
 
 def _llama_cpp_version() -> str | None:

@@ -397,7 +397,9 @@ def test_secret_files_never_escalate(path: str, blocked: bool) -> None:
     remote = OpenAIBackend(["http://127.0.0.1:9/v1"], "m", api_key_env=None)
     assert (remote_access(s, remote, path, ("/w",)) == "privacy-blocked") is blocked
     s.privacy.secret_files = False
-    assert remote_access(s, remote, path, ("/w",)) == "ok"
+    # Outside every workspace folder, a file stays on the machine anyway (issue 27).
+    inside = path.startswith("/w/")
+    assert (remote_access(s, remote, path, ("/w",)) == "ok") is inside
 
 
 # -- the session keeps the index current ------------------------------------------------

@@ -17,6 +17,7 @@ from synconfroute.server.learning.adaptive import Adaptive
 from synconfroute.server.learning.ledger import Ledger, load
 from synconfroute.server.learning.stats import bucket, compute, wilson
 from synconfroute.server.settings import config
+from synconfroute.server.vocab.kinds import Reason as R
 from synconfroute.server.vocab.record import RouteDecision
 
 STEP = -1.0  # local completions at or above this confidence are good, below bad
@@ -28,7 +29,7 @@ def rec(route: str, conf: float, threshold: float, language: str = "python") -> 
         completion="secret_value = compute()",
         local_completion="secret_value = compute()",
         route=route,  # type: ignore[arg-type]
-        reasons=["confident-and-valid"] if route == "local" else ["low-confidence", "remote-ok"],
+        reasons=(R.CONFIDENT_AND_VALID,) if route == "local" else (R.LOW_CONFIDENCE, R.REMOTE_OK),
         policy="synconf",
         confidence=conf,
         threshold=threshold,

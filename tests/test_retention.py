@@ -144,7 +144,7 @@ def session_with_offer(tmp_path: Path) -> tuple[Session, str]:
     s.decisions["c1"] = RouteDecision(
         completion="a + b",
         route="local",
-        reasons=["confident-and-valid"],
+        reasons=("confident-and-valid",),
         policy="synconf",
         confidence=-0.1,
         threshold=-0.5,

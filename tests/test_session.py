@@ -142,7 +142,7 @@ async def test_a_file_over_the_size_limit_skips_the_gate_and_keeps_no_tree(
     assert "routing.syntax_max_bytes" in rec.syntax.message
     assert f"{len(big.encode()):,} bytes" in rec.syntax.message
     # Nothing may leave (no remote): shown, but as unchecked and unconfirmed.
-    assert rec.reasons == ["syntax-skipped", "no-remote-configured", "kept-local-unconfirmed"]
+    assert rec.reasons == ("syntax-skipped", "no-remote-configured", "kept-local-unconfirmed")
     card = session.hover("file:///big.py", line)
     assert card is not None and "skipped" in card and "syntax_max_bytes" in card
     assert not session.documents["file:///big.py"].syntax.has_tree

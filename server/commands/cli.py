@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +16,6 @@ import attrs
 from .. import __version__
 from ..settings import config
 from ..vocab.errors import UsageError, UserError
-from ..workspace.prompt_split import sharing
 
 
 def _load(args: argparse.Namespace) -> config.Loaded:
@@ -64,9 +64,12 @@ def cmd_settings(args: argparse.Namespace) -> int:
     loaded = _load(args)
     for issue in loaded.issues:
         print(f"warning: {issue}", file=sys.stderr)
-    print(json.dumps(attrs.asdict(loaded.settings), indent=2))
-    # On stderr, so stdout stays JSON: what leaves the machine, in words.
-    print(f"other files' code goes to: {sharing(loaded.settings)}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(attrs.asdict(loaded.settings), indent=2))
+    else:
+        from .settings_view import format_text
+
+        print(format_text(loaded))
     return 0
 
 
@@ -299,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("settings", help="print the effective settings (or their reference)")
     s.add_argument("--markdown", action="store_true", help="print the settings reference")
+    s.add_argument("--json", action="store_true", help="the effective settings as JSON")
     s.set_defaults(func=cmd_settings)
     return p
 
@@ -322,6 +326,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `synconfroute stats | head`: the reader left, not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the exit flush does not raise again
+        return 0
     return code
 
 

@@ -11,6 +11,7 @@ from ..routing.pipeline import Pipeline
 from ..routing.request import Anchor, CompletionContext
 from ..settings.config import Settings
 from ..syntax import SyntaxDocument
+from ..vocab.card import route_card
 from ..vocab.errors import UsageError
 from ..vocab.positions import PositionOutOfRange, Text, line_text
 from ..vocab.record import RouteDecision
@@ -63,30 +64,7 @@ async def run(settings: Settings, ctx: CompletionContext) -> RouteDecision:
         await tiers.aclose()
 
 
-def describe(rec: RouteDecision) -> list[str]:
-    """The decision in a few human lines (CLI output; the hover card says the same)."""
-    lines = [f"route:      {rec.route} ({', '.join(rec.reasons) or 'no reason recorded'})"]
-    if rec.confidence is not None:
-        cmp = ">=" if rec.confidence >= rec.threshold else "<"
-        lines.append(f"confidence: {rec.confidence:.3f} {cmp} threshold {rec.threshold:.3f}")
-    else:
-        lines.append(f"confidence: - (threshold {rec.threshold:.3f})")
-    if rec.syntax is not None:
-        where = ""
-        if rec.syntax.line is not None:
-            where = f" at {rec.syntax.line + 1}:{(rec.syntax.column or 0) + 1}"
-        msg = f": {rec.syntax.message}" if rec.syntax.message else ""
-        lines.append(f"syntax:     {rec.syntax.status} ({rec.syntax.mode}){where}{msg}")
-    lines.append(f"models:     local {rec.local_model or '-'}, remote {rec.remote_model or '-'}")
-    stages = ", ".join(f"{k} {v:.0f} ms" for k, v in rec.latency_ms.items())
-    lines.append(f"latency:    {stages}")
-    lines.append(
-        f"sent off machine: {rec.bytes_sent} bytes{' (cache hit)' if rec.cache_hit else ''}"
-    )
-    lines.extend(f"error:      {e}" for e in rec.errors)
-    return lines
-
-
 def format_text(rec: RouteDecision) -> str:
+    """The completion, then the decision as the hover card tells it (in plain text)."""
     body = rec.completion if rec.completion else "(no completion)"
-    return "\n".join([body, "-" * 40, *describe(rec)])
+    return "\n".join([body, "-" * 40, route_card(rec, markdown=False)])

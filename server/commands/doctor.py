@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from synconfroute.clients.errors import BackendError
+from synconfroute.clients.plan import dataset_plan
 from synconfroute.clients.types import Backend, CompletionRequest, ProbeReport, Problem
 
 from ..routing.backends import LocalChoice, choose_local, make_local, make_remote
@@ -24,7 +25,12 @@ from ..settings.config import Loaded
 
 PROBE_TIMEOUT_S = 180.0  # the embedded model's first load can take a while on a cold disk
 GENERATION_S = 60.0  # the tiny generation's deadline (the backends' own timeouts apply too)
-PROBE_REQUEST = CompletionRequest(prefix="def add(a, b):\n    return", suffix="\n", max_tokens=8)
+PROBE_REQUEST = CompletionRequest(
+    prefix="def add(a, b):\n    return",
+    suffix="\n",
+    max_tokens=8,
+    plan=dataset_plan("doctor's probe", 28),
+)
 NO_TEXT_FIX = "check that the model is a code model and that its prompt mode (template) fits it"
 NO_LOGPROBS_FIX = (
     "use a server that returns per-token log-probs (vLLM, llama.cpp, Ollama 0.12.11 or "
@@ -159,9 +165,9 @@ def format_text(loaded: Loaded, results: list[TierResult]) -> str:
         if r.model_present is not None:
             out.append(f"  {'ok' if r.model_present else 'FAIL':<4} model present")
         if r.prompt_mode is not None:
-            tmpl = f" ({r.template})" if r.template else ""
+            tmpl = f", template {r.template}" if r.template else ""
             ok = "ok" if r.prompt_mode != "prefix-only" else "warn"
-            out.append(f"  {ok:<4} prompt: {r.prompt_mode}{tmpl}")
+            out.append(f"  {ok:<4} prompt: {_PROMPT_MODES.get(r.prompt_mode, r.prompt_mode)}{tmpl}")
         if r.logprobs is not None:
             out.append(f"  {'ok' if r.logprobs else 'FAIL':<4} log-probs returned")
         if r.total_s is not None:
@@ -177,6 +183,13 @@ def format_text(loaded: Loaded, results: list[TierResult]) -> str:
                 out.append(f"       fix: {p.fix}")
         out.append(f"  => {'usable' if r.usable else 'NOT usable'}")
     return "\n".join(out)
+
+
+_PROMPT_MODES = {
+    "fim-native": "fill-in-the-middle (the server's own)",
+    "fim-template": "fill-in-the-middle (our template)",
+    "prefix-only": "the code before the cursor only (no fill-in-the-middle)",
+}
 
 
 def as_json(loaded: Loaded, results: list[TierResult]) -> str:

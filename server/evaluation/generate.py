@@ -37,6 +37,7 @@ from synconfroute.clients.errors import (
     FimUnsupported,
     ModelNotFound,
 )
+from synconfroute.clients.plan import dataset_plan
 from synconfroute.clients.types import Backend, CompletionRequest, TokenLogprob, line_end
 
 from ..routing.context import make_context
@@ -50,9 +51,11 @@ from ..routing.text_rules import (
     wants_multiline,
 )
 from ..settings.config import Settings
+from ..vocab.kinds import GateMode
+from ..vocab.verdict import Verdict
 from .datasets import Task
 from .progress import Progress
-from .records import GateResult, Generation, Record, RunFolder
+from .records import Generation, Record, RunFolder
 
 RemoteKind = Literal["config", "oracle", "none"]
 ORACLE_BACKEND = "oracle"
@@ -200,8 +203,10 @@ async def generate_record(
         max_tokens=max_tokens,
         stop=request_stops(single_line=single_line),
         single_line=single_line,
+        priority=settings.remote.request_priority(background=True),  # local tiers ignore it
         context_files=task.context_files,
         repo_path=f"{task.task_id}.{_EXT.get(task.language, 'txt')}" if task.context_files else "",
+        plan=dataset_plan(f"task {task.task_id}", len(ctx.prefix) + len(ctx.suffix)),
     )
 
     def finish(
@@ -233,20 +238,13 @@ async def generate_record(
                 backend=ORACLE_BACKEND, model=ORACLE_MODEL, raw=task.truth, text="", oracle=True
             )
             rem = treat(task, truth, settings)
-    gates: dict[str, GateResult] = {}
+    gates: dict[GateMode, Verdict] = {}
     if loc.ok and loc.text:
         # The whole file, as the server's gate sees an open document.
         whole = CompletionContext(prefix=task.prefix, suffix=task.suffix, language=task.language)
         t0 = time.perf_counter()
-        info = gate.check(whole, loc.text)
-        gates[gate.mode] = GateResult(
-            status=info.status,
-            checker=info.checker,
-            line=info.line,
-            column=info.column,
-            message=info.message,
-            elapsed_s=round(time.perf_counter() - t0, 6),
-        )
+        verdict = gate.check(whole, loc.text)
+        gates[gate.mode] = verdict.with_elapsed(round(time.perf_counter() - t0, 6))
     return Record(task=task, local=loc, remote=rem, gate=gates)
 
 

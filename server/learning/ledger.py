@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import secrets
-import statistics
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,14 @@ def read(path: Path) -> tuple[list[dict[str, Any]], set[str], int]:
     return decisions, accepted, bad
 
 
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100): every latency figure `stats` prints."""
+    if not values:
+        return None
+    s = sorted(values)
+    return s[max(0, math.ceil(q / 100 * len(s)) - 1)]
+
+
 def summarize(decisions: list[dict[str, Any]], accepted: set[str]) -> dict[str, Any]:
     """The sums `synconfroute stats` prints."""
     n = len(decisions)
@@ -206,7 +215,8 @@ def summarize(decisions: list[dict[str, Any]], accepted: set[str]) -> dict[str, 
             r: (acc[r] / routes[r] if routes[r] else None) for r in ("local", "remote")
         },
         "bytes_sent": sum(int(d.get("bytes_sent", 0)) for d in decisions),
-        "latency_ms_p50": statistics.median(totals) if totals else None,
+        "latency_ms_p50": percentile(totals, 50),
+        "latency_ms_p95": percentile(totals, 95),
         "cache_hits": sum(1 for d in decisions if d.get("cache_hit")),
         "reasons": dict(reasons.most_common()),
     }
@@ -219,6 +229,9 @@ def format_summary(s: dict[str, Any], path: Path) -> str:
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.1f}%"
 
+    def ms(x: float | None) -> str:
+        return "-" if x is None else f"{x:.0f} ms"
+
     r = s["routes"]
     lines = [
         f"ledger {path}",
@@ -229,9 +242,7 @@ def format_summary(s: dict[str, Any], path: Path) -> str:
         f"accepted          local {s['accepted']['local']} "
         f"({pct(s['acceptance_rate']['local'])}), remote {s['accepted']['remote']} "
         f"({pct(s['acceptance_rate']['remote'])})",
-        f"latency p50       {s['latency_ms_p50']:.0f} ms"
-        if s["latency_ms_p50"] is not None
-        else "latency p50       -",
+        f"latency           p50 {ms(s['latency_ms_p50'])}   p95 {ms(s.get('latency_ms_p95'))}",
         "reasons           " + ", ".join(f"{k} {v}" for k, v in s["reasons"].items()),
     ]
     return "\n".join(lines)

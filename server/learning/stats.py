@@ -9,7 +9,7 @@ latency p50/p95 (total), bytes sent. Plus the overall sums of `ledger.summarize`
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +42,6 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
     return max(0.0, mid - half), min(1.0, mid + half)
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100)."""
-    if not values:
-        return None
-    s = sorted(values)
-    return s[max(0, math.ceil(q / 100 * len(s)) - 1)]
-
-
 def group(decisions: Iterable[dict[str, Any]]) -> dict[str, Any]:
     ds = list(decisions)
     shown = [d for d in ds if d["shown"]]
@@ -69,8 +61,8 @@ def group(decisions: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "acceptance_rate": acc / len(shown) if shown else None,
         "acceptance_ci95": list(ci) if ci else None,
         "retention": retention,
-        "latency_ms_p50": percentile(totals, 50),
-        "latency_ms_p95": percentile(totals, 95),
+        "latency_ms_p50": ledger.percentile(totals, 50),
+        "latency_ms_p95": ledger.percentile(totals, 95),
         "bytes_sent": sum(int(d.get("bytes_sent", 0)) for d in ds),
     }
 
@@ -97,7 +89,6 @@ def compute(decisions: list[dict[str, Any]], moves: list[dict[str, Any]]) -> dic
         by_conf[route] = dict(sorted(rows.items(), key=lambda kv: _bucket_order(kv[0])))
     return {
         **overall,
-        "latency_ms_p95": group(decisions)["latency_ms_p95"],
         "by_route": _by(decisions, lambda d: str(d["route"])),
         "by_language": _by(decisions, lambda d: str(d.get("language") or "unknown")),
         "by_confidence": by_conf,
@@ -140,7 +131,7 @@ def format_text(s: dict[str, Any], path: Path) -> str:
         return base
     groups = [*s["by_route"].values(), *s["by_language"].values()]
     checks = sorted({c for g in groups for c in g["retention"]}, key=lambda c: float(c[:-1]))
-    lines = [base, f"latency p95       {_ms(s['latency_ms_p95'])} ms", ""]
+    lines = [base, ""]
     lines += [*_table("route", s["by_route"], checks), ""]
     lines += _table("language", s["by_language"], checks)
     for route, rows in s["by_confidence"].items():
@@ -161,7 +152,9 @@ def plot(s: dict[str, Any], out: Path) -> Path:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ImportError(f"matplotlib is not installed: {PLOT_HINT}") from exc
-    fig, ax = plt.subplots(figsize=(7, 4))
+    from . import figures
+
+    fig, (ax,) = figures.panels(1, panel_w=7, panel_h=4)
     names = sorted(
         {b for rows in s["by_confidence"].values() for b in rows if b != "unmeasured"},
         key=_bucket_order,
@@ -178,14 +171,26 @@ def plot(s: dict[str, Any], out: Path) -> Path:
             ci = g["acceptance_ci95"]
             lo.append(g["acceptance_rate"] - ci[0])
             hi.append(ci[1] - g["acceptance_rate"])
-        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=route)
+            # How many were shown: a point of 3 and a point of 3,000 look alike otherwise.
+            ax.annotate(
+                f"n={g['shown']:,}",
+                # under the interval, clear of the line; above it near the axis
+                (xs[-1], ci[0] if ci[0] > 0.08 else ci[1]),
+                textcoords="offset points",
+                xytext=(0, -11 if ci[0] > 0.08 else 4),
+                ha="center",
+                fontsize=7,
+                color="dimgray",
+            )
+        if xs:
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=route)
     ax.set_xticks(range(len(names)), names, rotation=20)
+    ax.set_xlim(-0.5, max(len(names), 1) - 0.5)
     ax.set_xlabel("local confidence (mean log-prob of the first tokens)")
     ax.set_ylabel("accepted / shown")
-    ax.set_ylim(0, 1)
-    ax.set_title("Acceptance against confidence (95% Wilson intervals)")
-    ax.legend()
-    fig.tight_layout()
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    figures.finish(fig, [ax], "Acceptance against confidence (95% Wilson intervals)")
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out

@@ -468,6 +468,4 @@ def _publish_route(ls: SynConfRouteServer, uri: str, done: Completed) -> None:
         source="synconfroute",
     )
     ls.text_document_publish_diagnostics(t.PublishDiagnosticsParams(uri=uri, diagnostics=[diag]))
-    st = ls.session.document(uri)
-    if st is not None:
-        st.diagnostics_shown = True
+    ls.session.docs.diagnostics_published(uri)

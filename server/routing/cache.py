@@ -14,6 +14,8 @@ import hashlib
 import attrs
 from cachetools import LRUCache, TTLCache
 
+from ..vocab.kinds import Reason
+
 
 def digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
@@ -25,7 +27,7 @@ class Entry:
     prefix_digest: bytes
     completion: str
     route: str
-    reasons: tuple[str, ...]
+    reasons: tuple[Reason, ...]
     origin: object = None  # the decision that produced it (for the hover card)
 
 
@@ -50,7 +52,7 @@ class CompletionCache:
         suffix: str,
         entry_completion: str,
         route: str,
-        reasons: tuple[str, ...],
+        reasons: tuple[Reason, ...],
         origin: object = None,
     ) -> None:
         if not entry_completion:

@@ -13,13 +13,16 @@ from collections.abc import Callable
 
 import attrs
 
+from synconfroute.clients._speed import Rates
 from synconfroute.clients.errors import BackendError, BackendTimeout
 from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
 
 from ..settings.config import PrivacySettings, Settings
-from ..vocab.record import RouteDecision, SyntaxInfo, Truncation
-from ..workspace import crossfile, privacy, prompt_split
-from . import router
+from ..vocab.positions import cap_window
+from ..vocab.record import RouteDecision, Truncation
+from ..vocab.verdict import Verdict
+from ..workspace import crossfile, egress, privacy, prompt_split
+from . import router, time_budget
 from .cache import CompletionCache
 from .request import CompletionContext, Gate
 from .router import LocalEvidence, Reason, RemoteAccess, Rules
@@ -32,6 +35,7 @@ from .text_rules import (
     truncation,
     wants_multiline,
 )
+from .time_budget import TierBudget
 
 log = logging.getLogger(__name__)
 
@@ -43,18 +47,9 @@ def remote_access(
         return "not-configured"
     if settings.privacy.local_only:
         return "local-only"
-    if privacy.never_send(_patterns(settings), path, roots):
+    if egress.check_path(path, roots, settings.privacy) is not None:
         return "privacy-blocked"
     return "ok"
-
-
-def _patterns(settings: Settings) -> tuple[str, ...]:
-    p = settings.privacy
-    return privacy.patterns(p.never_send, p.secret_files)
-
-
-def _private(patterns: tuple[str, ...], path: str, roots: tuple[str, ...]) -> bool:
-    return privacy.never_send(patterns, path, roots)
 
 
 def display_path(path: str, roots: tuple[str, ...]) -> str:
@@ -83,6 +78,15 @@ class _LocalRun:
     @property
     def available(self) -> bool:
         return self.error is None
+
+
+# How late the pipeline cuts a prediction past its time cap (`local.max_predict_ms`):
+# the embedded worker ends there by itself; Ollama does not know the cap.
+_PREDICT_SLACK_S = 0.05
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 class Pipeline:
@@ -115,6 +119,8 @@ class Pipeline:
         # The other files whose code each remote call carries (cross-file context).
         self._remote_context: dict[asyncio.Future[Completion], tuple[str, ...]] = {}
         self.remote_revoked = False  # the settings no longer name this remote
+        # Every remote send passes this check, under the settings of its moment.
+        self.egress = egress.guard(remote, lambda: self.settings)
         # The context each (document, tier) got last: kept while the ranking agrees.
         self._sticky = prompt_split.Sticky()
 
@@ -152,10 +158,9 @@ class Pipeline:
         before it escalates, and a remote call they no longer allow is cancelled."""
         self._settings = attrs.evolve(self._settings, privacy=privacy)
         self.remote_revoked = self.remote_revoked or remote_revoked
-        pats = _patterns(self.settings)
         for call, ctx in self._remote_calls.items():
             carried = self._remote_context.get(call, ())
-            now_private = any(_private(pats, p, ctx.roots) for p in carried)
+            now_private = any(egress.check_path(p, ctx.roots, privacy, "context") for p in carried)
             if not call.done() and (self.access(ctx) != "ok" or now_private):
                 log.info("privacy settings changed: cancelling a remote request in flight")
                 self._revoked.add(call)
@@ -171,67 +176,123 @@ class Pipeline:
         any for the local tier; for the remote tier, none unless the user sends context
         there (`remote.send_context`), and never a file privacy keeps on the machine."""
         if tier != "remote":
-            return lambda p: True
+            return lambda f: True
         if self.settings.privacy.local_only or not self.settings.remote.send_context:
-            return lambda p: False
-        pats = _patterns(self.settings)
-        return lambda p: not privacy.never_send(pats, p, ctx.roots)
+            return lambda f: False
+        p = self.settings.privacy
+        return lambda f: not egress.check_path(f, ctx.roots, p, "context")
 
     def tier_prompt(
-        self, ctx: CompletionContext, tier: str, total_chars: int | None = None
+        self, ctx: CompletionContext, tier: str, total_chars: int
     ) -> prompt_split.TierPrompt:
-        """`tier`'s prompt parts: other files' code and recent edits within their share of
-        the tier's budget (`total_chars`, default its `max_prompt_chars`), the prefix and
-        suffix cut at their far ends to the rest."""
+        """`tier`'s prompt parts within its total budget `total_chars`: other files' code
+        and recent edits within their share, the window (cut by `_window`) the rest."""
         t = self.settings.remote if tier == "remote" else self.settings.local
         return prompt_split.assemble(
             prefix=ctx.prefix,
             suffix=ctx.suffix,
             ranked=ctx.crossfile,
             chunks=ctx.recent_edits,
-            total_chars=t.max_prompt_chars if total_chars is None else total_chars,
+            total_chars=total_chars,
             context_tokens=t.context_tokens,
             allowed=self.context_allowed(ctx, tier),
             sticky=self._sticky,
             key=(ctx.path, tier),
+            cut_window=lambda _pre, _suf, chars: self._window(ctx, tier, chars),
         )
 
-    def context_files(self, ctx: CompletionContext, tier: str) -> list[crossfile.ContextFile]:
+    def context_files(
+        self, ctx: CompletionContext, tier: str, total_chars: int
+    ) -> list[crossfile.ContextFile]:
         """Everything from other files that `tier`'s prompt holds, in prompt order."""
-        return list(self.tier_prompt(ctx, tier).files)
+        return list(self.tier_prompt(ctx, tier, total_chars).files)
 
-    def _note_context(self, rec: RouteDecision, ctx: CompletionContext, tier: str) -> int:
+    def _note_context(
+        self, rec: RouteDecision, ctx: CompletionContext, tier: str, max_chars: int
+    ) -> int:
         """Record which files fed `tier`'s prompt (and how many bytes); returns the bytes."""
-        files = self.context_files(ctx, tier)
+        files = self.context_files(ctx, tier, max_chars)
         for f in files:
             rec.context_files.append((display_path(f.path, ctx.roots), f.bytes, tier))
         return sum(f.bytes for f in files)
 
+    def local_budget(self) -> TierBudget:
+        """The local tier's total prompt and prediction budget, from its measured speed."""
+        rates = getattr(self.local, "rates", None)
+        return time_budget.local_budget(
+            self.settings.local,
+            self.settings.completion,
+            rates if isinstance(rates, Rates) else None,
+        )
+
+    def _window(self, ctx: CompletionContext, tier: str, max_chars: int) -> tuple[str, str]:
+        """The prefix and suffix `tier` sees: the local window's start on a line grid (its
+        KV cache survives typing), no suffix for a local model that only sees the prefix."""
+        if tier != "local":
+            return cap_window(ctx.prefix, ctx.suffix, max_chars)
+        prefix_only = getattr(self.local, "prompt_mode", None) == "prefix-only"
+        return time_budget.anchored_window(
+            ctx.prefix, ctx.suffix, max_chars, prefix_only=prefix_only
+        )
+
     def _request(
         self,
         ctx: CompletionContext,
-        deadline: float,
+        deadline: float | None,
+        max_chars: int,
         tier: str = "local",
         *,
         single_line: bool,
+        budget: TierBudget | None = None,
     ) -> CompletionRequest:
         c = self.settings.completion
-        parts = self.tier_prompt(ctx, tier)
-        files = parts.files
+        parts = self.tier_prompt(ctx, tier, max_chars)  # per tier
+        prefix, suffix, files = parts.prefix, parts.suffix, parts.files
+        # The time cap is for several lines: one line ends at its end, and half a line
+        # is no completion.
+        capped = budget is not None and not single_line
         return CompletionRequest(
             context_files=tuple((display_path(f.path, ctx.roots), f.text) for f in files),
             repo=ctx.repo,
             repo_path=display_path(ctx.path, ctx.roots) if files else "",
-            prefix=parts.prefix,
-            suffix=parts.suffix,
+            prefix=prefix,
+            suffix=suffix,
             language=ctx.language,
             path=ctx.path,
-            max_tokens=c.max_tokens,
+            max_tokens=budget.max_tokens if budget is not None and capped else c.max_tokens,
             stop=request_stops(single_line=single_line),
             temperature=0.0,
             deadline=deadline,
             single_line=single_line,
+            max_predict_s=budget.max_predict_s if budget is not None and capped else None,
+            priority=self.settings.remote.request_priority() if tier == "remote" else None,
+            plan=egress.make_plan(
+                tier,
+                ctx.path,
+                ctx.roots,
+                window_chars=len(prefix) + len(suffix),
+                context=[(f.path, len(f.text)) for f in files],
+            ),
         )
+
+    async def prefill(self, ctx: CompletionContext) -> dict[str, object] | None:
+        """Evaluate the prompt a local request at `ctx` would send, ahead of it, at low
+        priority (the backend's `prefill`: any request preempts it); None when the local
+        backend cannot prefill."""
+        fill = getattr(self.local, "prefill", None)
+        if fill is None:
+            return None
+        budget = self.local_budget()
+        multiline = wants_multiline(ctx.prefix, self.settings.completion.multiline)
+        request = self._request(
+            ctx,
+            None,
+            budget.prompt_chars,
+            single_line=not (multiline and budget.multiline),
+            budget=budget,
+        )
+        stats: dict[str, object] = await fill(request)
+        return stats
 
     async def complete(self, ctx: CompletionContext, rules: Rules | None = None) -> RouteDecision:
         """One request under `rules` (resolved once for it by the caller; by default
@@ -243,7 +304,7 @@ class Pipeline:
         rec = RouteDecision(
             completion="",
             route="none",
-            reasons=[],
+            reasons=(),
             policy=rules.policy,
             confidence=None,
             threshold=rules.threshold,
@@ -263,7 +324,7 @@ class Pipeline:
         if hit is not None:
             rec.completion = hit.completion
             rec.route = hit.entry.route  # type: ignore[assignment]
-            rec.reasons = [Reason.CACHE_HIT, *hit.entry.reasons]
+            rec.reasons = (Reason.CACHE_HIT, *hit.entry.reasons)
             rec.cache_hit = True
             if isinstance(origin := hit.entry.origin, RouteDecision):
                 # What the original decision knew, so the card still explains the route.
@@ -274,10 +335,14 @@ class Pipeline:
 
         # 1. Local tier, cut short as soon as k tokens say "escalate" (or, single-line,
         # as soon as the line ends).
+        budget = self.local_budget()
         if self.local is not None:
-            self._note_context(rec, ctx, "local")
-        multiline = wants_multiline(ctx.prefix, self.settings.completion.multiline)
-        run = await self._run_local(ctx, deadline, rules, access, multiline)
+            self._note_context(rec, ctx, "local", budget.prompt_chars)
+        # Several lines only when they can arrive within the prediction's time cap.
+        multiline = (
+            wants_multiline(ctx.prefix, self.settings.completion.multiline) and budget.multiline
+        )
+        run = await self._run_local(ctx, deadline, rules, access, multiline, budget)
         rec.latency_ms["local_total"] = run.total_s * 1000
         if run.first_token_s is not None:
             rec.latency_ms["local_first_token"] = run.first_token_s * 1000
@@ -302,7 +367,7 @@ class Pipeline:
         rec.confidence = verdict.confidence
         if verdict.action != "escalate":
             rec.route = "local" if verdict.action == "keep-local" else "none"
-            rec.reasons = [str(r) for r in verdict.reasons]
+            rec.reasons = verdict.reasons
             rec.completion = local_text if rec.route == "local" else ""
             return self._finish(rec, t0, cache_key, ctx)
 
@@ -317,7 +382,7 @@ class Pipeline:
         if not remote_ok and run.cut and self._clock() < deadline:
             # We cut the local stream for an escalation that failed: finish the
             # local completion after all, so the user may still get something.
-            run = await self._run_local(ctx, deadline, rules, "not-configured", multiline)
+            run = await self._run_local(ctx, deadline, rules, "not-configured", multiline, budget)
             rec.latency_ms["local_rerun"] = run.total_s * 1000
             local_text = self._local_text(run, ctx, rec, multiline)
             ev = attrs.evolve(ev, available=run.available, text=local_text, timed_out=run.timed_out)
@@ -326,7 +391,7 @@ class Pipeline:
             local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
         final = router.after_remote(verdict, ev, remote_ok=remote_ok, remote_text=remote_text)
         rec.route = final.route
-        rec.reasons = [str(r) for r in final.reasons]
+        rec.reasons = final.reasons
         rec.completion = {"remote": remote_text, "local": local_text}.get(final.route, "")
         return self._finish(rec, t0, cache_key, ctx)
 
@@ -341,13 +406,18 @@ class Pipeline:
         """(remote ok, its text), or None when a privacy change cancelled the call."""
         assert self.remote is not None
         t_remote = self._clock()
+        max_chars = self.settings.remote.max_prompt_chars
         call = asyncio.ensure_future(
-            self.remote.complete(self._request(ctx, deadline, "remote", single_line=not multiline))
+            self.remote.complete(
+                self._request(ctx, deadline, max_chars, "remote", single_line=not multiline)
+            )
         )
-        ctx_bytes = self._note_context(rec, ctx, "remote")
+        max_chars = self.settings.remote.max_prompt_chars
+        ctx_bytes = self._note_context(rec, ctx, "remote", max_chars)
         self._remote_calls[call] = ctx
         if ctx.crossfile or ctx.recent_edits:
-            self._remote_context[call] = tuple(f.path for f in self.context_files(ctx, "remote"))
+            files = self.context_files(ctx, "remote", max_chars)
+            self._remote_context[call] = tuple(f.path for f in files)
         try:
             result = await call
         except asyncio.CancelledError:
@@ -410,7 +480,9 @@ class Pipeline:
         if run.cut and self._clock() >= deadline:
             ev = attrs.evolve(ev, text=local_text)
         elif run.cut:
-            run = await self._run_local(ctx, deadline, rules, access, multiline)
+            run = await self._run_local(
+                ctx, deadline, rules, access, multiline, self.local_budget()
+            )
             rec.latency_ms["local_rerun"] = run.total_s * 1000
             self._note_local_error(rec, run)
             local_text = self._local_text(run, ctx, rec, multiline)
@@ -426,7 +498,7 @@ class Pipeline:
         verdict = router.decide(ev, rules, access)
         rec.confidence = verdict.confidence
         rec.route = "local" if verdict.action == "keep-local" else "none"
-        rec.reasons = [str(r) for r in verdict.reasons]
+        rec.reasons = verdict.reasons
         rec.completion = local_text if rec.route == "local" else ""
         # Not cached: the key names the remote model, which this answer never saw.
         rec.latency_ms["total"] = (self._clock() - t0) * 1000
@@ -437,9 +509,8 @@ class Pipeline:
     ) -> RouteDecision:
         rec.latency_ms["total"] = (self._clock() - t0) * 1000
         if rec.route != "none" and rec.completion:
-            reasons = tuple(rec.reasons)
             self.cache.put(
-                cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, reasons, rec
+                cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, rec.reasons, rec
             )
         return rec
 
@@ -450,6 +521,7 @@ class Pipeline:
         rules: Rules,
         access: RemoteAccess,
         multiline: bool,
+        budget: TierBudget,
     ) -> _LocalRun:
         run = _LocalRun()
         if self.local is None:
@@ -464,10 +536,15 @@ class Pipeline:
             b = self.settings.local
             total_end = min(deadline, started + b.total_ms / 1000)
             first_end = min(total_end, started + b.first_token_ms / 1000)
-        stream = self.local.stream(self._request(ctx, deadline, single_line=not multiline))
+        stream = self.local.stream(
+            self._request(
+                ctx, deadline, budget.prompt_chars, single_line=not multiline, budget=budget
+            )
+        )
+        predict_end: float | None = None  # the prediction's time cap, once the first token came
         try:
             while True:
-                end = first_end if run.first_token_s is None else total_end
+                end = first_end if run.first_token_s is None else _earliest(total_end, predict_end)
                 try:
                     async with asyncio.timeout(
                         None if end is None else max(0.0, end - self._clock())
@@ -476,6 +553,11 @@ class Pipeline:
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
+                    if predict_end is not None and end == predict_end != total_end:
+                        # The time cap (a backend that does not end there by itself):
+                        # what came is the completion, cut like a token cap cuts it.
+                        run.finish_reason = "length"
+                        break
                     run.timed_out = True
                     b = self.settings.local
                     what = (
@@ -487,6 +569,9 @@ class Pipeline:
                     break
                 if chunk.text and run.first_token_s is None:
                     run.first_token_s = self._clock() - started
+                    if multiline and budget.max_predict_s is not None:
+                        # A little slack: a backend that honours the cap ends first.
+                        predict_end = self._clock() + budget.max_predict_s + _PREDICT_SLACK_S
                 run.text += chunk.text
                 run.logprobs.extend(t.logprob for t in chunk.tokens)
                 run.has_logprobs = run.has_logprobs and chunk.logprobs
@@ -524,7 +609,7 @@ class Pipeline:
             rec.truncated["local"] = cut
         return text
 
-    async def _check(self, ctx: CompletionContext, text: str) -> SyntaxInfo:
+    async def _check(self, ctx: CompletionContext, text: str) -> Verdict:
         assert self.gate is not None
         if self.gate.blocking:
             return await asyncio.to_thread(self.gate.check, ctx, text)
@@ -532,13 +617,13 @@ class Pipeline:
 
     async def _trimmed(
         self, ctx: CompletionContext, text: str, deadline: float, *, skip: int = 0
-    ) -> tuple[str, SyntaxInfo | None] | None:
+    ) -> tuple[str, Verdict | None] | None:
         """`gate_trimmed` with this request's gate and deadline (in the gate's thread
         when its checks block)."""
         gate = self.gate
         assert gate is not None
 
-        def trim() -> tuple[str, SyntaxInfo | None] | None:
+        def trim() -> tuple[str, Verdict | None] | None:
             return gate_trimmed(
                 text,
                 lambda run: gate.check(ctx, run),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 from ..syntax import Position, SyntaxDocument
-from ..vocab.record import SyntaxInfo
+from ..vocab.verdict import Verdict
 
 if TYPE_CHECKING:
     from ..workspace.crossfile import Candidate
@@ -48,7 +48,7 @@ class CompletionContext:
 class Gate(Protocol):
     """The syntax gate as the pipeline sees it."""
 
-    def check(self, ctx: CompletionContext, completion: str) -> SyntaxInfo: ...
+    def check(self, ctx: CompletionContext, completion: str) -> Verdict: ...
 
     @property
     def blocking(self) -> bool:

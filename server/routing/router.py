@@ -8,41 +8,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from enum import StrEnum
 from typing import Literal
 
 import attrs
 
-from ..vocab.kinds import Policy, Route, Semantic, SyntaxStatus
+from ..vocab.kinds import Policy, Reason, Route, Semantic, SyntaxStatus
 
-__all__ = ["Policy", "Route", "Semantic", "SyntaxStatus"]  # re-exported: the vocabulary
-
-
-class Reason(StrEnum):
-    CONFIDENT_AND_VALID = "confident-and-valid"
-    CONFIDENT = "confident"  # policy "confidence": no syntax check
-    SYNTAX_VALID = "syntax-valid"  # policy "syntax": no confidence check
-    SYNTAX_UNCHECKED = "syntax-unchecked"  # language the gate does not know
-    LOW_CONFIDENCE = "low-confidence"
-    NO_LOGPROBS = "no-logprobs"
-    EMPTY_LOCAL = "empty-local"
-    SYNTAX_INVALID = "syntax-invalid"
-    SYNTAX_TIMEOUT = "syntax-timeout"
-    SYNTAX_SKIPPED = "syntax-skipped"  # file over routing.syntax_max_bytes: not checked
-    UNDEFINED_NAME = "undefined-name"  # parses, but uses a name defined nowhere in the file
-    POLICY_LOCAL = "policy-local"
-    POLICY_REMOTE = "policy-remote"
-    LOCAL_UNAVAILABLE = "local-unavailable"
-    LOCAL_TIMEOUT = "local-timeout"  # the local tier's budget ran out (local.*_ms)
-    REMOTE_OK = "remote-ok"
-    REMOTE_FAILED = "remote-failed"
-    REMOTE_FAILED_KEPT_LOCAL = "remote-failed-kept-local"
-    REMOTE_EMPTY = "remote-empty"
-    NO_REMOTE = "no-remote-configured"
-    LOCAL_ONLY = "local-only"
-    PRIVACY_BLOCKED = "privacy-blocked"
-    KEPT_LOCAL_UNCONFIRMED = "kept-local-unconfirmed"  # wanted to escalate, could not
-    CACHE_HIT = "cache-hit"
+__all__ = ["Policy", "Reason", "Route", "Semantic", "SyntaxStatus"]  # re-exported: the vocabulary
 
 
 RemoteAccess = Literal["ok", "not-configured", "local-only", "privacy-blocked"]

@@ -44,7 +44,7 @@ from ..syntax import SyntaxDocument
 from ..vocab.card import route_card, summary
 from ..vocab.positions import Encoding, Text, advance, word_before
 from ..vocab.record import RouteDecision
-from ..workspace import crossfile, recent_edits
+from ..workspace import crossfile, egress, recent_edits
 from ..workspace.documents import (
     DocState,
     DocumentNotOpen,
@@ -281,7 +281,8 @@ class Session:
             )
             self.index = index
             for st in self.documents.values():
-                index.update(st.path, st.text.text, st.language or None)
+                if self._indexable(st.path):
+                    index.update(st.path, st.text.text, st.language or None)
             roots = self.roots()
             skip = [st.path for st in self.documents.values()]
 
@@ -294,9 +295,14 @@ class Session:
             task.add_done_callback(self._closing.discard)
         return self.index
 
+    def _indexable(self, path: str) -> bool:
+        """Only files inside a workspace folder feed the index (any, with no folder open)."""
+        roots = self.roots()
+        return not roots or egress.in_workspace(path, roots)
+
     def saved(self, uri: str) -> None:
         st = self.document(uri)
-        if st is not None and self.index is not None:
+        if st is not None and self.index is not None and self._indexable(st.path):
             self.index.update(st.path, st.text.text, st.language or None)
             st.index_stale = False
 
@@ -306,7 +312,13 @@ class Session:
         index = self.index
         if index is None:
             return
-        todo = [(path_of(u), gone) for u, gone in changes if self.document(u) is None]
+        roots = self.roots()
+        todo = [
+            (path_of(u), gone)
+            for u, gone in changes
+            # Outside every workspace folder: never indexed (a deletion may still drop it).
+            if self.document(u) is None and (gone or egress.in_workspace(path_of(u), roots))
+        ]
 
         def apply() -> None:
             for path, gone in todo:
@@ -327,7 +339,7 @@ class Session:
             return ()
         others = sorted((o for k, o in self.documents.items() if k != key), key=lambda o: -o.edited)
         for o in others:  # other documents edited since: their definitions moved
-            if o.index_stale:
+            if o.index_stale and self._indexable(o.path):
                 index.update(o.path, o.text.text, o.language or None)
                 o.index_stale = False
         found = crossfile.candidates(
@@ -361,7 +373,7 @@ class Session:
 
     def open(self, uri: str, text: str, language_id: str | None, path: str | None = None) -> None:
         st = self.docs.open(uri, text, language_id, path)
-        if self.index is not None:
+        if self.index is not None and self._indexable(st.path):
             self.index.update(st.path, text, st.language or None)
 
     def change(self, uri: str, edits: Sequence[Edit]) -> bool:
@@ -399,7 +411,12 @@ class Session:
     def close(self, uri: str) -> None:
         self.retention.close(uri_key(uri))  # what the document held last is its retention
         st = self.docs.close(uri)
-        if st is not None and self.index is not None and st.index_stale:
+        if (
+            st is not None
+            and self.index is not None
+            and st.index_stale
+            and self._indexable(st.path)
+        ):
             self.index.update_from_disk(st.path)  # edits not saved are gone: disk is right
 
     def debounce_s(self, st: DocState) -> float:

@@ -38,6 +38,9 @@ def _doc(default: Any, doc: str, *, lo: float | None = None, hi: float | None = 
     return attrs.field(**kw)
 
 
+# How far below the editor's completions background work ranks (`remote.priority`).
+BACKGROUND_PRIORITY_STEP = 10
+
 LocalBackendKind = Literal["auto", "ollama", "openai", "embedded"]
 RemoteBackendKind = Literal["openai", "none"]
 MissingLogprobs = Literal["escalate", "trust"]
@@ -107,6 +110,25 @@ class LocalSettings:
         "machine, neither budget applies: the local tier has the whole deadline.",
         lo=10,
     )
+    first_token_target_ms: float = _doc(
+        700.0,
+        "Size the local prompt so that, evaluated cold, its first token comes within this "
+        "time: the prompt-evaluation rate is measured (embedded: when the model loads, "
+        "then on every request; Ollama: from its reported timings) and the window holds "
+        "what that rate reads in this time, at least a few lines, at most "
+        "`max_prompt_chars`. Typing reuses the evaluated prompt (its start stays on a "
+        "coarse line grid). 0 = only `max_prompt_chars`.",
+        lo=0,
+    )
+    max_predict_ms: float = _doc(
+        300.0,
+        "Cap on a multi-line local prediction's time from its first token: the completion "
+        "ends there (cut to whole lines), and a multi-line completion is only asked for "
+        "when the measured decode rate fits about two lines (12 tokens) in this time; a "
+        "single-line completion ends at its line end. 0 = no cap (only "
+        "`completion.max_tokens`).",
+        lo=0,
+    )
 
 
 @attrs.define
@@ -155,9 +177,25 @@ class RemoteSettings:
         lo=0,
     )
 
+    priority: int = _doc(
+        0,
+        "vLLM request priority of the editor's completions (lower is served first; the "
+        "server must run with `--scheduling-policy priority`: vLLM documents that it "
+        "refuses any value but 0 otherwise). 0 sends no priority; otherwise background work "
+        f"(`synconfroute eval`) sends this plus {BACKGROUND_PRIORITY_STEP}, so "
+        "interactive escalations rank above it.",
+    )
+
     @property
     def all_urls(self) -> list[str]:
         return [u for u in [self.url, *self.urls] if u]
+
+    def request_priority(self, *, background: bool = False) -> int | None:
+        """The `priority` to send, or None (0 is vLLM's default, and the only value a
+        server without the priority policy takes)."""
+        if self.priority == 0:
+            return None
+        return self.priority + (BACKGROUND_PRIORITY_STEP if background else 0)
 
     @property
     def configured(self) -> bool:

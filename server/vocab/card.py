@@ -9,6 +9,36 @@ _ROUTE_TITLE = {
     "remote": "escalated to the remote model",
     "none": "no completion",
 }
+# One plain sentence per reason the router can give (keys: the `Reason` values; a test
+# checks that every reason has one). The card shows the code too: it is what
+# `stats`, the ledger and the settings speak.
+WHY = {
+    "confident-and-valid": "the local model was confident and its code parses",
+    "confident": "the local model was confident (policy `confidence`: no syntax check)",
+    "syntax-valid": "the local code parses (policy `syntax`: confidence not used)",
+    "syntax-unchecked": "no syntax checker for this language: kept on confidence alone",
+    "low-confidence": "the local model was unsure (confidence below the threshold)",
+    "no-logprobs": "the local server gave no token probabilities, so confidence is unknown",
+    "empty-local": "the local model wrote nothing",
+    "syntax-invalid": "the local code would break the file's syntax",
+    "syntax-timeout": "the syntax check ran out of time",
+    "syntax-skipped": "the file is larger than routing.syntax_max_bytes: syntax not checked",
+    "undefined-name": "the local code uses a name defined nowhere in the file",
+    "policy-local": "routing.policy keeps every completion local",
+    "policy-remote": "routing.policy sends every completion to the remote model",
+    "local-unavailable": "the local model could not answer (see the problem below)",
+    "local-timeout": "the local model did not answer within its time budget",
+    "remote-ok": "the remote model answered",
+    "remote-failed": "the remote model failed (see the problem below)",
+    "remote-failed-kept-local": "the remote model failed, so the local answer was kept",
+    "remote-empty": "the remote model wrote nothing",
+    "no-remote-configured": "no remote model is configured: nothing leaves this machine",
+    "local-only": "privacy.local_only is on: nothing leaves this machine",
+    "privacy-blocked": "privacy settings forbid sending this file off the machine",
+    "kept-local-unconfirmed": "it would have escalated but could not, so the local answer "
+    "was kept unconfirmed",
+    "cache-hit": "the same request was answered a moment ago (no model asked)",
+}
 _STAGES = {
     "local_first_token": "local first token",
     "local_total": "local total",
@@ -27,10 +57,15 @@ def summary(rec: RouteDecision) -> str:
     return f"synconfroute: {rec.route} ({', '.join(rec.reasons)}{conf})"
 
 
-def route_card(rec: RouteDecision) -> str:
-    """The Markdown card shown on hover over the line of the last completion."""
+def route_card(rec: RouteDecision, *, markdown: bool = True) -> str:
+    """The card shown on hover over the line of the last completion: Markdown, or plain
+    text (`synconfroute complete` prints it under the completion)."""
     lines = [f"**synconfroute**: {rec.route}, {_ROUTE_TITLE.get(rec.route, rec.route)}", ""]
-    lines.append(f"- reasons: {', '.join(f'`{r}`' for r in rec.reasons) or '-'}")
+    if rec.reasons:
+        lines.append("- why:")
+        lines += [f"  - `{r}`: {WHY[r]}" if r in WHY else f"  - `{r}`" for r in rec.reasons]
+    else:
+        lines.append("- why: -")
     if rec.confidence is not None:
         cmp = "≥" if rec.confidence >= rec.threshold else "<"
         lines.append(
@@ -43,12 +78,14 @@ def route_card(rec: RouteDecision) -> str:
         s = rec.syntax
         where = "" if s.line is None else f" at line {s.line + 1}, column {(s.column or 0) + 1}"
         msg = f": {s.message}" if s.message and s.status != "valid" else ""
+        # The mode once; the checker only when another tool decided (compiler, confirm).
+        by = s.mode if s.checker in ("", "none", s.mode) else f"{s.mode}: {s.checker}"
         if s.undefined:
-            lines.append(f"- syntax: {s.status} ({s.mode}, {s.checker or '-'})")
+            lines.append(f"- syntax: {s.status} ({by})")
             names = ", ".join(f"`{n}`" for n in s.undefined)
             lines.append(f"- names: {names} defined nowhere in the file{where}")
         else:
-            lines.append(f"- syntax: {s.status} ({s.mode}, {s.checker or '-'}){where}{msg}")
+            lines.append(f"- syntax: {s.status} ({by}){where}{msg}")
     else:
         lines.append("- syntax: not checked")
     lines.append(f"- models: local `{rec.local_model or '-'}`, remote `{rec.remote_model or '-'}`")
@@ -78,4 +115,5 @@ def route_card(rec: RouteDecision) -> str:
         lines.append(f"- the local model had offered: `{first}`")
     for err in rec.errors:
         lines.append(f"- problem: {err}")
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    return text if markdown else text.replace("**", "").replace("`", "")

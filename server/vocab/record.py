@@ -8,7 +8,8 @@ import attrs
 
 from synconfroute.clients.errors import BackendError
 
-from .kinds import Route, SyntaxStatus
+from .kinds import Policy, Reason, Route
+from .verdict import Verdict
 
 Tier = Literal["local", "remote"]
 
@@ -19,18 +20,6 @@ class TierFailure:
 
     tier: Tier
     error: BackendError
-
-
-@attrs.frozen
-class SyntaxInfo:
-    status: SyntaxStatus
-    mode: str
-    line: int | None = None  # 0-based, in the completed file
-    column: int | None = None
-    message: str = ""
-    checker: str = ""
-    # names gate: the names the completion uses that nothing in the file defines
-    undefined: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -45,11 +34,11 @@ class Truncation:
 class RouteDecision:
     completion: str
     route: Route
-    reasons: list[str]
-    policy: str
+    reasons: tuple[Reason, ...]
+    policy: Policy
     confidence: float | None
     threshold: float
-    syntax: SyntaxInfo | None
+    syntax: Verdict | None
     local_model: str | None
     remote_model: str | None
     local_completion: str = ""  # what the local model wrote (after post-processing)

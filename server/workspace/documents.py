@@ -137,6 +137,12 @@ class DocumentStore:
             st.inner.cancel()
         return st
 
+    def diagnostics_published(self, uri: str) -> None:
+        """A route diagnostic is on the editor's screen: the next edit clears it."""
+        st = self.document(uri)
+        if st is not None:
+            st.diagnostics_shown = True
+
     def forget_shown(self, did: str) -> None:
         """The item `did` was accepted: no document shows it any longer."""
         for st in self.documents.values():

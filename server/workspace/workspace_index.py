@@ -33,7 +33,7 @@ SKIP_DIRS = frozenset(
 DEF_LINES = 12  # lines of a definition kept: its signature, doc and first statements
 DEF_CHARS = 800
 # What a symbol costs besides its text (the record, its name, the lookup lists), measured
-# with tracemalloc by scripts/bench_crossfile.py: `max_bytes` bounds the whole.
+# with tracemalloc by bench/crossfile.py: `max_bytes` bounds the whole.
 SYMBOL_OVERHEAD = 320
 
 
@@ -354,12 +354,19 @@ def source_files(root: str, max_file_bytes: int) -> Iterator[tuple[str, int]]:
             if _ignored(rules, rel, False):
                 continue
             full = os.path.join(folder, name)
+            if os.path.islink(full) and not _links_inside(full, root):
+                continue  # a link out of the workspace: its target is not ours to index
             try:
                 size = os.path.getsize(full)
             except OSError:
                 continue
             if size <= max_file_bytes:
                 yield full.replace(os.sep, "/"), size
+
+
+def _links_inside(link: str, root: str) -> bool:
+    real, real_root = os.path.realpath(link), os.path.realpath(root)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
 # -- the index -------------------------------------------------------------------------

@@ -19,8 +19,8 @@ max_tokens ("trimmed": the pipeline no longer shows a line the budget cut); the 
 counts the other differences and prints the first ones (llama.cpp's greedy choice may
 depend on how much of the prompt came from its KV cache).
 
-    .venv/bin/python scripts/bench_single_line.py --tasks 150
-    .venv/bin/python scripts/bench_single_line.py --tasks 40 --pipeline --json
+    .venv/bin/python -m bench.single_line --tasks 150
+    .venv/bin/python -m bench.single_line --tasks 40 --pipeline --json
 """
 
 from __future__ import annotations
@@ -29,29 +29,24 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import attrs
 
-import attrs  # noqa: E402
-
-from synconfroute.clients.embedded import EmbeddedBackend  # noqa: E402
-from synconfroute.clients.types import CompletionRequest  # noqa: E402
-from synconfroute.server.evaluation import datasets, download  # noqa: E402
-from synconfroute.server.evaluation.generate import context_for  # noqa: E402
-from synconfroute.server.routing.gate import make_gate  # noqa: E402
-from synconfroute.server.routing.pipeline import Pipeline  # noqa: E402
-from synconfroute.server.routing.text_rules import (  # noqa: E402
+from synconfroute.clients.embedded import EmbeddedBackend
+from synconfroute.clients.types import CompletionRequest
+from synconfroute.server.evaluation import datasets, download
+from synconfroute.server.evaluation.generate import context_for
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.routing.text_rules import (
     REQUEST_STOPS,
     post_process,
     request_stops,
     shown_text,
 )
-from synconfroute.server.settings.config import Settings  # noqa: E402
+from synconfroute.server.settings.config import Settings
 
 
 def request(ctx: Any, single_line: bool, max_tokens: int) -> CompletionRequest:

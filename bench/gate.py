@@ -5,10 +5,10 @@ middle of the file, either as whole lines (at the start of a line, ending in a n
 a FIM model writes the next line) or inside a line. "keystroke" is the cost of following
 one typed character in the open document (edit + incremental reparse).
 
-    python scripts/bench_gate.py
-    python scripts/bench_gate.py --sizes 2500 --reps 500 --langs python --json
-    python scripts/bench_gate.py --large 10   # a 10 MB file: gate and memory, limit off/on
-    python scripts/bench_gate.py --retain 300  # memory kept by 300 checks (leak check)
+    python -m bench.gate
+    python -m bench.gate --sizes 2500 --reps 500 --langs python --json
+    python -m bench.gate --large 10   # a 10 MB file: gate and memory, limit off/on
+    python -m bench.gate --retain 300  # memory kept by 300 checks (leak check)
 
 Goal: incremental p50 under 0.5 ms at 2,500 lines.
 
@@ -28,13 +28,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from synconfroute.server.syntax import SyntaxDocument  # noqa: E402
+from synconfroute.server.syntax import SyntaxDocument
 
 
 def python_file(lines: int) -> str:

@@ -1,6 +1,6 @@
 """Time to the escalation decision: early escalation vs waiting for the whole local completion.
 
-    .venv/bin/python scripts/bench_escalation.py [--tokens 64] [--token-ms 10] [--rounds 10]
+    .venv/bin/python -m bench.escalation [--tokens 64] [--token-ms 10] [--rounds 10]
 
 A fake Ollama streams an unconfident completion (`--tokens` tokens, `--token-ms`
 apart); a fake vLLM answers at once. We measure, in one run, interleaved, the time
@@ -14,20 +14,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from synconfroute.clients.ollama import OllamaBackend  # noqa: E402
-from synconfroute.clients.openai import OpenAIBackend  # noqa: E402
-from synconfroute.server.routing.gate import make_gate  # noqa: E402
-from synconfroute.server.routing.pipeline import Pipeline  # noqa: E402
-from synconfroute.server.routing.request import CompletionContext  # noqa: E402
-from synconfroute.server.settings.config import Settings  # noqa: E402
-from tests.fakes import FakeOllama, FakeOpenAI, TokenScript  # noqa: E402
+from synconfroute.clients.ollama import OllamaBackend
+from synconfroute.clients.openai import OpenAIBackend
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.routing.request import CompletionContext
+from synconfroute.server.settings.config import Settings
+from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 
 async def one(local: FakeOllama, remote: FakeOpenAI, early: bool, i: int) -> tuple[float, float]:

@@ -1,6 +1,6 @@
 """LSP overhead and memory: round trip through `synconfroute serve` vs the backend alone.
 
-    .venv/bin/python scripts/bench_lsp.py [--latency-ms 50] [--rounds 40] [--docs 100]
+    .venv/bin/python -m bench.lsp [--latency-ms 50] [--rounds 40] [--docs 100]
 
 1. Latency: a fake Ollama answers every generation after a fixed delay. We time
    (a) OllamaBackend.complete() called directly and (b) a textDocument/inlineCompletion
@@ -19,20 +19,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from lsprotocol import types as t
 
-from lsprotocol import types as t  # noqa: E402
-
-from synconfroute.clients.ollama import OllamaBackend  # noqa: E402
-from synconfroute.clients.types import CompletionRequest  # noqa: E402
-from tests.fakes import FakeOllama, TokenScript  # noqa: E402
-from tests.lsp_harness import (  # noqa: E402
+from synconfroute.clients.ollama import OllamaBackend
+from synconfroute.clients.types import CompletionRequest
+from tests.fakes import FakeOllama, TokenScript
+from tests.lsp_harness import (
     capabilities,
     inline_request,
     open_doc,
@@ -40,6 +36,8 @@ from tests.lsp_harness import (  # noqa: E402
     stop,
     write_config,
 )
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def rss_mb(pid: int) -> float:
@@ -137,11 +135,10 @@ async def main() -> None:
 
 
 async def raw_client_latency(args: argparse.Namespace) -> None:
-    """The same round trip with a plain JSON-RPC client (scripts/fault_suite.py's): what
+    """The same round trip with a plain JSON-RPC client (bench/fault_suite.py's): what
     the server adds, without pygls' client handling each message on the other side (it
     costs about 1 ms for the route notification sent before every response)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from fault_suite import LspServer
+    from bench.fault_suite import LspServer
 
     script = TokenScript.of(" x", " +", " 1", logprob=-0.01, first_delay=args.latency_ms / 1000)
     with FakeOllama(default=script) as fake, tempfile.TemporaryDirectory() as tmp:

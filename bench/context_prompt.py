@@ -34,7 +34,7 @@ Variants (one run, side by side):
 - `remote (send_context on)`: the remote tier's request when the user sends context
   there; `remote (default)`: what it carries by default (nothing of other files).
 
-    .venv/bin/python scripts/bench_context_prompt.py [--per-bucket 40] [--json out.json]
+    .venv/bin/python -m bench.context_prompt [--per-bucket 40] [--json out.json]
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ import asyncio
 import json
 import random
 import re
-import sys
 import tarfile
 import tempfile
 import time
@@ -52,19 +51,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from synconfroute.clients.ollama import OllamaBackend  # noqa: E402
-from synconfroute.clients.openai import OpenAIBackend  # noqa: E402
-from synconfroute.server.routing.gate import make_gate  # noqa: E402
-from synconfroute.server.routing.pipeline import Pipeline  # noqa: E402
-from synconfroute.server.session.session import Session  # noqa: E402
-from synconfroute.server.settings import config  # noqa: E402
-from synconfroute.server.syntax.languages import detect_language  # noqa: E402
-from synconfroute.server.workspace import crossfile  # noqa: E402
-from synconfroute.server.workspace.workspace_index import WorkspaceIndex, source_files  # noqa: E402
-from tests.fakes import FakeOllama, FakeOpenAI, TokenScript  # noqa: E402
+from synconfroute.clients.ollama import OllamaBackend
+from synconfroute.clients.openai import OpenAIBackend
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.session.session import Session
+from synconfroute.server.settings import config
+from synconfroute.server.syntax.languages import detect_language
+from synconfroute.server.workspace import crossfile
+from synconfroute.server.workspace.workspace_index import WorkspaceIndex, source_files
+from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 REPOS = Path("/work/shared/data/repos")
 BUCKETS = (("<200", 0, 200), ("200-600", 200, 600), (">600", 600, 10**9))

@@ -1,18 +1,16 @@
 """Figures for learning from the user (issue 15): calibration on generated ledgers whose
 best threshold is known, adaptive convergence, and the cost of retention tracking.
 
-    PYTHONPATH=. python scripts/bench_learning.py
+    python -m bench.learning
 """
 
 from __future__ import annotations
 
+import argparse
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from synconfroute.server.evaluation.calibrate import CalibrationError
 from synconfroute.server.evaluation.from_ledger import choose
@@ -79,7 +77,12 @@ def retention() -> None:
     print(f"  region update: {1e9 * (time.perf_counter() - t0) / 100_000:.0f} ns per edit")
 
 
-if __name__ == "__main__":
+def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     calibration()
     adaptive()
     retention()
+
+
+if __name__ == "__main__":
+    main()

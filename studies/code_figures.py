@@ -1,9 +1,9 @@
 """Structure figures anyone can recompute from the code (issue 19's "must show").
 
-    python scripts/code_figures.py [--root DIR] [--top 10]
+    python -m studies.code_figures [--root DIR] [--top 10]
 
 Prints, from the source text alone (stdlib `ast`, nothing of the package is imported, so
-it runs on any revision: `git worktree add /tmp/old REV && python scripts/code_figures.py
+it runs on any revision: `git worktree add /tmp/old REV && python -m studies.code_figures
 --root /tmp/old`):
 - the longest functions and methods in server/ and clients/ (lines from `def` to the
   last line of the body, decorators excluded; nested functions count on their own too);

@@ -1,6 +1,6 @@
 """Cost of the resynchronising frame parser (server/protocol/transport.py), in 64 KB reads.
 
-    PYTHONPATH=. python scripts/bench_transport.py
+    python -m bench.transport
 
 Prints milliseconds per case: a 10 MB didOpen body on one line (what clients send), the
 same bytes with a raw newline every 80 (the worst case for the header search), 1,000 small frames,

@@ -22,8 +22,8 @@ on breaks and broken buffers) run on a sample (--compiler-sample, per language).
 Mode "confirm" on the ground truths, which asks g++ only when tree-sitter objects, runs on
 all of them.
 
-    python scripts/gate_accuracy.py                      # everything, ~10 min on 2 cores
-    python scripts/gate_accuracy.py --limit 100 --modes tree-sitter --json
+    python -m studies.gate_accuracy                      # everything, ~10 min on 2 cores
+    python -m studies.gate_accuracy --limit 100 --modes tree-sitter --json
 """
 
 from __future__ import annotations
@@ -43,17 +43,16 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from synconfroute.server.syntax import (  # noqa: E402
+from synconfroute.server.syntax import (
     MODES,
     CompilerConfig,
     SyntaxDocument,
     _compilers,
     prepare_pch,
 )
-from synconfroute.server.syntax.languages import LANGUAGES  # noqa: E402
+from synconfroute.server.syntax.languages import LANGUAGES
+
+ROOT = Path(__file__).resolve().parent.parent
 
 LANGS = ("python", "java", "cpp")
 BREAKS = (

@@ -6,7 +6,7 @@ the workspace index and recent edits) and one without (`completion.context = "fi
 `completion.recent_edits = false`), each with its own worker (its own KV cache), the
 requests interleaved so the machine's noise hits both alike.
 
-Tasks: masked calls of click (see bench_context_prompt.py; files of 200+ lines, where
+Tasks: masked calls of click (see bench/context_prompt.py; files of 200+ lines, where
 the window is full). For each task:
 - cold: the first request at the cursor (a file the KV cache has not seen);
 - typing: the masked line typed back one character at a time, a request after each
@@ -17,7 +17,7 @@ the KV-cache reuse rate while typing (prompt tokens reused from the previous req
 prompt tokens), how often the context changed between two keystrokes, and whether the
 callee's header is in the tokens the model saw (decoded from the worker's prompt ids).
 
-    .venv/bin/python scripts/bench_context_cost.py [--tasks 10] [--keys 16]
+    .venv/bin/python -m bench.context_cost [--tasks 10] [--keys 16]
 """
 
 from __future__ import annotations
@@ -33,18 +33,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from bench_context_prompt import REPOS, hit, tasks_for  # noqa: E402
-
-from synconfroute.clients.embedded import EmbeddedBackend  # noqa: E402
-from synconfroute.server.routing.gate import make_gate  # noqa: E402
-from synconfroute.server.routing.pipeline import Pipeline  # noqa: E402
-from synconfroute.server.session.session import Edit, Session  # noqa: E402
-from synconfroute.server.settings import config  # noqa: E402
-from synconfroute.server.syntax.languages import detect_language  # noqa: E402
+from bench.context_prompt import REPOS, hit, tasks_for
+from synconfroute.clients.embedded import EmbeddedBackend
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.session.session import Edit, Session
+from synconfroute.server.settings import config
+from synconfroute.server.syntax.languages import detect_language
 
 
 def _session(root: str, with_context: bool, args: argparse.Namespace) -> Session:

@@ -9,27 +9,21 @@
    that parse but fail their tests, how many the names gate flags, against the same count
    on the passing ones (its false rejects), per dataset.
 
-    .venv/bin/python scripts/names_accuracy.py
-    .venv/bin/python scripts/names_accuracy.py --records .eval/smollm2
+    .venv/bin/python -m studies.names_accuracy
+    .venv/bin/python -m studies.names_accuracy --records .eval/smollm2
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from gate_accuracy import data_dir, load_items  # noqa: E402
-
-from synconfroute.server.syntax import SyntaxDocument  # noqa: E402
-from synconfroute.server.syntax.languages import parser_for  # noqa: E402
-from synconfroute.server.syntax.names import undefined_names  # noqa: E402
+from studies.gate_accuracy import data_dir, load_items
+from synconfroute.server.syntax import SyntaxDocument
+from synconfroute.server.syntax.languages import parser_for
+from synconfroute.server.syntax.names import undefined_names
 
 
 def flagged(prefix: str, completion: str, suffix: str) -> list[str]:

@@ -1,6 +1,6 @@
 """Figures for issue 14 items 6 and 12: the client-side token cap and the backoff.
 
-    .venv/bin/python scripts/bench_backend_faults.py [--requests 100] [--token-ms 10]
+    .venv/bin/python -m bench.backend_faults [--requests 100] [--token-ms 10]
 
 1. Token cap: a fake Ollama / vLLM that ignores num_predict / max_tokens streams
    400 tokens `--token-ms` apart; each request asks for 64 tokens within a 1 s
@@ -18,18 +18,13 @@ import asyncio
 import contextlib
 import logging
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from synconfroute.clients import BackendError, CompletionRequest  # noqa: E402
-from synconfroute.clients.ollama import OllamaBackend  # noqa: E402
-from synconfroute.clients.openai import OpenAIBackend  # noqa: E402
-from synconfroute.clients.types import Backend  # noqa: E402
-from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port  # noqa: E402
+from synconfroute.clients import BackendError, CompletionRequest
+from synconfroute.clients.ollama import OllamaBackend
+from synconfroute.clients.openai import OpenAIBackend
+from synconfroute.clients.types import Backend
+from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 
 MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
 DEADLINE_S = 1.0

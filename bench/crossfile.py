@@ -18,7 +18,7 @@ Then assembly latency (candidates + fit) on the trees and on a generated workspa
 10,000 files, and each index's build time and memory (tracemalloc, retained after the
 build; the build time comes from a separate run without tracemalloc).
 
-    PYTHONPATH=. python scripts/bench_crossfile.py [--tasks 300] [--files 10000]
+    python -m bench.crossfile [--tasks 300] [--files 10000]
 """
 
 from __future__ import annotations

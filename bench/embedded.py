@@ -9,10 +9,10 @@ backend (the language server) and of the worker. Each mode runs in a fresh child
 process, alternating over --rounds rounds, so the machine's noise hits both alike;
 the table gives medians over rounds and the ratio worker / in-process.
 
-    .venv/bin/python scripts/bench_embedded.py                 # bundled SmolLM2
-    .venv/bin/python scripts/bench_embedded.py --rounds 5 --json
+    .venv/bin/python -m bench.embedded                 # bundled SmolLM2
+    .venv/bin/python -m bench.embedded --rounds 5 --json
     # another llama.cpp build (e.g. a native one in another venv), same engine code:
-    .venv/bin/python scripts/bench_embedded.py --compare-python /tmp/native/bin/python
+    .venv/bin/python -m bench.embedded --compare-python /tmp/native/bin/python
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from synconfroute.clients._llama import LlamaRunner
+from synconfroute.clients.embedded import EmbeddedBackend, GenerationStats, import_llama_cpp
+from synconfroute.clients.errors import BackendError
+from synconfroute.clients.types import CompletionRequest
 
-from synconfroute.clients._llama import LlamaRunner  # noqa: E402
-from synconfroute.clients.embedded import EmbeddedBackend, GenerationStats, import_llama_cpp  # noqa: E402
-from synconfroute.clients.errors import BackendError  # noqa: E402
-from synconfroute.clients.types import CompletionRequest  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 # 30 lines of ordinary Python, cut in the middle of a statement.
 PREFIX = '''\

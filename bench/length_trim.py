@@ -12,8 +12,8 @@ reason "length"). Then, in the mode the server picks for the cursor (`wants_mult
 Must hold: every trimmed text the gate accepts is a prefix of the ground truth (the
 script counts the exceptions and prints the first ones).
 
-    .venv/bin/python scripts/bench_length_trim.py                 # all 8,781 tasks
-    .venv/bin/python scripts/bench_length_trim.py --langs python,java --json
+    .venv/bin/python -m bench.length_trim                 # all 8,781 tasks
+    .venv/bin/python -m bench.length_trim --langs python,java --json
 """
 
 from __future__ import annotations
@@ -23,19 +23,15 @@ import json
 import sys
 import time
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from synconfroute.clients.embedded import bundled_model_path, import_llama_cpp  # noqa: E402
-from synconfroute.server.evaluation import datasets, download  # noqa: E402
-from synconfroute.server.evaluation.generate import multiline_for  # noqa: E402
-from synconfroute.server.routing.gate import make_gate  # noqa: E402
-from synconfroute.server.routing.pipeline import CompletionContext  # noqa: E402
-from synconfroute.server.routing.text_rules import gate_trimmed, post_process, shown_text  # noqa: E402
-from synconfroute.server.settings.config import Settings  # noqa: E402
+from synconfroute.clients.embedded import bundled_model_path, import_llama_cpp
+from synconfroute.server.evaluation import datasets, download
+from synconfroute.server.evaluation.generate import multiline_for
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import CompletionContext
+from synconfroute.server.routing.text_rules import gate_trimmed, post_process, shown_text
+from synconfroute.server.settings.config import Settings
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Fault suite and soak: the real server over stdio against fault-injecting backends.
 
-    .venv/bin/python scripts/fault_suite.py [--requests 8] [--concurrency 4] [--deadline-ms 800]
-    .venv/bin/python scripts/fault_suite.py --soak 10000 [--fault-rate 0.2]
+    .venv/bin/python -m bench.fault_suite [--requests 8] [--concurrency 4] [--deadline-ms 800]
+    .venv/bin/python -m bench.fault_suite --soak 10000 [--fault-rate 0.2]
 
 Starts `python -m synconfroute serve` (stdio) with a settings file pointing the local
 tier at a FaultyOllama and the remote tier at a FaultyOpenAI (tests/fakes/faulty.py),
@@ -48,10 +48,9 @@ from typing import Any
 
 import attrs
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tests.fakes.faulty import Fault, FaultyOllama, FaultyOpenAI
 
-from tests.fakes.faulty import Fault, FaultyOllama, FaultyOpenAI  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 KEY_ENV = "FAULT_SUITE_API_KEY"
 SECRET_MARK = "SECRETMARK"  # in the text of every document that must not leave

@@ -5,8 +5,8 @@ a correct harness passes (nearly) all of them. Prints pass counts per dataset an
 language, the failures, and the time per program. Same task selection as
 `synconfroute eval` (--limit, --seed, --langs).
 
-    .venv/bin/python scripts/eval_check_truth.py --limit safim-block=100
-    .venv/bin/python scripts/eval_check_truth.py --datasets safim-block --limit 20 --json
+    .venv/bin/python -m studies.eval_check_truth --limit safim-block=100
+    .venv/bin/python -m studies.eval_check_truth --datasets safim-block --limit 20 --json
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from synconfroute.server.evaluation import datasets, download
 from synconfroute.server.evaluation.execute import Toolchains, execute

@@ -1,6 +1,6 @@
 """A hung or slow local tier with a healthy remote: how many requests still get a completion.
 
-    .venv/bin/python scripts/bench_local_budget.py [--rounds 20] [--mode hung|slow]
+    .venv/bin/python -m bench.local_budget [--rounds 20] [--mode hung|slow]
 
 A fake Ollama accepts each request and never answers (`hung`) or streams one token per
 second (`slow`); a fake vLLM answers at once. For each request, the pipeline runs with the
@@ -14,21 +14,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from synconfroute.clients.ollama import OllamaBackend  # noqa: E402
-from synconfroute.clients.openai import OpenAIBackend  # noqa: E402
-from synconfroute.server.routing.gate import make_gate  # noqa: E402
-from synconfroute.server.routing.pipeline import Pipeline  # noqa: E402
-from synconfroute.server.routing.request import CompletionContext  # noqa: E402
-from synconfroute.server.settings.config import Settings  # noqa: E402
-from tests.fakes import FakeOllama, FakeOpenAI, TokenScript  # noqa: E402
+from synconfroute.clients.ollama import OllamaBackend
+from synconfroute.clients.openai import OpenAIBackend
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.routing.request import CompletionContext
+from synconfroute.server.settings.config import Settings
+from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 
 async def run(rounds: int, mode: str) -> None:

@@ -279,11 +279,11 @@ async def test_session_adaptive_moves_show_in_status_hover_ledger_and_routing(
     for i in range(400):  # local completions always dismissed, remote ones accepted
         conf = rnd.uniform(-1.5, 0.0)
         route = "local" if conf >= s.status().threshold else "remote"
-        s.decisions[f"c{i}"] = rec(route, conf, s.status().threshold)
+        s.decision_log.decisions[f"c{i}"] = rec(route, conf, s.status().threshold)
         s._resolve(f"c{i}", accepted=route == "remote")
     st = s.status()
     assert st.threshold == -0.3  # raised to its bound, never past it
-    assert "raised" in " ".join(m.why for m in s.adaptive.moves)  # type: ignore[union-attr]
+    assert "raised" in " ".join(m.why for m in s.decision_log.adaptive.moves)  # type: ignore[union-attr]
     assert "bound" in st.adaptive["why"]
     await s.pipeline()
     assert s.rules().threshold == -0.3  # the routing uses it

@@ -196,3 +196,61 @@ async def test_item7_an_open_gitignored_document_feeds_no_remote_prompt(
         assert gen.marker not in "\n".join(bodies(remote))
     finally:
         await stop(client)
+
+
+# -- item 2: workspace settings that make every completion escalate ---------------------
+
+WIDENING = {
+    "local.model": "nonexistent:1b",
+    "local.backend": "openai",
+    "local.timeout": 0.1,
+    "local.first_token_ms": 10,
+    "local.total_ms": 10,
+    "local.model_path": "models/evil.gguf",
+    "routing.adaptive_step": 1.0,
+    "routing.adaptive_every": 5,
+}
+
+
+def _nested(flat: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in flat.items():
+        section, name = key.split(".")
+        out.setdefault(section, {})[name] = value
+    return {"synconfroute": out}
+
+
+@pytest.mark.parametrize("key", list(WIDENING))
+async def test_item2_workspace_settings_cannot_make_completions_escalate(
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI], key: str
+) -> None:
+    local, remote = fakes
+    # Confident and valid, after 80 ms: under the user's settings it stays local.
+    local.script(TokenScript.of(" value", " + 1", logprob=-0.05, first_delay=0.08), always=True)
+    remote.script(REMOTE, always=True)
+    ws = pw.build(tmp_path / "base")
+    cfg = pw.write_settings(
+        tmp_path, local_url=local.url, remote_url=remote.base_url, context="file"
+    )
+    client, _ = await start(
+        cfg,
+        capabilities("visual-studio-code", inline=True),
+        root=ws,
+        configuration=_nested({key: WIDENING[key]}),
+    )
+    try:
+        uri = (ws / "lib" / "calc.py").as_uri()
+        open_doc(client, uri, "def f(value):\n    return \n\n\ndef g(value):\n    return \n")
+        for line in (1, 5, 1):
+            await client.text_document_inline_completion_async(
+                inline_request(uri, t.Position(line, 11))
+            )
+        assert bodies(remote) == [], key
+        status = await client.workspace_execute_command_async(
+            t.ExecuteCommandParams("synconfroute.status", [])
+        )
+        assert status["completions"] == 3
+        refused = [m.message for m in client.messages if "refused" in m.message]
+        assert refused and key in refused[0], client.messages
+    finally:
+        await stop(client)

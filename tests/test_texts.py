@@ -128,3 +128,14 @@ def test_settings_reads_as_text_with_sources(tmp_path: Path) -> None:
         check=True,
     )
     assert '"threshold": -0.8' in j.stdout
+
+
+def test_card_lists_latency_in_the_order_things_happen() -> None:
+    rec = _rec(
+        ["confident-and-valid"],
+        latency_ms={"total": 9.0, "gate": 1.0, "local_total": 8.0, "local_first_token": 3.0},
+    )
+    (line,) = [ln for ln in route_card(rec).splitlines() if ln.startswith("- latency")]
+    assert line == (
+        "- latency: local first token 3 ms, local total 8 ms, syntax gate 1 ms, total 9 ms"
+    )

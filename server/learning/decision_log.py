@@ -61,14 +61,15 @@ class DecisionLog:
         self,
         settings: Callable[[], config.Settings],
         ledger: Ledger | None = None,
-        retention_delays: Sequence[float] = DEFAULT_DELAYS,
+        retention_delays: Sequence[float] | None = None,  # None: DEFAULT_DELAYS
     ) -> None:
         self._settings = settings  # the session's current settings
         self.decisions: LRUCache[str, RouteDecision] = LRUCache(_DECISIONS_KEPT)
         self.accepted: set[str] = set()
         self._ids = itertools.count(1)
         self.ledger = ledger or Ledger(None)
-        self.retention = Retention(self._retained, retention_delays)
+        delays = DEFAULT_DELAYS if retention_delays is None else retention_delays
+        self.retention = Retention(self._retained, delays)
         self.adaptive: Adaptive | None = None  # the owner calls sync_adaptive
 
     @property

@@ -16,7 +16,6 @@ from pygls.protocol.language_server import lsp_method
 
 from .. import __version__
 from ..learning.ledger import Ledger
-from ..learning.retention import DEFAULT_DELAYS
 from ..session.session import Completed, DocumentNotOpen, Edit, Session
 from ..settings import config
 from ..syntax.languages import LANGUAGES
@@ -154,7 +153,7 @@ def create_server(
         show_message=lambda level, text: _show(server, level, text),
         ledger=Ledger(ledger_path),
         roots=lambda: _workspace_roots(server),
-        retention_delays=DEFAULT_DELAYS if retention_after is None else retention_after,
+        retention_delays=retention_after,
     )
     logging.getLogger().addHandler(_ClientLogHandler(server))
 
@@ -182,9 +181,9 @@ def create_server(
 
 def initialize(ls: SynConfRouteServer, params: t.InitializeParams) -> None:
     enc = ls.workspace.position_encoding or t.PositionEncodingKind.Utf16
-    ls.session.encoding = _ENCODINGS.get(str(enc), "utf-16")
+    ls.session.negotiated(_ENCODINGS.get(str(enc), "utf-16"))
     issues = ls.session.apply_overrides(init=_options(params.initialization_options) or {})
-    _report_issues(ls, ls.session.load_issues + issues)
+    _report_issues(ls, ls.session.settings_state.load_issues + issues)
     caps = params.capabilities.text_document
     if caps is None or caps.inline_completion is None:
         # Emacs/eglot, Helix, Neovim < 0.12: offer the same completion through
@@ -289,7 +288,7 @@ async def completion(ls: SynConfRouteServer, params: t.CompletionParams) -> t.Co
         return t.CompletionList(is_incomplete=True, items=[])
     rec = done.decision
     line, col = done.start
-    word_start = t.Position(line, col - advance(0, 0, done.word, ls.session.encoding)[1])
+    word_start = t.Position(line, col - advance(0, 0, done.word, ls.session.docs.encoding)[1])
     new_text = done.word + done.insert_text
     first = done.insert_text.strip().split("\n", 1)[0]
     item = t.CompletionItem(

@@ -23,7 +23,9 @@ from ..vocab.record import RouteDecision, Truncation
 from ..vocab.verdict import Verdict
 from ..workspace import crossfile, egress, privacy, prompt_split
 from . import router, time_budget
+from .backends import Tiers
 from .cache import CompletionCache
+from .gate import SyntaxGate, make_gate
 from .request import CompletionContext, Gate
 from .router import LocalEvidence, Reason, RemoteAccess, Rules
 from .rules import resolve_rules
@@ -80,6 +82,11 @@ class _LocalRun:
         return self.error is None
 
 
+def build_pipeline(settings: Settings, tiers: Tiers) -> Pipeline:
+    """A pipeline for `settings` over its tiers, with the gate the settings ask for."""
+    return Pipeline(settings, tiers.local, tiers.remote, make_gate(settings.routing))
+
+
 # How late the pipeline cuts a prediction past its time cap (`local.max_predict_ms`):
 # the embedded worker ends there by itself; Ollama does not know the cap.
 _PREDICT_SLACK_S = 0.05
@@ -127,6 +134,12 @@ class Pipeline:
     @property
     def settings(self) -> Settings:
         return self._settings
+
+    @property
+    def gate_blocks(self) -> bool:
+        """Its syntax gate's checks run in a thread (compiler modes): a request's text
+        is copied for them, as edits may arrive meanwhile."""
+        return isinstance(self.gate, SyntaxGate) and self.gate.blocking
 
     @property
     def local_model(self) -> str:

@@ -13,7 +13,7 @@ import math
 import os
 import tomllib
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -602,41 +602,72 @@ def merge(
     return copy, issues
 
 
-# -- workspace scope: may only tighten what leaves the machine ------------------
+# -- workspace scope: an allow-list of keys that may only tighten ------------------------
 #
 # User scope: the settings file, the environment, the editor's initializationOptions
 # (user-level editor settings). Workspace scope: workspace/configuration answers and
 # didChangeConfiguration, which a cloned repository's .vscode/settings.json (or a
-# project-local Neovim config) can fill. A workspace may keep code on the machine,
-# never send more of it, nor send it elsewhere, nor with another secret.
+# project-local Neovim config) can fill. A workspace may set only the keys below, and
+# each only in the direction that sends less off the machine; every other key is
+# user-only (VS Code scope `machine`), because it can make the local tier fail or point
+# elsewhere (all of `local.*`), say where code goes (`remote.url`, the key's variable),
+# or move the threshold (adaptive step and rate).
 
 WORKSPACE = "workspace settings"
 
-# Set only at user scope (VS Code scope `machine`): they say where code goes.
-USER_ONLY_KEYS = ("local.url", "remote.url", "remote.urls", "remote.api_key_env")
-# A workspace may set these only in the direction that sends less.
-TIGHTEN_ONLY_KEYS = (
-    "remote.backend",
-    "remote.model",
-    "routing.policy",
-    "routing.threshold",
-    "routing.thresholds",
-    "routing.missing_logprobs",
-    "routing.adaptive",
-    "routing.adaptive_min",
-    "routing.adaptive_max",
-    "routing.semantic",
-    "privacy.local_only",
-    "privacy.never_send",
-    "completion.context_lines",
-    "remote.max_prompt_chars",
-    "routing.syntax_max_bytes",
-    "completion.context",
-    "remote.context_tokens",
-    "remote.send_context",
-    "completion.recent_edits",
-    "privacy.secret_files",
-)
+
+def _at_most(u: Any, w: Any) -> bool:
+    return bool(w <= u)
+
+
+def _off_or_same(off: Any) -> Callable[[Any, Any], bool]:
+    return lambda u, w: bool(w in (off, u))
+
+
+def _policy_subset(u: Any, w: Any) -> bool:
+    return _POLICY_SENDS[w] <= _POLICY_SENDS[u]
+
+
+def _thresholds(u: Settings, w: Settings) -> bool:
+    models = {*u.routing.thresholds, *w.routing.thresholds}
+    return all(w.routing.threshold_for(m) <= u.routing.threshold_for(m) for m in models)
+
+
+def _size_limit(u: Any, w: Any) -> bool:
+    big = {0: math.inf}  # 0: no size limit
+    return bool(big.get(w, w) >= big.get(u, u))
+
+
+# key -> (the workspace value w sends no more than the user's value u, what tightening is).
+TIGHTEN_ONLY: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
+    "privacy.local_only": (_off_or_same(True), "turn it on"),
+    "privacy.never_send": (lambda u, w: True, "add patterns (yours stay)"),
+    "privacy.secret_files": (_off_or_same(True), "turn it on"),
+    "remote.backend": (_off_or_same("none"), '"none" (no remote tier)'),
+    "remote.model": (_off_or_same(""), '"" (no remote tier)'),
+    "remote.max_prompt_chars": (_at_most, "lower it"),
+    "remote.context_tokens": (_at_most, "lower it"),
+    "routing.policy": (_policy_subset, "a policy that escalates less"),
+    "routing.threshold": (_at_most, "lower it"),
+    "routing.thresholds": (lambda u, w: True, "lower them (checked per model)"),
+    "routing.missing_logprobs": (_off_or_same("trust"), '"trust"'),
+    "routing.semantic": (_off_or_same("off"), '"off"'),
+    "routing.adaptive": (_off_or_same(False), "turn it off"),
+    "routing.adaptive_min": (_at_most, "lower it"),
+    "routing.adaptive_max": (_at_most, "lower it"),
+    "routing.syntax_max_bytes": (_size_limit, "raise it (0: no limit)"),
+    "completion.context": (_off_or_same("file"), '"file"'),
+    "completion.recent_edits": (_off_or_same(False), "turn it off"),
+    "remote.send_context": (_off_or_same(False), "turn it off"),
+    "completion.context_lines": (_at_most, "lower it"),
+}
+TIGHTEN_ONLY_KEYS = tuple(TIGHTEN_ONLY)
+
+
+def user_only_keys() -> tuple[str, ...]:
+    """Every key a workspace may not set (all but TIGHTEN_ONLY_KEYS)."""
+    return tuple(k for k, *_ in documented_fields() if k not in TIGHTEN_ONLY)
+
 
 # Which local completions each policy may send to the remote: a workspace policy must
 # send a subset of what the user's policy sends.
@@ -653,13 +684,14 @@ def merge_workspace(
     user: Settings, overrides: Mapping[str, Any]
 ) -> tuple[Settings, list[SettingsIssue]]:
     """`user` settings with workspace-scope overrides applied, minus every change that
-    would widen what leaves the machine (each refused key reported once, by name)."""
+    is not allowed from a workspace (each refused key reported once, by name)."""
     merged, issues = merge(user, overrides, WORKSPACE)
     return merged, issues + tighten_only(user, merged)
 
 
 def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
-    """Undo, in place in `ws`, the workspace changes that widen what leaves the machine."""
+    """Undo, in place in `ws`, the workspace changes it may not make: any change of a
+    user-only key, and a change of a tighten-only key that would send more."""
     refused: list[SettingsIssue] = []
 
     def refuse(key: str, why: str) -> None:
@@ -669,42 +701,26 @@ def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
             SettingsIssue(
                 WORKSPACE,
                 key,
-                f"refused: {why}; a workspace may only tighten what leaves the machine "
-                "(set it in your user settings or the settings file)",
+                f"refused: {why} (set it in your user settings or the settings file)",
             )
         )
 
-    if ws.local.url != user.local.url:
-        refuse("local.url", "it would send every request to another server")
-    if user.remote.backend == "none" and ws.remote.backend != "none":
-        refuse("remote.backend", "it would enable the remote tier")
-    known = user.remote.all_urls
-    if ws.remote.url and ws.remote.url not in known:
-        refuse("remote.url", "it would send code to a server you did not configure")
-    if any(u not in known for u in ws.remote.urls):
-        refuse("remote.urls", "it would send code to a server you did not configure")
-    if ws.remote.api_key_env not in ("", user.remote.api_key_env):
-        refuse("remote.api_key_env", "it would send another environment variable as the key")
-    if not _POLICY_SENDS[ws.routing.policy] <= _POLICY_SENDS[user.routing.policy]:
-        why = f"{ws.routing.policy!r} escalates more than {user.routing.policy!r}"
-        refuse("routing.policy", why)
-    if ws.routing.threshold > user.routing.threshold:
-        refuse("routing.threshold", "a higher threshold escalates more")
-    models = {*user.routing.thresholds, *ws.routing.thresholds}
-    if any(ws.routing.threshold_for(m) > user.routing.threshold_for(m) for m in models):
-        refuse("routing.thresholds", "a higher threshold escalates more")
-    if not user.remote.configured and ws.remote.configured:
-        refuse("remote.model", "it would enable the remote tier")
-    if user.routing.missing_logprobs == "trust" and ws.routing.missing_logprobs != "trust":
-        refuse("routing.missing_logprobs", "it escalates more")
-    if ws.routing.adaptive and not user.routing.adaptive:
-        refuse("routing.adaptive", "it may raise the threshold, which escalates more")
-    if ws.routing.adaptive_max > user.routing.adaptive_max:
-        refuse("routing.adaptive_max", "a higher bound lets the threshold escalate more")
-    if ws.routing.adaptive_min > user.routing.adaptive_min:
-        refuse("routing.adaptive_min", "a higher bound makes the threshold escalate more")
+    # Patterns add up: a workspace may add files to keep, never take yours away.
+    extra = [p for p in ws.privacy.never_send if p not in user.privacy.never_send]
+    ws.privacy.never_send = [*user.privacy.never_send, *extra]
+    for key, *_ in documented_fields():
+        section, name = key.split(".")
+        u, w = getattr(getattr(user, section), name), getattr(getattr(ws, section), name)
+        if w == u:
+            continue
+        rule = TIGHTEN_ONLY.get(key)
+        if rule is None:
+            refuse(key, "a workspace may not set this key (user-only)")
+        elif not rule[0](u, w) or (key == "routing.thresholds" and not _thresholds(user, ws)):
+            refuse(key, f"a workspace may only tighten it ({rule[1]}); this sends more")
     # A workspace that lowered a threshold (to send less) caps how far adaptive mode may
     # raise it again: otherwise the workspace's tightening would be undone.
+    models = {*user.routing.thresholds, *ws.routing.thresholds}
     lowered = [
         ws.routing.threshold_for(m)
         for m in ("", *models)
@@ -712,31 +728,6 @@ def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
     ]
     if lowered:
         ws.routing.adaptive_max = min(ws.routing.adaptive_max, *lowered)
-    if user.routing.semantic == "off" and ws.routing.semantic != "off":
-        refuse("routing.semantic", "the names gate escalates more")
-    if user.privacy.local_only and not ws.privacy.local_only:
-        refuse("privacy.local_only", "it would let code leave the machine")
-    # Patterns add up: a workspace may add files to keep, never take yours away.
-    extra = [p for p in ws.privacy.never_send if p not in user.privacy.never_send]
-    ws.privacy.never_send = [*user.privacy.never_send, *extra]
-    if ws.completion.context_lines > user.completion.context_lines:
-        refuse("completion.context_lines", "it would send more of each file")
-    if ws.remote.max_prompt_chars > user.remote.max_prompt_chars:
-        refuse("remote.max_prompt_chars", "it would send more of each file")
-    limit = {0: math.inf}  # 0: no size limit
-    ws_max = limit.get(ws.routing.syntax_max_bytes, ws.routing.syntax_max_bytes)
-    if ws_max < limit.get(user.routing.syntax_max_bytes, user.routing.syntax_max_bytes):
-        refuse("routing.syntax_max_bytes", "files the gate skips escalate")
-    if ws.completion.context == "workspace" and user.completion.context != "workspace":
-        refuse("completion.context", "it would send other files' code")
-    if ws.remote.context_tokens > user.remote.context_tokens:
-        refuse("remote.context_tokens", "it would send more of other files")
-    if ws.remote.send_context and not user.remote.send_context:
-        refuse("remote.send_context", "it would send other files' code to the cluster")
-    if ws.completion.recent_edits and not user.completion.recent_edits:
-        refuse("completion.recent_edits", "it would put other files' edits in prompts")
-    if user.privacy.secret_files and not ws.privacy.secret_files:
-        refuse("privacy.secret_files", "it would let secret files leave the machine")
     return refused
 
 
@@ -769,28 +760,31 @@ def settings_markdown() -> str:
         "initializationOptions and workspace configuration (section `synconfroute`). "
         "A bad value is reported with its key and the default stays.",
         "",
-        "Who may set what: the settings file, the environment and the editor's "
-        "initializationOptions (user-level editor settings) are yours; the "
-        "workspace configuration (`workspace/configuration`, `didChangeConfiguration`: "
-        "what a cloned repository's `.vscode/settings.json` can fill) may only "
-        "tighten what leaves the machine. A workspace may not set "
-        + ", ".join(f"`{k}`" for k in USER_ONLY_KEYS)
-        + " to anything but your value (VS Code scope `machine`: user settings only), "
-        "and may change "
-        + ", ".join(f"`{k}`" for k in TIGHTEN_ONLY_KEYS)
-        + " only towards sending less (turn local-only on, add `never_send` patterns, "
-        "lower the thresholds, a policy that escalates less, fewer context lines, no "
-        "remote, adaptive mode off or with lower bounds). A workspace that lowers a "
-        "threshold also caps `routing.adaptive_max` at it, so adaptive mode cannot undo "
-        "the tightening. A refused value is reported once, naming the key, and yours stays.",
+        "A bad value that affects privacy (a key a workspace may tighten, any "
+        "`privacy.*` key, an unknown key under `[privacy]`, a number that is NaN, or a "
+        "settings file that does not parse) is an error instead: the server keeps "
+        "everything on this machine (local-only) until it is fixed.",
         "",
-        "| key | type | default | environment | meaning |",
-        "|---|---|---|---|---|",
+        "Who may set what: the settings file, the environment and the editor's "
+        "initializationOptions (user-level editor settings) are yours. The workspace "
+        "configuration (`workspace/configuration`, `didChangeConfiguration`: what a cloned "
+        "repository's `.vscode/settings.json` can fill) may set only the keys marked "
+        "*tighten* in the table, and each only in the direction that sends less off the "
+        "machine; every other key is user-only (VS Code scope `machine`), because it could "
+        "make the local tier fail or point elsewhere, name where code goes, or move the "
+        "threshold. A workspace that lowers a threshold also caps `routing.adaptive_max` "
+        "at it, so adaptive mode cannot undo the tightening. A refused value is reported "
+        "once, naming the key, and yours stays.",
+        "",
+        "| key | type | default | environment | workspace | meaning |",
+        "|---|---|---|---|---|---|",
     ]
     for key, default, tname, doc in documented_fields():
         env = ENV_PREFIX + key.replace(".", "_").upper()
         shown = f"`{_toml_value(default)}`"
-        lines.append(f"| `{key}` | {tname} | {shown} | `{env}` | {doc} |")
+        rule = TIGHTEN_ONLY.get(key)
+        scope = f"tighten: {rule[1]}" if rule else "user only"
+        lines.append(f"| `{key}` | {tname} | {shown} | `{env}` | {scope} | {doc} |")
     return "\n".join(lines) + "\n"
 
 

@@ -90,7 +90,10 @@ def route_card(rec: RouteDecision, *, markdown: bool = True) -> str:
         lines.append("- syntax: not checked")
     lines.append(f"- models: local `{rec.local_model or '-'}`, remote `{rec.remote_model or '-'}`")
     if rec.latency_ms:
-        stages = ", ".join(f"{_STAGES.get(k, k)} {v:.0f} ms" for k, v in rec.latency_ms.items())
+        # In the order things happen (the record keeps them in the order they were timed).
+        order = {k: i for i, k in enumerate(_STAGES)}
+        timed = sorted(rec.latency_ms.items(), key=lambda kv: order.get(kv[0], len(order)))
+        stages = ", ".join(f"{_STAGES.get(k, k)} {v:.0f} ms" for k, v in timed)
         lines.append(f"- latency: {stages}")
     for tier, cut in rec.truncated.items():
         what = f"{cut.lines} line{'s' if cut.lines != 1 else ''} ({cut.chars:,} characters)"

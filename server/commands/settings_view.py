@@ -24,7 +24,7 @@ def _file_data(loaded: config.Loaded) -> Mapping[str, Any]:
         return {}
     try:
         data = tomllib.loads(loaded.config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
         return {}  # `load` reported it already
     return data
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import reprlib
 import tomllib
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -74,11 +75,12 @@ class LocalSettings:
         "Ollama's own template for the model (embedded: only a family whose tokens the "
         "GGUF has); `off` = no template: the model sees only the code before the cursor.",
     )
-    timeout: float = _doc(10.0, "Seconds to wait for the local server.", lo=0.1)
+    timeout: float = _doc(10.0, "Seconds to wait for the local server.", lo=0.1, hi=600)
     num_ctx: int = _doc(
         4096,
         "Ollama context window; kept fixed (changing it reloads the model).",
         lo=256,
+        hi=1 << 20,
     )
     keep_alive: str = _doc("30m", "How long Ollama keeps the model loaded after a request.")
     max_prompt_chars: int = _doc(
@@ -88,6 +90,7 @@ class LocalSettings:
         "from the cursor, at a line start where possible (~3 characters a token: keep it "
         "under `num_ctx`).",
         lo=256,
+        hi=10_000_000,
     )
     context_tokens: int = _doc(
         1024,
@@ -102,6 +105,7 @@ class LocalSettings:
         "not come within this time, and ask the remote (a hung or still-loading local "
         "server must not eat the whole `completion.deadline_ms`).",
         lo=10,
+        hi=600_000,
     )
     total_ms: float = _doc(
         2500.0,
@@ -109,6 +113,7 @@ class LocalSettings:
         "not ended within this time, and ask the remote. Where nothing may leave the "
         "machine, neither budget applies: the local tier has the whole deadline.",
         lo=10,
+        hi=600_000,
     )
     first_token_target_ms: float = _doc(
         700.0,
@@ -155,13 +160,14 @@ class RemoteSettings:
         "FIM template family; empty or `auto` = detect from the model name; `off` = no "
         "template: the model sees only the code before the cursor.",
     )
-    timeout: float = _doc(10.0, "Seconds to wait for the cluster.", lo=0.1)
+    timeout: float = _doc(10.0, "Seconds to wait for the cluster.", lo=0.1, hi=600)
     max_prompt_chars: int = _doc(
         32000,
         "Most characters of code sent to the cluster in one request (prefix, suffix and, "
         "with `send_context`, other files' code); the prefix and suffix are cut far from "
         "the cursor, at a line start where possible.",
         lo=256,
+        hi=10_000_000,
     )
     send_context: bool = _doc(
         False,
@@ -219,16 +225,22 @@ class RoutingSettings:
         hi=0.0,
     )
     thresholds: dict[str, float] = _doc(
-        {}, 'Per-model thresholds, e.g. `"qwen2.5-coder:3b" = -0.4`; override `threshold`.'
+        {},
+        'Per-model thresholds, e.g. `"qwen2.5-coder:3b" = -0.4` (each <= 0); override `threshold`.',
+        hi=0.0,
     )
-    confidence_tokens: int = _doc(3, "How many leading tokens the confidence averages.", lo=1)
+    confidence_tokens: int = _doc(
+        3, "How many leading tokens the confidence averages.", lo=1, hi=4096
+    )
     syntax: GateMode = _doc(
         "tree-sitter",
         "Syntax gate: `tree-sitter` (fast, incremental), `compiler` (ast.parse, "
         "javalang, g++ -fsyntax-only), `confirm` (compiler only when tree-sitter objects).",
     )
-    syntax_budget_ms: float = _doc(50.0, "Time budget of one tree-sitter check.", lo=1)
-    compiler_budget_ms: float = _doc(3000.0, "Time budget of one compiler check.", lo=10)
+    syntax_budget_ms: float = _doc(50.0, "Time budget of one tree-sitter check.", lo=1, hi=60_000)
+    compiler_budget_ms: float = _doc(
+        3000.0, "Time budget of one compiler check.", lo=10, hi=600_000
+    )
     syntax_max_bytes: int = _doc(
         2_000_000,
         "Files larger than this (bytes of UTF-8) get no syntax check and keep no parse tree "
@@ -317,7 +329,10 @@ class CompletionSettings:
         "is completed.",
     )
     deadline_ms: float = _doc(
-        4000.0, "Overall deadline of one completion request, both tiers included.", lo=50
+        4000.0,
+        "Overall deadline of one completion request, both tiers included.",
+        lo=50,
+        hi=600_000,
     )
     context_lines: int = _doc(
         200,
@@ -414,6 +429,8 @@ class SettingsIssue:
     source: str
     key: str
     message: str
+    # A privacy-affecting value that could not be read: local-only until it is fixed.
+    fail_closed: bool = False
 
     def __str__(self) -> str:
         return f"{self.source}: {self.key}: {self.message}"
@@ -448,50 +465,85 @@ def _coerce(value: Any, hint: Any, from_env: bool) -> Any:
                 return True
             if low in ("0", "false", "no", "off", ""):
                 return False
-        raise ValueError(f"expected true or false, got {value!r}")
+        raise ValueError(f"expected true or false, got {_brief(value)}")
     if typing.get_origin(hint) is Literal:
         choices = typing.get_args(hint)
         if value not in choices:
-            raise ValueError(f"expected one of {', '.join(map(repr, choices))}, got {value!r}")
+            raise ValueError(
+                f"expected one of {', '.join(map(repr, choices))}, got {_brief(value)}"
+            )
         return value
     if hint in (int, float):
-        if isinstance(value, bool) or (not from_env and not isinstance(value, int | float)):
-            raise ValueError(f"expected a number, got {value!r}")
-        try:
-            num = float(value)
-        except ValueError:
-            raise ValueError(f"expected a number, got {value!r}") from None
-        if hint is int:
-            if not num.is_integer():
-                raise ValueError(f"expected a whole number, got {value!r}")
-            return int(num)
-        return num
+        return _number(value, hint, from_env)
     if hint is str:
         if not isinstance(value, str):
-            raise ValueError(f"expected a string, got {value!r}")
+            raise ValueError(f"expected a string, got {_brief(value)}")
         return value
     if typing.get_origin(hint) is list:
         if from_env and isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"expected a list of strings, got {value!r}")
+            raise ValueError(f"expected a list of strings, got {_brief(value)}")
         return list(value)
     if typing.get_origin(hint) is dict:
         if not isinstance(value, Mapping):
-            raise ValueError(f"expected a table, got {value!r}")
-        try:
-            return _converter.structure(dict(value), hint)
-        except (ValueError, TypeError, cattrs.BaseValidationError) as exc:
-            raise ValueError(f"expected a table of numbers, got {value!r}") from exc
+            raise ValueError(f"expected a table, got {_brief(value)}")
+        out: dict[str, float] = {}
+        for name, item in value.items():
+            if not isinstance(name, str):
+                raise ValueError(f"expected names as keys, got {_brief(name)}")
+            try:
+                out[name] = _number(item, float, from_env)
+            except ValueError as exc:
+                raise ValueError(f"expected a table of numbers: {name!r} {exc}") from None
+        return out
     raise ValueError(f"unsupported type {hint}")  # pragma: no cover - programming error
+
+
+# Whole numbers beyond this are no sensible setting and lose exactness as floats.
+_MAX_NUMBER = 2**53
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 60, 60, 40
+
+
+def _brief(value: Any) -> str:
+    """A short repr for messages: bounded in length and depth (a value nested thousands
+    deep must not exhaust the recursion limit while being reported)."""
+    return _REPR.repr(value)
+
+
+def _number(value: Any, hint: Any, from_env: bool) -> int | float:
+    """A finite number of the field's type, or ValueError (NaN and the infinities pass
+    every comparison with a bound, so they are refused before the bounds are checked)."""
+    if isinstance(value, bool) or (not from_env and not isinstance(value, int | float)):
+        raise ValueError(f"expected a number, got {_brief(value)}")
+    num: int | float
+    if isinstance(value, int):
+        num = value
+    else:
+        try:
+            num = float(value)
+        except ValueError:
+            raise ValueError(f"expected a number, got {_brief(value)}") from None
+        if not math.isfinite(num):
+            raise ValueError(f"must be a finite number, got {_brief(value)}")
+    if abs(num) > _MAX_NUMBER:
+        raise ValueError(f"is too large: {_brief(value)}")
+    if hint is int:
+        if isinstance(num, float) and not num.is_integer():
+            raise ValueError(f"expected a whole number, got {_brief(value)}")
+        return int(num)
+    return float(num)
 
 
 def _check_bounds(field: attrs.Attribute[Any], value: Any) -> None:
     lo, hi = field.metadata.get("lo"), field.metadata.get("hi")
-    if lo is not None and value < lo:
-        raise ValueError(f"must be at least {lo}, got {value}")
-    if hi is not None and value > hi:
-        raise ValueError(f"must be at most {hi}, got {value}")
+    for name, v in value.items() if isinstance(value, dict) else [(None, value)]:
+        where = "" if name is None else f"{name!r}: "
+        if lo is not None and v < lo:
+            raise ValueError(f"{where}must be at least {lo}, got {v}")
+        if hi is not None and v > hi:
+            raise ValueError(f"{where}must be at most {hi}, got {v}")
 
 
 def _apply(
@@ -510,7 +562,9 @@ def _apply(
             issues.append(SettingsIssue(source, section_name, f"unknown section{hint}"))
             continue
         if not isinstance(values, Mapping):
-            issues.append(SettingsIssue(source, section_name, "expected a table of settings"))
+            closes = section_name == "privacy"
+            why = "expected a table of settings" + (CLOSED if closes else "")
+            issues.append(SettingsIssue(source, section_name, why, closes))
             continue
         section = getattr(settings, section_name)
         fields = {f.name: f for f in attrs.fields(type(section))}
@@ -520,16 +574,36 @@ def _apply(
             if key not in fields:
                 close = difflib.get_close_matches(key, fields, n=1)
                 hint = f" (did you mean {section_name}.{close[0]}?)" if close else ""
-                issues.append(SettingsIssue(source, dotted, f"unknown setting{hint}"))
+                closes = section_name == "privacy"  # a privacy wish we cannot honour
+                why = f"unknown setting{hint}" + (CLOSED if closes else "")
+                issues.append(SettingsIssue(source, dotted, why, closes))
                 continue
             try:
                 coerced = _coerce(value, hints[key], from_env)
                 _check_bounds(fields[key], coerced)
             except ValueError as exc:
                 default = getattr(getattr(Settings(), section_name), key)
-                issues.append(SettingsIssue(source, dotted, f"{exc}; keeping {_show(default)}"))
+                if privacy_affecting(dotted):
+                    issues.append(SettingsIssue(source, dotted, f"{exc}{CLOSED}", True))
+                else:
+                    issues.append(SettingsIssue(source, dotted, f"{exc}; keeping {_show(default)}"))
                 continue
             setattr(section, key, coerced)
+
+
+CLOSED = "; nothing leaves this machine (local-only) until it is fixed"
+
+
+def privacy_affecting(key: str) -> bool:
+    """A key whose unreadable value must fail closed: every key a workspace may tighten
+    (they decide what leaves the machine) and every `privacy.*` key."""
+    return key in TIGHTEN_ONLY or key.startswith("privacy.")
+
+
+def fail_closed(settings: Settings, issues: list[SettingsIssue]) -> None:
+    """Local-only, in place, when an issue says a privacy value could not be read."""
+    if any(i.fail_closed for i in issues):
+        settings.privacy.local_only = True
 
 
 def _show(value: Any) -> str:
@@ -582,13 +656,18 @@ def load(
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            issues.append(SettingsIssue(str(path), "(file)", f"cannot read: {exc}; using defaults"))
+            # Its privacy settings are unknown: nothing may leave until it parses.
+            issues.append(SettingsIssue(str(path), "(file)", f"cannot read: {exc}{CLOSED}", True))
+        except RecursionError:
+            why = f"cannot read: values nested too deeply{CLOSED}"
+            issues.append(SettingsIssue(str(path), "(file)", why, True))
         else:
             _apply(settings, data, str(path), issues)
     env = os.environ if environ is None else environ
     _apply(settings, env_settings(env), "environment", issues, from_env=True)
     if overrides:
         _apply(settings, overrides, "editor settings", issues)
+    fail_closed(settings, issues)
     return Loaded(settings, tuple(issues), path, found)
 
 
@@ -599,6 +678,7 @@ def merge(
     copy = _converter.structure(_converter.unstructure(base), Settings)
     issues: list[SettingsIssue] = []
     _apply(copy, overrides, source, issues)
+    fail_closed(copy, issues)
     return copy, issues
 
 

@@ -414,6 +414,8 @@ class SettingsIssue:
     source: str
     key: str
     message: str
+    # A privacy-affecting value that could not be read: local-only until it is fixed.
+    fail_closed: bool = False
 
     def __str__(self) -> str:
         return f"{self.source}: {self.key}: {self.message}"
@@ -545,7 +547,9 @@ def _apply(
             issues.append(SettingsIssue(source, section_name, f"unknown section{hint}"))
             continue
         if not isinstance(values, Mapping):
-            issues.append(SettingsIssue(source, section_name, "expected a table of settings"))
+            closes = section_name == "privacy"
+            why = "expected a table of settings" + (CLOSED if closes else "")
+            issues.append(SettingsIssue(source, section_name, why, closes))
             continue
         section = getattr(settings, section_name)
         fields = {f.name: f for f in attrs.fields(type(section))}
@@ -555,16 +559,36 @@ def _apply(
             if key not in fields:
                 close = difflib.get_close_matches(key, fields, n=1)
                 hint = f" (did you mean {section_name}.{close[0]}?)" if close else ""
-                issues.append(SettingsIssue(source, dotted, f"unknown setting{hint}"))
+                closes = section_name == "privacy"  # a privacy wish we cannot honour
+                why = f"unknown setting{hint}" + (CLOSED if closes else "")
+                issues.append(SettingsIssue(source, dotted, why, closes))
                 continue
             try:
                 coerced = _coerce(value, hints[key], from_env)
                 _check_bounds(fields[key], coerced)
             except ValueError as exc:
                 default = getattr(getattr(Settings(), section_name), key)
-                issues.append(SettingsIssue(source, dotted, f"{exc}; keeping {_show(default)}"))
+                if privacy_affecting(dotted):
+                    issues.append(SettingsIssue(source, dotted, f"{exc}{CLOSED}", True))
+                else:
+                    issues.append(SettingsIssue(source, dotted, f"{exc}; keeping {_show(default)}"))
                 continue
             setattr(section, key, coerced)
+
+
+CLOSED = "; nothing leaves this machine (local-only) until it is fixed"
+
+
+def privacy_affecting(key: str) -> bool:
+    """A key whose unreadable value must fail closed: every key a workspace may tighten
+    (they decide what leaves the machine) and every `privacy.*` key."""
+    return key in TIGHTEN_ONLY or key.startswith("privacy.")
+
+
+def fail_closed(settings: Settings, issues: list[SettingsIssue]) -> None:
+    """Local-only, in place, when an issue says a privacy value could not be read."""
+    if any(i.fail_closed for i in issues):
+        settings.privacy.local_only = True
 
 
 def _show(value: Any) -> str:
@@ -617,16 +641,18 @@ def load(
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            issues.append(SettingsIssue(str(path), "(file)", f"cannot read: {exc}; using defaults"))
+            # Its privacy settings are unknown: nothing may leave until it parses.
+            issues.append(SettingsIssue(str(path), "(file)", f"cannot read: {exc}{CLOSED}", True))
         except RecursionError:
-            why = "cannot read: values nested too deeply; using defaults"
-            issues.append(SettingsIssue(str(path), "(file)", why))
+            why = f"cannot read: values nested too deeply{CLOSED}"
+            issues.append(SettingsIssue(str(path), "(file)", why, True))
         else:
             _apply(settings, data, str(path), issues)
     env = os.environ if environ is None else environ
     _apply(settings, env_settings(env), "environment", issues, from_env=True)
     if overrides:
         _apply(settings, overrides, "editor settings", issues)
+    fail_closed(settings, issues)
     return Loaded(settings, tuple(issues), path, found)
 
 
@@ -637,6 +663,7 @@ def merge(
     copy = _converter.structure(_converter.unstructure(base), Settings)
     issues: list[SettingsIssue] = []
     _apply(copy, overrides, source, issues)
+    fail_closed(copy, issues)
     return copy, issues
 
 

@@ -14,7 +14,7 @@ from lsprotocol import types as t
 from synconfroute.server.commands.cli import main
 from synconfroute.server.learning.ledger import Ledger, entry, load
 from synconfroute.server.vocab.kinds import Reason
-from synconfroute.server.vocab.record import RouteDecision
+from synconfroute.server.vocab.record import Latency, RouteDecision
 from tests.lsp_harness import capabilities, start, stop, write_config
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -83,7 +83,7 @@ def _rec(route: str, conf: float) -> RouteDecision:
         syntax=None,
         local_model="m",
         remote_model="r",
-        latency_ms={"total": 10.0},
+        latency=Latency(total=10.0),
     )
 
 

@@ -287,7 +287,7 @@ async def test_file_mode_prompts_are_unchanged(fakes: tuple[FakeOllama, FakeOpen
     assert (
         _prompt(remote, "/v1/completions") == f"<|fim_prefix|>{CUR}<|fim_suffix|>\n<|fim_middle|>"
     )
-    assert rec.context_files == [] and rec.context_bytes_sent == 0
+    assert rec.context_files == () and rec.context_bytes_sent == 0
 
 
 # -- eval: context size per request ------------------------------------------------

@@ -25,8 +25,10 @@ def write_config(
     remote_url: str | None = None,
     local_backend: str = "ollama",
     extra: str = "",
+    remote_extra: str = "",
 ) -> Path:
-    """A settings file pointing the tiers at the given (fake) servers."""
+    """A settings file pointing the tiers at the given (fake) servers (`remote_extra`:
+    more lines of the [remote] table)."""
     lines = ["[local]", f'backend = "{local_backend}"']
     if local_url:
         lines += [f'url = "{local_url}"', 'model = "qwen2.5-coder:3b"', "timeout = 5"]
@@ -37,6 +39,7 @@ def write_config(
             'model = "Qwen/Qwen2.5-Coder-32B-Instruct"',
             'api_key_env = ""',
             "timeout = 5",
+            remote_extra,
         ]
     lines += ["[editor]", "debounce_ms = 0", "adaptive_debounce = false", extra]
     path = folder / "config.toml"

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from ..settings import config
+from ..workspace.prompt_split import sharing
 
 
 def _file_data(loaded: config.Loaded) -> Mapping[str, Any]:
@@ -55,6 +56,7 @@ def egress_summary(s: config.Settings) -> list[str]:
         )
         if s.privacy.never_send:
             out.append("never sent: " + ", ".join(s.privacy.never_send))
+    out.append(f"other files' code (cross-file context, recent edits): {sharing(s)}")
     return out
 
 

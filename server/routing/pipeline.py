@@ -22,7 +22,7 @@ from ..settings.config import PrivacySettings, Settings
 from ..vocab.positions import cap_window
 from ..vocab.record import Latency, Problem, RouteDecision, Truncation
 from ..vocab.verdict import Verdict
-from ..workspace import crossfile, egress, privacy
+from ..workspace import crossfile, egress, privacy, prompt_split
 from . import router, time_budget
 from .backends import Tiers
 from .cache import CompletionCache, Hit
@@ -149,6 +149,8 @@ class Pipeline:
         self.remote_revoked = False  # the settings no longer name this remote
         # Every remote send passes this check, under the settings of its moment.
         self.egress = egress.guard(remote, lambda: self.settings)
+        # The context each (document, tier) got last: kept while the ranking agrees.
+        self._sticky = prompt_split.Sticky()
 
     @property
     def settings(self) -> Settings:
@@ -205,35 +207,47 @@ class Pipeline:
         passes its own to `complete`."""
         return resolve_rules(self._settings, self.local_model)
 
-    def context_files(
-        self, ctx: CompletionContext, tier: str, room: int
-    ) -> list[crossfile.ContextFile]:
-        """The cross-file context one tier gets: within its budget and the `room` its
-        prompt cap leaves after the prefix and suffix; for the remote tier, never a file
-        the privacy settings of this moment keep on the machine."""
-        if not ctx.crossfile:
-            return []
-        t = self.settings.remote if tier == "remote" else self.settings.local
-        budget = min(t.context_tokens * crossfile.CHARS_PER_TOKEN, room)
-        if budget <= 0:
-            return []
+    def context_allowed(self, ctx: CompletionContext, tier: str) -> Callable[[str], bool]:
+        """Which other files may feed `tier`'s prompt, under the settings of this moment:
+        any for the local tier; for the remote tier, none unless the user sends context
+        there (`remote.send_context`), and never a file privacy keeps on the machine."""
         if tier != "remote":
-            return crossfile.fit(ctx.crossfile, budget, lambda p: True)
-        if self.settings.privacy.local_only:
-            return []
+            return lambda f: True
+        if self.settings.privacy.local_only or not self.settings.remote.send_context:
+            return lambda f: False
         p = self.settings.privacy
-        return crossfile.fit(
-            ctx.crossfile, budget, lambda f: not egress.check_path(f, ctx.roots, p, "context")
+        return lambda f: not egress.check_path(f, ctx.roots, p, "context")
+
+    def tier_prompt(
+        self, ctx: CompletionContext, tier: str, total_chars: int
+    ) -> prompt_split.TierPrompt:
+        """`tier`'s prompt parts within its total budget `total_chars`: other files' code
+        and recent edits within their share, the window (cut by `_window`) the rest."""
+        t = self.settings.remote if tier == "remote" else self.settings.local
+        return prompt_split.assemble(
+            prefix=ctx.prefix,
+            suffix=ctx.suffix,
+            ranked=ctx.crossfile,
+            chunks=ctx.recent_edits,
+            total_chars=total_chars,
+            context_tokens=t.context_tokens,
+            allowed=self.context_allowed(ctx, tier),
+            sticky=self._sticky,
+            key=(ctx.path, tier),
+            cut_window=lambda _pre, _suf, chars: self._window(ctx, tier, chars),
         )
+
+    def context_files(
+        self, ctx: CompletionContext, tier: str, total_chars: int
+    ) -> list[crossfile.ContextFile]:
+        """Everything from other files that `tier`'s prompt holds, in prompt order."""
+        return list(self.tier_prompt(ctx, tier, total_chars).files)
 
     def _note_context(
         self, ctx: CompletionContext, tier: str, max_chars: int
     ) -> tuple[ContextNote, ...]:
         """Which files fed `tier`'s prompt, and how many bytes of each."""
-        if not ctx.crossfile:
-            return ()
-        prefix, suffix = self._window(ctx, tier, max_chars)
-        files = self.context_files(ctx, tier, max_chars - len(prefix) - len(suffix))
+        files = self.context_files(ctx, tier, max_chars)
         return tuple((display_path(f.path, ctx.roots), f.bytes, tier) for f in files)
 
     def local_budget(self) -> TierBudget:
@@ -266,11 +280,11 @@ class Pipeline:
         budget: TierBudget | None = None,
     ) -> CompletionRequest:
         c = self.settings.completion
-        prefix, suffix = self._window(ctx, tier, max_chars)  # per tier
+        parts = self.tier_prompt(ctx, tier, max_chars)  # per tier
+        prefix, suffix, files = parts.prefix, parts.suffix, parts.files
         # The time cap is for several lines: one line ends at its end, and half a line
         # is no completion.
         capped = budget is not None and not single_line
-        files = self.context_files(ctx, tier, max_chars - len(prefix) - len(suffix))
         return CompletionRequest(
             context_files=tuple((display_path(f.path, ctx.roots), f.text) for f in files),
             repo=ctx.repo,
@@ -326,8 +340,9 @@ class Pipeline:
             self.remote.model if self.remote and access == "ok" else None,
         )
         cache_key = f"{models[0]}|{models[1]}|{rules.policy}"
-        if ctx.crossfile:  # other context, other prompt: not the same completion
-            cache_key += f"|{hash(ctx.crossfile)}"
+        if ctx.crossfile or ctx.recent_edits:  # other context, other prompt
+            edits = tuple((c.path, c.text) for c in ctx.recent_edits)
+            cache_key += f"|{hash((ctx.crossfile, edits))}"
         hit = self.cache.get(cache_key, ctx.prefix, ctx.suffix)
         if hit is not None:
             return self._from_cache(hit, ctx, rules, models, t0)
@@ -440,6 +455,7 @@ class Pipeline:
             local_context=req.notes,
             problems=problems,
             total_ms=(self._clock() - req.t0) * 1000,
+            context_sharing=prompt_split.sharing(self.settings),
         )
 
     def _from_cache(
@@ -467,6 +483,7 @@ class Pipeline:
             latency=Latency(total=(self._clock() - t0) * 1000),
             language=ctx.language,
             path=ctx.path,
+            context_sharing=prompt_split.sharing(self.settings),
         )
 
     async def _local_step(self, req: _Req, access: RemoteAccess, budget: TierBudget) -> LocalStep:

@@ -133,6 +133,7 @@ def decision(
     local_context: Sequence[ContextNote],
     problems: Sequence[Problem],
     total_ms: float,
+    context_sharing: str = "",
 ) -> RouteDecision:
     """The record of a request the tiers answered, built once from its steps. `first` is
     the local run the decision started from, `last` the one whose text was judged (a
@@ -171,6 +172,7 @@ def decision(
         bytes_sent=remote.bytes_sent if remote else 0,
         context_files=(*local_context, *(remote.context if remote else ())),
         context_bytes_sent=remote.context_bytes if remote else 0,
+        context_sharing=context_sharing,
         language=ctx.language,
         path=ctx.path,
         problems=tuple(problems),

@@ -282,10 +282,13 @@ class Session:
         key = uri_key(uri)
         retention = self.decision_log.retention
         follow = functools.partial(retention.edit, key) if retention.watching(key) else None
+        before = self.docs.documents.get(key)
+        old = before.text.text if before is not None else ""  # a str: immutable
         changed = self.docs.change(uri, edits, follow)
         if changed is None:
             return False
         st = changed.doc
+        self.context.changed(st, old, edits, self.settings)
         if changed.accepted is not None and self.accept(changed.accepted):
             # The editor inserted our completion: its lines now hold it, keep the card.
             self.decision_log.track(

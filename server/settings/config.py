@@ -85,17 +85,18 @@ class LocalSettings:
     keep_alive: str = _doc("30m", "How long Ollama keeps the model loaded after a request.")
     max_prompt_chars: int = _doc(
         10000,
-        "Most characters of code (prefix + suffix) sent to the local model; the cut "
-        "falls far from the cursor, at a line start where possible (~3 characters a "
-        "token: keep it under `num_ctx`).",
+        "Most characters of code in a local prompt: the current file's prefix and suffix, "
+        "other files' code and recent edits together; the prefix and suffix are cut far "
+        "from the cursor, at a line start where possible (~3 characters a token: keep it "
+        "under `num_ctx`).",
         lo=256,
         hi=10_000_000,
     )
     context_tokens: int = _doc(
-        512,
-        'With `completion.context = "workspace"`: most tokens of other files\' code '
-        "(definitions, similar snippets) in a local prompt, counted as 3 characters a "
-        "token; the prefix and suffix keep priority within `max_prompt_chars`.",
+        1024,
+        "Most tokens of other files' code (definitions, similar snippets, recent edits) "
+        "in a local prompt, counted as 3 characters a token and at most half of "
+        "`max_prompt_chars`; the prefix and suffix get the rest.",
         lo=0,
     )
     first_token_ms: float = _doc(
@@ -162,16 +163,23 @@ class RemoteSettings:
     timeout: float = _doc(10.0, "Seconds to wait for the cluster.", lo=0.1, hi=600)
     max_prompt_chars: int = _doc(
         32000,
-        "Most characters of code (prefix + suffix) sent to the cluster in one request; "
-        "the cut falls far from the cursor, at a line start where possible.",
+        "Most characters of code sent to the cluster in one request (prefix, suffix and, "
+        "with `send_context`, other files' code); the prefix and suffix are cut far from "
+        "the cursor, at a line start where possible.",
         lo=256,
         hi=10_000_000,
     )
+    send_context: bool = _doc(
+        False,
+        "Also send other files' code (definitions, snippets, recent edits) to the "
+        "cluster. Off: only the current file's prefix and suffix leave the machine; the "
+        "local model still gets the context. Never from `privacy.never_send` or secret "
+        "files.",
+    )
     context_tokens: int = _doc(
         2048,
-        'With `completion.context = "workspace"`: most tokens of other files\' code in '
-        "a remote prompt (never from `privacy.never_send` or secret files); the prefix "
-        "and suffix keep priority within `max_prompt_chars`.",
+        "With `send_context`: most tokens of other files' code in a remote prompt, "
+        "counted as 3 characters a token and at most half of `max_prompt_chars`.",
         lo=0,
     )
 
@@ -334,12 +342,19 @@ class CompletionSettings:
         lo=1,
     )
     context: Literal["file", "workspace"] = _doc(
-        "file",
-        "`file`: prompts hold the current file only. `workspace`: also definitions of the "
-        "symbols used near the cursor (from an index of the workspace, built in the "
-        "background) and similar snippets of open documents, within each tier's "
-        "`context_tokens`; files under `privacy.never_send` (and secret files) feed only "
-        "the local tier. The hover card lists the files used.",
+        "workspace",
+        "`workspace`: the local prompt also holds definitions of the symbols used or "
+        "imported near the cursor (from an index of the workspace, built in the "
+        "background) and similar snippets of open documents, within "
+        "`local.context_tokens`; nothing of it leaves the machine unless "
+        "`remote.send_context` is on. `file`: prompts hold the current file only. The "
+        "hover card lists the files used.",
+    )
+    recent_edits: bool = _doc(
+        True,
+        "Chunks changed in the last 5 minutes in other open files go into the prompt, "
+        "within the context budget (local tier; the remote tier only with "
+        "`remote.send_context`, and never from private files).",
     )
     index_max_files: int = _doc(
         20000, "Workspace index: most files indexed (the rest are skipped).", lo=0
@@ -722,6 +737,8 @@ TIGHTEN_ONLY: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
     "routing.adaptive_max": (_at_most, "lower it"),
     "routing.syntax_max_bytes": (_size_limit, "raise it (0: no limit)"),
     "completion.context": (_off_or_same("file"), '"file"'),
+    "completion.recent_edits": (_off_or_same(False), "turn it off"),
+    "remote.send_context": (_off_or_same(False), "turn it off"),
     "completion.context_lines": (_at_most, "lower it"),
 }
 TIGHTEN_ONLY_KEYS = tuple(TIGHTEN_ONLY)

@@ -87,6 +87,7 @@ class RouteDecision:
     # prompt, and the context bytes among `bytes_sent`.
     context_files: tuple[tuple[str, int, str], ...] = ()
     context_bytes_sent: int = 0
+    context_sharing: str = ""  # where other files' code may go, in words (settings)
     cache_hit: bool = False
     language: str = ""
     path: str = ""
@@ -99,7 +100,7 @@ class RouteDecision:
 
     @property
     def error_kinds(self) -> list[str]:
-        """"tier:ExceptionClass" per problem that was an exception."""
+        """ "tier:ExceptionClass" per problem that was an exception."""
         return [f"{p.tier}:{type(p.error).__name__}" for p in self.problems if p.error]
 
     @property

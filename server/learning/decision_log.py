@@ -33,6 +33,7 @@ class WorkerStatus:
     pid: int
     rss_mb: float | None
     restarts: int
+    protocol_errors: int = 0  # malformed messages read from its pipe, each skipped
 
 
 @attrs.frozen

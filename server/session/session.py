@@ -413,4 +413,5 @@ class Session:
             pid=pid,
             rss_mb=round(rss / 2**20, 1) if rss else None,
             restarts=getattr(local, "restarts", 0),
+            protocol_errors=getattr(local, "protocol_errors", 0),
         )

@@ -144,12 +144,12 @@ class _Call:
         loop: asyncio.AbstractEventLoop,
         queue: asyncio.Queue[Event],
         generation: GenerationStats | None = None,
-        speed: SpeedMeter | None = None,
+        backend: EmbeddedBackend | None = None,
     ) -> None:
         self._loop = loop
         self._queue = queue
         self.generation = generation
-        self._speed = speed
+        self._backend = backend  # its meter and counters learn from the generation
 
     def ends_with(self, event: dict[str, Any]) -> bool:
         """Whether `event` is this request's last (a generate always ends with "done")."""
@@ -164,8 +164,10 @@ class _Call:
         if gen is not None:
             if isinstance(item, dict) and "done" in item:
                 _apply_stats(gen, item["done"])
-                if self._speed is not None:
-                    self._speed.observe(
+                if (b := self._backend) is not None:
+                    b.prompt_tokens_total += len(gen.prompt_ids)
+                    b.cached_tokens_total += gen.cached_tokens
+                    b.speed.observe(
                         prompt_tokens=len(gen.prompt_ids) - gen.cached_tokens,
                         prompt_s=gen.prompt_s,
                         decode_tokens=gen.tokens_generated - 1,
@@ -484,6 +486,9 @@ class EmbeddedBackend(ModelIdentity):
         # Measured when the worker loads the model, then after every generation: the
         # server sizes the local prompt and prediction from it (`server.routing.time_budget`).
         self.speed = SpeedMeter()
+        # Prompt tokens of the generations so far, and of them reused from the KV cache.
+        self.prompt_tokens_total = 0
+        self.cached_tokens_total = 0
 
     @property
     def loaded(self) -> bool:
@@ -614,7 +619,7 @@ class EmbeddedBackend(ModelIdentity):
         worker.call(
             rid,
             {"op": "generate", "id": rid, "request": fields},
-            _Call(asyncio.get_running_loop(), queue, gen, self.speed),
+            _Call(asyncio.get_running_loop(), queue, gen, self),
         )
         try:
             while True:

@@ -30,6 +30,10 @@ CMD_ACCEPT = "synconfroute.accept"
 CMD_TOGGLE_LOCAL_ONLY = "synconfroute.toggleLocalOnly"
 CMD_STATUS = "synconfroute.status"
 ROUTE_NOTIFICATION = "synconfroute/route"
+# Client -> server: where the cursor rests ({textDocument: {uri}, position}), sent by our
+# editor plugins when a document gains focus and when the cursor pauses; the server
+# prefills the local model's prompt there (server/session/prefill.py).
+CURSOR_NOTIFICATION = "synconfroute/cursor"
 
 _ENCODINGS: dict[str, Encoding] = {
     t.PositionEncodingKind.Utf8: "utf-8",
@@ -180,6 +184,7 @@ def create_server(
     server.feature(t.TEXT_DOCUMENT_DID_SAVE)(did_save)
     server.feature(t.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
     server.feature(t.TEXT_DOCUMENT_DID_CLOSE)(did_close)
+    server.feature(CURSOR_NOTIFICATION)(cursor)
     server.feature(t.TEXT_DOCUMENT_INLINE_COMPLETION, t.InlineCompletionOptions())(
         inline_completion
     )
@@ -247,6 +252,18 @@ def did_change(ls: SynConfRouteServer, params: t.DidChangeTextDocumentParams) ->
         ls.text_document_publish_diagnostics(
             t.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )
+
+
+def cursor(ls: SynConfRouteServer, params: Any) -> None:
+    """`synconfroute/cursor`: a custom notification (pygls hands it over as nested
+    namedtuples); a malformed one is ignored, as a notification cannot be answered."""
+    try:
+        uri = str(params.textDocument.uri)
+        line, character = int(params.position.line), int(params.position.character)
+    except (AttributeError, TypeError, ValueError):
+        log.debug("ignored a malformed %s notification", CURSOR_NOTIFICATION)
+        return
+    ls.session.cursor(uri, line, character)
 
 
 def did_save(ls: SynConfRouteServer, params: t.DidSaveTextDocumentParams) -> None:

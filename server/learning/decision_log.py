@@ -40,6 +40,7 @@ class WorkerStatus:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     prefills: int = 0  # background prefills handed to the worker (cursor rests)
+    protocol_errors: int = 0  # malformed messages read from its pipe, each skipped
 
 
 @attrs.frozen

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future
@@ -10,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from lsprotocol import types as t
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
 from pygls.protocol.language_server import lsp_method
 
@@ -110,6 +111,9 @@ class _Protocol(TransportProtocol):
 class SynConfRouteServer(LanguageServer):
     session: Session
     watching: bool = False  # registered for workspace/didChangeWatchedFiles
+    # `serve --tcp` with a token: the client must name it in initializationOptions
+    # (`tcpToken`), or it is refused and the server ends (its settings are user scope).
+    tcp_token: str | None = None
 
 
 class _ClientLogHandler(logging.Handler):
@@ -202,7 +206,16 @@ def create_server(
 def initialize(ls: SynConfRouteServer, params: t.InitializeParams) -> None:
     enc = ls.workspace.position_encoding or t.PositionEncodingKind.Utf16
     ls.session.negotiated(_ENCODINGS.get(str(enc), "utf-16"))
-    issues = ls.session.apply_overrides(init=_options(params.initialization_options) or {})
+    raw = params.initialization_options
+    options = dict(raw) if isinstance(raw, dict) else {}
+    given = options.pop("tcpToken", None)
+    if ls.tcp_token is not None and not (
+        isinstance(given, str) and hmac.compare_digest(given.encode(), ls.tcp_token.encode())
+    ):
+        log.error("synconfroute: a TCP client without the right token was refused")
+        ls.protocol.exit_code = 3  # type: ignore[attr-defined]  # end the read loop
+        raise JsonRpcInvalidRequest("synconfroute: this server wants its TCP token (tcpToken)")
+    issues = ls.session.apply_overrides(init=_options(options) or {})
     _report_issues(ls, ls.session.settings_state.load_issues + issues)
     ws_caps = params.capabilities.workspace
     if ws_caps is not None and ws_caps.configuration:

@@ -464,4 +464,5 @@ class Session:
             prompt_tokens=getattr(local, "prompt_tokens_total", 0),
             cached_tokens=getattr(local, "cached_tokens_total", 0),
             prefills=self.prefiller.done,
+            protocol_errors=getattr(local, "protocol_errors", 0),
         )

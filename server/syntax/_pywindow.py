@@ -1,0 +1,282 @@
+"""Python: judge a completion by `ast` on the few lines around it, when the file is broken.
+
+In a file already broken near the cursor (a hole under a block header, an unclosed `foo(`
+a few lines up, a half-typed line) tree-sitter's error recovery reshapes the old errors
+around any insertion, so "did the completion add an error?" answers wrongly both ways:
+broken completions hide in the old error region, correct ones look guilty. Python's own
+parser, on a window that holds only the completion's lines, does not care what is broken
+elsewhere:
+
+- the window: the cursor's line (with what the user typed before the cursor), the
+  completion, the rest of its last line and the next line of code ("the zone"), plus more
+  lines after it while the input is merely incomplete there (a bracket or a block the
+  user's next lines go on to close or fill);
+- above it, stubs instead of the user's text: one `if 1:` per enclosing block level
+  (taken from the indentation of the headers above), and `pass` (or `if 1:` when it is a
+  header) for the line just above. What is broken above the cursor cannot reach the
+  window, and the indentation stack is Python's own;
+- the verdict: the window parses: valid. An error in the zone: invalid. An error further
+  down (in the user's lines the window grew over): not the completion's doing, valid.
+  Undecided (None) when the cursor's line continues a statement of the lines above (an
+  open bracket or a backslash there), where the window cannot stand on its own.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import attrs
+
+_STRINGS = re.compile(rb"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'")
+_CLAUSE = re.compile(rb"(elif|else|except|finally)\b")
+_INCOMPLETE = (
+    "was never closed",
+    "unexpected EOF",
+    "unterminated triple-quoted string",
+)
+_INDENTATION = ("indent", "unindent")
+_MAX_UP = 400  # lines searched above the cursor for the enclosing headers
+_MAX_GROW = 40  # lines the window may grow by while the input is incomplete
+
+
+def _lines_up(data: bytes, pos: int) -> list[tuple[int, int]]:
+    """(start, end) of the lines above the line holding `pos`, nearest first (lazy)."""
+    out: list[tuple[int, int]] = []
+    end = data.rfind(b"\n", 0, pos)
+    while end >= 0 and len(out) < _MAX_UP:
+        start = data.rfind(b"\n", 0, end) + 1
+        out.append((start, end))
+        end = start - 1
+    return out
+
+
+def _code(line: bytes) -> bytes:
+    """The line without its comment and trailing blanks (strings emptied first)."""
+    s = _STRINGS.sub(b'""', line)
+    k = s.find(b"#")
+    return (s if k < 0 else s[:k]).rstrip()
+
+
+def _net(line: bytes) -> int:
+    s = _code(line)
+    return sum(s.count(c) for c in b"([{") - sum(s.count(c) for c in b")]}")
+
+
+def _indent(line: bytes) -> bytes:
+    return line[: len(line) - len(line.lstrip(b" \t"))]
+
+
+_COMPOUND = re.compile(
+    rb"(if|elif|else|for|while|with|try|except|finally|def|class|async|match|case)\b"
+)
+
+
+def _logical_start(data: bytes, ups: list[tuple[int, int]], k: int) -> int:
+    """Index (in `ups`) of the first line of the statement that line `k` ends: walk up
+    while the lines close more brackets than they open."""
+    net = _net(data[ups[k][0] : ups[k][1]])
+    while k + 1 < len(ups):
+        above = data[ups[k + 1][0] : ups[k + 1][1]]
+        if net >= 0 and not _code(above).endswith(b"\\"):
+            break
+        k += 1
+        net += _net(above)
+    return k
+
+
+def _enclosing(data: bytes, ups: list[tuple[int, int]], j: int, cur: int) -> list[bytes]:
+    """Stubs for the headers enclosing line `j` (of indentation `cur`), innermost first:
+    the lines above less indented than the current level that end in ':' or start with a
+    compound statement's keyword (the first line of a header over several lines)."""
+    levels: list[bytes] = []
+    j += 1
+    while cur > 0 and j < len(ups):
+        line = data[ups[j][0] : ups[j][1]]
+        code = _code(line)
+        if (
+            code.strip()
+            and len(_indent(line)) < cur
+            and (code.endswith(b":") or _COMPOUND.match(code.lstrip(b" \t")))
+        ):
+            h = _logical_start(data, ups, j)  # a header over several lines
+            ind_h = _indent(data[ups[h][0] : ups[h][1]])
+            if len(ind_h) < cur:
+                levels.append(ind_h + b"if 1:")
+                cur = len(ind_h)
+            j = h
+        j += 1
+    if cur > 0:
+        levels.append(b"if 1:")  # the outer levels were too far up: one stands for them
+    return levels
+
+
+def _contexts(data: bytes, ls: int, nested: bool = False) -> list[tuple[bytes, int]]:
+    """Ways to stand for the code above the line starting at `ls`: (stub lines, where the
+    window starts). Several when the line above is ambiguous (a header the user left
+    without its ':', a line that opens a bracket: the cursor's line continues it, or the
+    user left it broken)."""
+    ups = _lines_up(data, ls)
+    k = 0
+    while k < len(ups) and not _code(data[ups[k][0] : ups[k][1]]).strip():
+        k += 1
+    if k == len(ups):
+        return [(b"", ls)]
+    above = data[ups[k][0] : ups[k][1]]
+    code = _code(above)
+    j = _logical_start(data, ups, k)
+    first = data[ups[j][0] : ups[j][1]]
+    ind = _indent(first)
+    keyword = bool(_COMPOUND.match(first.lstrip(b" \t")))
+
+    def build(ind: bytes, j: int, stub: bytes) -> bytes:
+        levels = [ind + stub, *_enclosing(data, ups, j, len(ind))]
+        return b"\n".join(reversed(levels)) + b"\n"
+
+    out: list[tuple[bytes, int]] = []
+    if _net(above) > 0 or code.endswith(b"\\"):
+        if not nested:  # the cursor's line continues the statement above
+            out += [(st, ws) for st, ws in _contexts(data, ups[j][0], True)]
+        out.append((build(ind, j, b"if 1:" if keyword else b"pass"), ls))
+        return out
+    header = code.endswith(b":")
+    out.append((build(ind, j, b"if 1:" if header else b"pass"), ls))
+    if not header and keyword:
+        out.append((build(ind, j, b"if 1:"), ls))
+    if j != k:
+        out.append((build(_indent(above), k, b"pass"), ls))
+    return out
+
+
+def _line_end(data: bytes, pos: int) -> int:
+    e = data.find(b"\n", pos)
+    return len(data) if e < 0 else e
+
+
+def _next_code_line_end(data: bytes, pos: int) -> int:
+    """End of the first line with code that starts at or after `pos` (a line start)."""
+    while pos < len(data):
+        e = _line_end(data, pos)
+        if _code(data[pos:e]).strip():
+            return e
+        pos = e + 1
+    return len(data)
+
+
+@attrs.frozen
+class WindowVerdict:
+    """`valid` None: undecided. `where`: byte offset of the error's line (invalid only)."""
+
+    valid: bool | None
+    message: str = ""
+    where: int = -1
+    beyond: bool = False  # the error is in the user's lines after the zone
+
+
+def judge(data: bytes, start: int, end: int) -> WindowVerdict:
+    """Is the completion at bytes [start, end) of `data` (the text WITH it) valid Python
+    where it stands? The best answer over the ways to read the lines above it."""
+    ls = data.rfind(b"\n", 0, start) + 1
+    found: list[WindowVerdict] = []
+    for stubs, ws in _contexts(data, ls):
+        v = _judge_in(data, stubs, ws, ls, start, end)
+        if v.valid:
+            return v
+        found.append(v)
+    beyond = [v for v in found if v.beyond]
+    return beyond[0] if beyond else found[0]
+
+
+def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int) -> WindowVerdict:
+    first = data[ls : _line_end(data, ls)]
+    if ws == ls and _CLAUSE.match(first.lstrip(b" \t")):
+        kw = first.lstrip(b" \t")[:2]
+        extra = b"try: pass" if kw in (b"ex", b"fi") else b"if 1: pass"
+        stubs += _indent(first) + extra + b"\n"
+    # the zone: through the rest of the completion's last line and the next line of code
+    last_end = _line_end(data, end - 1) if end > start else _line_end(data, start)
+    if end > start and data[end - 1 : end] == b"\n":
+        last_end = end - 1
+    zone_end = _next_code_line_end(data, last_end + 1) if last_end < len(data) else last_end
+    n_stub = stubs.count(b"\n")
+    zone_lines = n_stub + data.count(b"\n", ws, zone_end) + 1
+    # The zone alone first: Python reports a tokenizer error further down (an unmatched
+    # ')' that the completion orphaned) before a parser error in the zone.
+    window = stubs + data[ws:zone_end]
+    err = _parse(window)
+    if err is None:
+        pass
+    elif not _incomplete(err, window) and err[1] <= zone_lines:
+        return WindowVerdict(False, err[0], _line_at(data, ws, err[1] - n_stub))
+    hi = _block_end(data, zone_end, len(_indent(first)))
+    msg, line = "", 0
+    tail = b""  # a body for a header the window ends with
+    for _ in range(_MAX_GROW + 1):
+        window = stubs + data[ws:hi] + tail
+        err = _parse(window)
+        if err is None:
+            return WindowVerdict(True)
+        msg, line = err
+        if not _incomplete(err, window):
+            break
+        if "expected an indented block" in msg and not tail:
+            last = window[window.rfind(b"\n") + 1 :]
+            ind = _indent(last)
+            tail = b"\n" + ind + (b"\t" if b"\t" in ind else b"    ") + b"pass"
+            continue
+        if hi >= len(data):
+            break
+        hi = _line_end(data, hi + 1)
+        tail = b""
+    else:
+        if line > zone_lines:
+            return WindowVerdict(True, f"python: {msg} (in the lines after it)")
+    where = _line_at(data, ws, line - n_stub)
+    if line > zone_lines and not any(m in msg for m in _INDENTATION):
+        # in the user's lines after the completion: the caller knows whether they were
+        # broken there before. Not an indentation error in the block the window holds:
+        # the completion's lines set the indentation those lines are judged by.
+        return WindowVerdict(False, msg, where, beyond=True)
+    return WindowVerdict(False, msg, where)
+
+
+def _incomplete(err: tuple[str, int], window: bytes) -> bool:
+    """More input might fix it: the error is on the window's last line or at its end."""
+    return any(m in err[0] for m in _INCOMPLETE) or err[1] > window.count(b"\n")
+
+
+def _line_at(data: bytes, ws: int, n: int) -> int:
+    """Byte offset of the start of the n-th (1-based) line from the one at `ws`."""
+    where = ws
+    for _ in range(max(0, n - 1)):
+        where = _line_end(data, where) + 1
+    return min(where, len(data))
+
+
+def _block_end(data: bytes, pos: int, base: int) -> int:
+    """From the end of a line, through the lines indented deeper than `base` and the first
+    line of code that is not (where a wrong indentation above shows)."""
+    for _ in range(_MAX_GROW):
+        if pos >= len(data):
+            break
+        e = _line_end(data, pos + 1)
+        line = data[pos + 1 : e]
+        pos = e
+        if _code(line).strip() and len(_indent(line)) <= base:
+            if len(_indent(line)) < base and _CLAUSE.match(line.lstrip(b" \t")):
+                return pos - len(line) - 1  # `else:` of a statement above the window
+            break
+    return pos
+
+
+def _parse(window: bytes) -> tuple[str, int] | None:
+    """(message, 1-based line) of the first syntax error, None when `window` parses."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(window, "<window>", "exec", 0x400, dont_inherit=True)  # PyCF_ONLY_AST
+    except SyntaxError as e:
+        return str(e.msg), e.lineno or 0
+    except (ValueError, RecursionError, MemoryError):  # NUL bytes, deep nesting
+        return "unparsable", 0
+    return None

@@ -50,28 +50,106 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from synconfroute.server.syntax import CompilerConfig, SyntaxDocument, _compilers  # noqa: E402
-from synconfroute.server.syntax import prepare_pch  # noqa: E402
+from synconfroute.server.syntax import (  # noqa: E402
+    CompilerConfig,
+    SyntaxDocument,
+    _compilers,
+    prepare_pch,
+)
 
 CUTS = 8
 BASELINES = ("hole", "hole-half-line", "hole+open-call", "hole+cut-above")
 COMPLETIONS = ("truth", "cut-tail", "drop-closer", "double-opener")
 CHECKER = {"python": "python-ast", "java": "javalang", "cpp": "g++"}
 # CPython modules used as Python sources next to click (stable, varied, mostly 300-3000 lines)
-STDLIB = (
-    "argparse.py ast.py bdb.py calendar.py cmd.py codeop.py configparser.py contextlib.py "
-    "csv.py dataclasses.py difflib.py dis.py enum.py filecmp.py fileinput.py fnmatch.py "
-    "fractions.py ftplib.py functools.py getopt.py gettext.py glob.py gzip.py heapq.py "
-    "hmac.py imaplib.py inspect.py ipaddress.py locale.py mailbox.py mimetypes.py "
-    "netrc.py ntpath.py nturl2path.py numbers.py opcode.py operator.py optparse.py "
-    "pathlib.py pdb.py pickle.py pkgutil.py platform.py plistlib.py poplib.py posixpath.py "
-    "pprint.py pstats.py pydoc.py quopri.py random.py reprlib.py rlcompleter.py runpy.py "
-    "sched.py secrets.py selectors.py shelve.py shlex.py shutil.py smtplib.py "
-    "socketserver.py statistics.py string.py subprocess.py symtable.py tabnanny.py "
-    "tarfile.py tempfile.py textwrap.py threading.py timeit.py token.py tokenize.py "
-    "trace.py traceback.py tracemalloc.py types.py typing.py uuid.py warnings.py wave.py "
-    "weakref.py webbrowser.py zipapp.py zipfile.py"
-).split()
+STDLIB = [
+    "argparse.py",
+    "ast.py",
+    "bdb.py",
+    "calendar.py",
+    "cmd.py",
+    "codeop.py",
+    "configparser.py",
+    "contextlib.py",
+    "csv.py",
+    "dataclasses.py",
+    "difflib.py",
+    "dis.py",
+    "enum.py",
+    "filecmp.py",
+    "fileinput.py",
+    "fnmatch.py",
+    "fractions.py",
+    "ftplib.py",
+    "functools.py",
+    "getopt.py",
+    "gettext.py",
+    "glob.py",
+    "gzip.py",
+    "heapq.py",
+    "hmac.py",
+    "imaplib.py",
+    "inspect.py",
+    "ipaddress.py",
+    "locale.py",
+    "mailbox.py",
+    "mimetypes.py",
+    "netrc.py",
+    "ntpath.py",
+    "nturl2path.py",
+    "numbers.py",
+    "opcode.py",
+    "operator.py",
+    "optparse.py",
+    "pathlib.py",
+    "pdb.py",
+    "pickle.py",
+    "pkgutil.py",
+    "platform.py",
+    "plistlib.py",
+    "poplib.py",
+    "posixpath.py",
+    "pprint.py",
+    "pstats.py",
+    "pydoc.py",
+    "quopri.py",
+    "random.py",
+    "reprlib.py",
+    "rlcompleter.py",
+    "runpy.py",
+    "sched.py",
+    "secrets.py",
+    "selectors.py",
+    "shelve.py",
+    "shlex.py",
+    "shutil.py",
+    "smtplib.py",
+    "socketserver.py",
+    "statistics.py",
+    "string.py",
+    "subprocess.py",
+    "symtable.py",
+    "tabnanny.py",
+    "tarfile.py",
+    "tempfile.py",
+    "textwrap.py",
+    "threading.py",
+    "timeit.py",
+    "token.py",
+    "tokenize.py",
+    "trace.py",
+    "traceback.py",
+    "tracemalloc.py",
+    "types.py",
+    "typing.py",
+    "uuid.py",
+    "warnings.py",
+    "wave.py",
+    "weakref.py",
+    "webbrowser.py",
+    "zipapp.py",
+    "zipfile.py",
+]
 
 
 def data_dir() -> Path:
@@ -276,8 +354,10 @@ def build(args: argparse.Namespace) -> list[dict[str, Any]]:
         for k, res in enumerate(pool.map(_build_file, jobs, chunksize=2), 1):
             cases.extend(res)
             if k % 50 == 0:
-                print(f"  built {k}/{len(jobs)} files ({time.perf_counter() - t0:.0f} s)",
-                      file=sys.stderr)
+                print(
+                    f"  built {k}/{len(jobs)} files ({time.perf_counter() - t0:.0f} s)",
+                    file=sys.stderr,
+                )
     return cases
 
 
@@ -352,8 +432,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"|".join(k): v for k, v in sorted(counts.items())}, indent=1))
         return 0
     print(f"split {args.split}: {len(cases)} checks in {len(glist)} documents, {wall:.0f} s")
-    print(f"{'lang':7} {'baseline':15} {'completion':14} {'correct':>8} {'rejected':>9} "
-          f"{'broken':>7} {'caught':>7} {'rate':>8}")
+    print(
+        f"{'lang':7} {'baseline':15} {'completion':14} {'correct':>8} {'rejected':>9} "
+        f"{'broken':>7} {'caught':>7} {'rate':>8}"
+    )
     tot: collections.Counter[tuple[str, str]] = collections.Counter()
     for lang in args.langs:
         for base in BASELINES:
@@ -369,21 +451,29 @@ def main(argv: list[str] | None = None) -> int:
                 tot[(lang, "br")] += br_n
                 tot[(lang, "caught")] += br_c
                 rate = f"{100 * br_c / br_n:7.2f}%" if br_n else "       -"
-                print(f"{lang:7} {base:15} {kind:14} {ok_n:8d} {ok_rej:9d} {br_n:7d} "
-                      f"{br_c:7d} {rate}")
+                print(
+                    f"{lang:7} {base:15} {kind:14} {ok_n:8d} {ok_rej:9d} {br_n:7d} {br_c:7d} {rate}"
+                )
         br = tot[(lang, "br")]
         if br or tot[(lang, "ok")]:
             rate = f"{100 * tot[(lang, 'caught')] / br:7.2f}%" if br else "-"
-            print(f"{lang:7} {'ALL':15} {'':14} {tot[(lang, 'ok')]:8d} {tot[(lang, 'rej')]:9d} "
-                  f"{br:7d} {tot[(lang, 'caught')]:7d} {rate}")
+            print(
+                f"{lang:7} {'ALL':15} {'':14} {tot[(lang, 'ok')]:8d} {tot[(lang, 'rej')]:9d} "
+                f"{br:7d} {tot[(lang, 'caught')]:7d} {rate}"
+            )
     # the must-show figure: multi-line cut tails in files broken at the cursor
     n = sum(v for k, v in counts.items() if k[2] == "cut-tail" and k[3] == "broken" and k[4] == "n")
-    c = sum(v for k, v in counts.items()
-            if k[2] == "cut-tail" and k[3] == "broken" and k[4] == "invalid")
+    c = sum(
+        v
+        for k, v in counts.items()
+        if k[2] == "cut-tail" and k[3] == "broken" and k[4] == "invalid"
+    )
     ok_n = sum(v for k, v in counts.items() if k[3] == "ok" and k[4] == "n")
     ok_r = sum(v for k, v in counts.items() if k[3] == "ok" and k[4] == "invalid")
-    print(f"\nmulti-line cut tails caught: {c}/{n} = {100 * c / max(n, 1):.2f}%; "
-          f"correct completions rejected: {ok_r}/{ok_n}")
+    print(
+        f"\nmulti-line cut tails caught: {c}/{n} = {100 * c / max(n, 1):.2f}%; "
+        f"correct completions rejected: {ok_r}/{ok_n}"
+    )
     if args.show:
         for key, fl in sorted(fails.items()):
             print(f"\n== {key}: {len(fl)}")
@@ -391,8 +481,13 @@ def main(argv: list[str] | None = None) -> int:
                 p = f["prefix"].split("\n")
                 s = f["suffix"].split("\n")
                 print(f"-- {f['file']}:{f['line']} {f['why']}")
-                print(io.StringIO("\n".join(p[-3:])).read() + "\u2588" + f["completion"]
-                      + "\u2588" + "\n".join(s[:2]))
+                print(
+                    io.StringIO("\n".join(p[-3:])).read()
+                    + "\u2588"
+                    + f["completion"]
+                    + "\u2588"
+                    + "\n".join(s[:2])
+                )
     return 0
 
 

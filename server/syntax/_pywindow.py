@@ -85,6 +85,24 @@ def _logical_start(data: bytes, ups: list[tuple[int, int]], k: int) -> int:
     return k
 
 
+def _open_bracket(data: bytes, ups: list[tuple[int, int]], k: int) -> int | None:
+    """Index of the line above (from line `k` up) that opens a bracket still open at the
+    cursor, looking no further than the enclosing header."""
+    net = 0
+    ind = len(_indent(data[ups[k][0] : ups[k][1]]))
+    for j in range(k, min(len(ups), k + _MAX_GROW)):
+        line = data[ups[j][0] : ups[j][1]]
+        code = _code(line)
+        if not code.strip():
+            continue
+        net += _net(line)
+        if net > 0:
+            return j
+        if len(_indent(line)) < ind and code.endswith(b":"):
+            return None
+    return None
+
+
 def _enclosing(data: bytes, ups: list[tuple[int, int]], j: int, cur: int) -> list[bytes]:
     """Stubs for the headers enclosing line `j` (of indentation `cur`), innermost first:
     the lines above less indented than the current level that end in ':' or start with a
@@ -141,11 +159,31 @@ def _contexts(data: bytes, ls: int, nested: bool = False) -> list[tuple[bytes, i
         return out
     header = code.endswith(b":")
     out.append((build(ind, j, b"if 1:" if header else b"pass"), ls))
+    if not nested:
+        # inside a bracket opened further up (the items of a dict over several lines), or
+        # below a bracket the user left open: read it both ways
+        o = _open_bracket(data, ups, k)
+        if o is not None:
+            out += _contexts(data, ups[_logical_start(data, ups, o)][0], True)
     if not header and keyword:
         out.append((build(ind, j, b"if 1:"), ls))
     if j != k:
-        out.append((build(_indent(above), k, b"pass"), ls))
+        out.append((build(_indent(above), k, b"if 1:" if header else b"pass"), ls))
+    # the lines between are the user's, broken: stand for the closest line above that is
+    # no deeper than the cursor's line
+    cur = len(_indent(data[ls : _line_end(data, ls)]))
+    for m in range(k, min(len(ups), k + _MAX_GROW)):
+        line = data[ups[m][0] : ups[m][1]]
+        c = _code(line)
+        if c.strip() and len(_indent(line)) <= cur:
+            if m != j:
+                out.append((build(_indent(line), m, b"if 1:" if c.endswith(b":") else b"pass"), ls))
+            break
     return out
+
+
+def _line_start(data: bytes, pos: int) -> int:
+    return data.rfind(b"\n", 0, pos) + 1
 
 
 def _line_end(data: bytes, pos: int) -> int:
@@ -178,13 +216,14 @@ def judge(data: bytes, start: int, end: int) -> WindowVerdict:
     where it stands? The best answer over the ways to read the lines above it."""
     ls = data.rfind(b"\n", 0, start) + 1
     found: list[WindowVerdict] = []
-    for stubs, ws in _contexts(data, ls):
+    for n, (stubs, ws) in enumerate(_contexts(data, ls)):
         v = _judge_in(data, stubs, ws, ls, start, end)
-        if v.valid:
+        # another reading counts only when its window parses outright: its excuses (an
+        # error far down, a bracket the user opened) are no evidence
+        if v.valid and (n == 0 or not v.message):
             return v
         found.append(v)
-    beyond = [v for v in found if v.beyond]
-    return beyond[0] if beyond else found[0]
+    return found[0]
 
 
 def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int) -> WindowVerdict:
@@ -198,6 +237,9 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
     if end > start and data[end - 1 : end] == b"\n":
         last_end = end - 1
     zone_end = _next_code_line_end(data, last_end + 1) if last_end < len(data) else last_end
+    after = data[_line_start(data, zone_end) : zone_end]
+    if len(_indent(after)) < len(_indent(first)) and _CLAUSE.match(after.lstrip(b" \t")):
+        zone_end = last_end  # `finally:` of a statement above the window
     n_stub = stubs.count(b"\n")
     zone_lines = n_stub + data.count(b"\n", ws, zone_end) + 1
     # The zone alone first: Python reports a tokenizer error further down (an unmatched
@@ -232,12 +274,37 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
         if line > zone_lines:
             return WindowVerdict(True, f"python: {msg} (in the lines after it)")
     where = _line_at(data, ws, line - n_stub)
+    if line > zone_lines and "was never closed" in msg:
+        return WindowVerdict(True, f"python: {msg} (a bracket the user opened after it)")
     if line > zone_lines and not any(m in msg for m in _INDENTATION):
         # in the user's lines after the completion: the caller knows whether they were
         # broken there before. Not an indentation error in the block the window holds:
         # the completion's lines set the indentation those lines are judged by.
         return WindowVerdict(False, msg, where, beyond=True)
     return WindowVerdict(False, msg, where)
+
+
+def indentation_broken(data: bytes, pos: int) -> bool:
+    """Whether the indentation is broken at `pos` (in the text without the completion),
+    which tree-sitter-python does not report: the next line of code is deeper than the
+    one above it that is no header, or a header's next line is not deeper."""
+    ls = data.rfind(b"\n", 0, pos) + 1
+    below = b""
+    e = ls
+    while e < len(data) and not _code(below).strip():
+        below = data[e : _line_end(data, e)]
+        e = _line_end(data, e) + 1
+    if not _code(below).strip():
+        return False
+    for s, t in _lines_up(data, ls)[:_MAX_GROW]:
+        above = data[s:t]
+        code = _code(above)
+        if code.strip():
+            if _net(above) != 0:
+                return False  # a statement over several lines: no telling
+            deeper = len(_indent(below)) > len(_indent(above))
+            return deeper != code.endswith(b":")
+    return False
 
 
 def _incomplete(err: tuple[str, int], window: bytes) -> bool:

@@ -404,11 +404,14 @@ class SyntaxDocument:
         return _Stage("invalid", [site], stage.tree)
 
     def _broken_near(self, splice: Splice) -> bool:
-        """Whether the text without the completion has an error within a few lines of it."""
+        """Whether the text without the completion has an error within a few lines of it
+        (Python: or a broken indentation at it, which tree-sitter-python does not report)."""
+        data = self.data
+        if _pywindow.indentation_broken(data, splice.start):
+            return True
         sites = self._sites_before()
         if not sites:
             return False
-        data = self.data
         lo = splice.start
         for _ in range(_NEAR_LINES + 1):
             lo = data.rfind(b"\n", 0, max(lo - 1, 0)) + 1 if lo > 0 else 0
@@ -427,9 +430,7 @@ class SyntaxDocument:
         le = len(data) if le < 0 else le
         return any(ls <= s.start <= le for s in self._sites_before())
 
-    def _ts_differential(
-        self, after: bytes, splice: Splice, deadline: float, full: bool
-    ) -> _Stage:
+    def _ts_differential(self, after: bytes, splice: Splice, deadline: float, full: bool) -> _Stage:
         tree = self.tree
         assert tree is not None
         parser = self._parser()

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import aclosing
 from typing import TypeVar
 
-from .errors import BackendTimeout
-from .types import Chunk, Completion, TokenLogprob, line_end
+import attrs
+
+from .errors import BackendError, BackendTimeout
+from .types import Chunk, Completion, CompletionRequest, TokenLogprob, line_end
 
 T = TypeVar("T")
 
@@ -110,14 +113,16 @@ class TokenStops:
     and the confidence reads only tokens of the answer.
 
     A server may send a token ahead of its text (llama.cpp holds back a possible stop
-    string): a token is placed where its predecessors' texts end, but never beyond the
-    end of the text received with it.
+    string) or its text behind its tokens (vLLM holds back len(stop) - 1 characters): a
+    token is placed where its predecessors' texts end, but never beyond the end of the
+    text received with it.
     """
 
     def __init__(self, stops: Iterable[str]) -> None:
         self._cutter = StopCutter(stops)
         self._queued: deque[tuple[int, TokenLogprob]] = deque()  # (start offset, token)
         self._received = 0  # characters of text received
+        self._placed = 0  # where the last queued token's text ends
         self._emitted = 0  # characters of text handed out
 
     @property
@@ -130,10 +135,11 @@ class TokenStops:
         """The text safe to emit now and its tokens; `stopped` once a stop string appears."""
         if self.stopped:
             return "", ()
-        pos, end = self._received, self._received + len(text)
+        end = self._received + len(text)
         for tok in tokens:
-            self._queued.append((min(pos, end), tok))
-            pos += len(tok.text)
+            start = min(self._placed, end)
+            self._queued.append((start, tok))
+            self._placed = start + len(tok.text)
         self._received = end
         out = self._cutter.feed(text)
         return out, self._release(len(out), ended=self.stopped)
@@ -252,3 +258,37 @@ async def collect(
         total_s=time.monotonic() - started,
         bytes_sent=bytes_sent,
     )
+
+
+@attrs.define
+class Sent:
+    """Request body bytes that left the process, summed over attempts (retries, other
+    URLs): what a completion reports as sent, a failed one too."""
+
+    n: int = 0
+
+
+async def complete_streamed(
+    generate: Callable[[CompletionRequest, Sent], AsyncGenerator[Chunk, None]],
+    request: CompletionRequest,
+    *,
+    backend: str,
+    model: str,
+) -> Completion:
+    """The one `Backend.complete`: drain `generate(request, sent)` into a Completion that
+    carries the bytes sent; a failure carries them too (`BackendError.bytes_sent`)."""
+    started = time.monotonic()
+    sent = Sent()
+    try:
+        async with aclosing(generate(request, sent)) as chunks:
+            done = await collect(
+                chunks,
+                backend=backend,
+                model=model,
+                started=started,
+                single_line=request.single_line,
+            )
+    except BackendError as exc:
+        exc.bytes_sent = max(exc.bytes_sent, sent.n)
+        raise
+    return attrs.evolve(done, bytes_sent=sent.n)

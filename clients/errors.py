@@ -105,12 +105,22 @@ class ProtocolError(BackendError):
     """The server answered something we cannot understand (bad JSON, wrong shape)."""
 
 
+class EgressRefused(BackendError):
+    """The egress check refused to send the request: a source of its prompt is private
+    (or cannot be resolved) under the privacy settings of this moment. Nothing was sent."""
+
+    def __init__(self, message: str, *, backend: str = "", reason: str = "") -> None:
+        super().__init__(message, backend=backend, sent_nothing=True)
+        self.reason = reason
+
+
 __all__ = [
     "REDACTED",
     "BackendError",
     "BackendTimeout",
     "BackendUnavailable",
     "BadCredentials",
+    "EgressRefused",
     "FimUnsupported",
     "ModelNotFound",
     "ProtocolError",

@@ -20,7 +20,7 @@ import json
 import logging
 import math
 import os
-import time
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any
@@ -31,7 +31,7 @@ import httpx
 from . import templates
 from ._backoff import Backoff, kind_of_status, retry_after
 from ._status import Failure, failure_of, status_error
-from ._stream import TokenCap, TokenStops, collect, next_before, within
+from ._stream import Sent, TokenCap, TokenStops, complete_streamed, next_before, within
 from .errors import (
     BackendError,
     BackendTimeout,
@@ -42,6 +42,7 @@ from .errors import (
     excerpt,
     register_secret,
 )
+from .plan import EgressCheck, PromptPlan
 from .types import (
     Chunk,
     Completion,
@@ -61,13 +62,10 @@ MIN_LOGPROB = -9999.0
 # After the final chunk only `data: [DONE]` should follow; reading it keeps the
 # connection reusable (no new TLS handshake next time), but never wait long for it.
 DRAIN_S = 0.5
-
-
-@attrs.define
-class _Sent:
-    """Request body bytes that left the process, summed over attempts."""
-
-    n: int = 0
+# A single-line completion asks the server to stop at the end of the line.
+LINE_STOP = "\n"
+# vLLM's 400 for a prompt over --max-model-len (also with stream: true).
+_CONTEXT_LIMIT = re.compile(r"maximum context length is (\d+) tokens")
 
 
 @attrs.frozen
@@ -178,6 +176,9 @@ class OpenAIBackend:
         self._backoff = Backoff(BACKEND, log)
         self._ctx: int | None = None
         self._ctx_known = False
+        # The remote tier's egress check (server/egress.py): with one set, no request
+        # leaves without its prompt plan passing it. None: a local server.
+        self._egress: EgressCheck | None = None
 
     # -- identity ----------------------------------------------------------
     @property
@@ -213,6 +214,19 @@ class OpenAIBackend:
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    def set_egress(self, check: EgressCheck) -> None:
+        """Make every completion request pass `check(body, plan)` before it is sent."""
+        self._egress = check
+
+    async def _send(
+        self, req: httpx.Request, data: bytes, plan: PromptPlan | None
+    ) -> httpx.Response:
+        """The one place a completion request is sent: the egress check first, on the
+        final body and the request's prompt plan (it raises EgressRefused)."""
+        if self._egress is not None:
+            self._egress(data, plan)
+        return await self._client.send(req, stream=True)
+
     # -- requests ----------------------------------------------------------
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._key}"} if self._key else {}
@@ -241,6 +255,17 @@ class OpenAIBackend:
             "stop": stops,
             "stream": self._stream,
         }
+        if request.priority is not None:
+            body["priority"] = request.priority
+        if request.single_line:
+            # The server ends the line itself, so the stream ends cleanly and the
+            # connection is reused; hanging up after the first line aborts the request
+            # and costs a new connection (a TLS handshake) per escalation. vLLM checks
+            # stop strings only after `min_tokens`: a first token "\n" still starts
+            # the line below, as `line_end` allows (servers without the field ignore it).
+            if LINE_STOP not in stops:
+                stops.append(LINE_STOP)
+            body["min_tokens"] = 1
         if self._template is not None:
             # The template's stops are special tokens: vLLM only sees them (and
             # stops on them) when it does not decode them away.
@@ -248,27 +273,13 @@ class OpenAIBackend:
         return body
 
     def stream(self, request: CompletionRequest) -> AsyncGenerator[Chunk, None]:
-        return self._generate(request, _Sent())
+        return self._generate(request, Sent())
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        started = time.monotonic()
-        sent = _Sent()
-        try:
-            async with aclosing(self._generate(request, sent)) as chunks:
-                done = await collect(
-                    chunks,
-                    backend=BACKEND,
-                    model=self._model,
-                    started=started,
-                    single_line=request.single_line,
-                )
-        except BackendError as exc:
-            exc.bytes_sent = sent.n
-            raise
-        return attrs.evolve(done, bytes_sent=sent.n)
+        return await complete_streamed(self._generate, request, backend=BACKEND, model=self._model)
 
     async def _generate(
-        self, request: CompletionRequest, sent: _Sent
+        self, request: CompletionRequest, sent: Sent
     ) -> AsyncGenerator[Chunk, None]:
         body = self.payload(request)
         data = json.dumps(body).encode()
@@ -292,7 +303,7 @@ class OpenAIBackend:
             yielded = False
             try:
                 async with aclosing(self._pieces(resp, url)) as pieces:
-                    asm = _Assembler(body["stop"], request.max_tokens)
+                    asm = _Assembler(_client_stops(body, request), request.max_tokens)
                     finish: str | None = None
                     while True:
                         try:
@@ -380,7 +391,7 @@ class OpenAIBackend:
                     pass
 
     async def _open(
-        self, url: str, data: bytes, request: CompletionRequest, sent: _Sent
+        self, url: str, data: bytes, request: CompletionRequest, sent: Sent
     ) -> httpx.Response:
         """POST the request; a 2xx response (unread), or _Retry / a BackendError."""
         headers = {**self._headers(), "Content-Type": "application/json"}
@@ -395,7 +406,7 @@ class OpenAIBackend:
             nonlocal asked
             asked = True
             try:
-                got.append(await self._client.send(req, stream=True))
+                got.append(await self._send(req, data, request.plan))
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 raise _Retry(f"cannot connect ({_describe(exc)})", connect=True) from exc
             sent.n += len(data)
@@ -470,6 +481,15 @@ class OpenAIBackend:
                     if failure == "unexpected"
                     else f"{url}/completions does not exist (HTTP 404: {message})",
                     "the remote URL must be the server's base URL ending in /v1",
+                )
+            if (ctx := _CONTEXT_LIMIT.search(message)) is not None:
+                # Not retried with a shorter prompt: the retry would double the latency
+                # of an escalation that is late already, and the fix is one setting.
+                return (
+                    f"the prompt is longer than {self._model!r}'s context of {ctx[1]} "
+                    f"tokens at {url} (HTTP {status}): {message}",
+                    "lower the remote tier's max_prompt_chars (about 3 characters a "
+                    "token), or serve the model with a longer --max-model-len",
                 )
             return (
                 f"{url} rejected the request (HTTP {status}): {message}",
@@ -577,7 +597,7 @@ class OpenAIBackend:
     # -- doctor ------------------------------------------------------------
     async def discover(self) -> ProbeReport:
         """Which server answers, its version, whether it serves our model and takes our
-        key, the prompt mode; `server.doctor` adds the tiny generation."""
+        key, the prompt mode; `server.commands.doctor` adds the tiny generation."""
         problems: list[Problem] = []
         mode: PromptMode = "fim-template" if self._template is not None else "prefix-only"
         if self._template is None and self._setting.mode != "off":
@@ -586,8 +606,14 @@ class OpenAIBackend:
                 Problem(
                     "warning",
                     f"no FIM template is known for model {self._model!r}: the remote model "
-                    "will only see the text before the cursor",
-                    fix=f"set the remote template explicitly (one of: {names})",
+                    "will only see the text before the cursor. Routing is unchanged (the "
+                    "local answer decides what escalates), but every escalated completion "
+                    "is written blind to the code after the cursor and shown without a "
+                    "syntax check: inside a line or block it may repeat or clash with "
+                    "that code, so escalations may be worse than the local answer they "
+                    "replace",
+                    fix=f"set the remote template explicitly (one of: {names}), or use a "
+                    "FIM-trained remote model",
                 )
             )
         base = ProbeReport(
@@ -690,6 +716,13 @@ class OpenAIBackend:
             f"{url} refused the API key in {self._key_env}",
             fix=f"put the key the server was started with (--api-key) in {self._key_env}",
         )
+
+
+def _client_stops(body: dict[str, Any], request: CompletionRequest) -> list[str]:
+    """The stop strings we cut on again on our side: the line stop is left to
+    `collect`'s `line_end`, which lets a line start after a leading newline."""
+    stops: list[str] = body["stop"]
+    return [s for s in stops if s != LINE_STOP] if request.single_line else stops
 
 
 # -- parsing helpers --------------------------------------------------------

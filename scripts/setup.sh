@@ -87,6 +87,11 @@ if [ "$dev" = 1 ]; then
   fi
 fi
 
+# A real vLLM for the remote tier's tests, in its own venv (.vllm/, gitignored).
+if [ "$dev" = 1 ]; then
+  bash scripts/setup_vllm.sh
+fi
+
 # The build must run here: a tiny generation in a child process, so a crash is a message.
 if ! .venv/bin/synconfroute check-build; then
   echo "setup: the llama.cpp build does not run on this CPU; rebuild it with" >&2

@@ -2,6 +2,6 @@
 
 import sys
 
-from synconfroute.server.cli import main
+from synconfroute.server.commands.cli import main
 
 sys.exit(main())

@@ -30,12 +30,12 @@ from synconfroute.clients._backoff import retry_after
 from synconfroute.clients.errors import ProtocolError
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.openai import DEFAULT_KEY_ENV, OpenAIBackend
-from synconfroute.server.card import route_card
-from synconfroute.server.cli import main
-from synconfroute.server.config import Settings
-from synconfroute.server.gate import make_gate
-from synconfroute.server.pipeline import Pipeline
-from synconfroute.server.request import CompletionContext
+from synconfroute.server.commands.cli import main
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.routing.request import CompletionContext
+from synconfroute.server.settings.config import Settings
+from synconfroute.server.vocab.card import route_card
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 
 MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"

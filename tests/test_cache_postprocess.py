@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from synconfroute.server.cache import CompletionCache
-from synconfroute.server.config import Settings
-from synconfroute.server.pipeline import post_process, remote_access, wants_multiline
+from synconfroute.server.routing.cache import CompletionCache
+from synconfroute.server.routing.pipeline import remote_access
+from synconfroute.server.routing.text_rules import post_process, wants_multiline
+from synconfroute.server.settings.config import Settings
 
 PRE, SUF = "def f(x):\n    return ", "\n"
 
@@ -89,7 +90,7 @@ def test_wants_multiline() -> None:
 
 
 def test_typing_through_index_is_bounded() -> None:
-    from synconfroute.server.cache import CompletionCache
+    from synconfroute.server.routing.cache import CompletionCache
 
     cache = CompletionCache(maxsize=8)
     for i in range(1000):

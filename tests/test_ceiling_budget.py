@@ -10,9 +10,9 @@ import io
 import attrs
 import pytest
 
-from synconfroute.server.config import Settings
 from synconfroute.server.evaluation import ceiling
 from synconfroute.server.evaluation.datasets import Task
+from synconfroute.server.settings.config import Settings
 
 PREFIX = "def total(xs):\n    s = 0\n"
 TRUTH = "    for x in xs:\n        s += x\n    s = s * 2\n    s = s - 1\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from synconfroute.server.cli import main
+from synconfroute.server.commands.cli import main
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,8 +58,10 @@ def test_complete_text_escalated(
     out = capsys.readouterr().out
     assert code == 0
     assert out.startswith("fibonacci(n - 1) + fibonacci(n - 2)\n")
-    assert "route:      remote (syntax-invalid, remote-ok)" in out
-    assert "syntax:     invalid (tree-sitter)" in out
+    # The hover card's text, without its Markdown.
+    assert "synconfroute: remote, escalated to the remote model" in out
+    assert "  - syntax-invalid: " in out and "  - remote-ok: " in out
+    assert "- syntax: invalid (tree-sitter" in out and "`" not in out and "**" not in out
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from synconfroute.server.cli import main
+from synconfroute.server.commands.cli import main
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 
 
@@ -54,7 +54,8 @@ def test_healthy_tiers(
     assert code == 0, out
     assert out.count("=> usable") == 2
     assert "ok   reachable (version 0.13.0)" in out
-    assert "fim-native" in out and "fim-template (qwen2.5-coder)" in out
+    assert "prompt: fill-in-the-middle (the server's own)" in out
+    assert "prompt: fill-in-the-middle (our template), template qwen2.5-coder" in out
     assert "log-probs returned" in out and "tiny generation" in out
     assert "s3cret-key" not in out  # the key never shows
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from synconfroute.server import config
+from synconfroute.server.settings import config
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import write_config
 
@@ -366,7 +366,7 @@ VSCODE = EDITORS / "vscode"
 
 
 def test_vscode_settings_mirror_the_server() -> None:
-    """package.json contributes every server setting, as server/config.py defines it."""
+    """package.json contributes every server setting, as server/settings/config.py defines it."""
     script = VSCODE / "scripts" / "sync_settings.py"
     proc = subprocess.run(
         [sys.executable, str(script), "--check"],

@@ -22,7 +22,7 @@ from synconfroute.clients.embedded import (
 )
 from synconfroute.clients.errors import BackendTimeout, BackendUnavailable, RequestCancelled
 from synconfroute.clients.types import Backend, Completion, CompletionRequest
-from synconfroute.server.doctor import probe
+from synconfroute.server.commands.doctor import probe
 
 pytestmark = pytest.mark.embedded
 

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import attrs
 import pytest
 
-from synconfroute.server.cli import main
+from synconfroute.server.commands.cli import main
 from synconfroute.server.evaluation import datasets, download
 from synconfroute.server.evaluation.download import ChecksumError, DownloadError, Source
 from tests import eval_fixtures as fx
@@ -180,7 +180,7 @@ def test_eval_says_both_ways_when_the_download_fails(
     monkeypatch.setitem(download.SOURCES, "humaneval", ok)
     monkeypatch.setitem(download.SOURCES, "safim-api", dead)
     with pytest.raises(DownloadError) as info:
-        datasets.locate(["humaneval", "safim-api"])
+        download.locate(["humaneval", "safim-api"])
     msg = str(info.value)
     assert f"cannot download {dead.url}: HTTP 404" in msg
     assert "let `synconfroute eval` download them" in msg and "pass --data DIR" in msg
@@ -197,9 +197,9 @@ def test_data_folder_is_used_offline_and_missing_files_are_listed(
     folder = tmp_path / "offline"
     folder.mkdir()
     he = fx.write(folder / "HumanEval-SingleLineInfilling.jsonl.gz", [HE_ROW])  # release name
-    assert datasets.locate(["humaneval"], folder) == {"humaneval": he}
+    assert download.locate(["humaneval"], folder) == {"humaneval": he}
     with pytest.raises(datasets.DatasetError) as info:
-        datasets.locate(["humaneval", "safim-block", "safim-api"], folder)
+        download.locate(["humaneval", "safim-block", "safim-api"], folder)
     msg = str(info.value)
     assert f"--data folder {folder} lacks safim-block.jsonl.gz, safim-api.jsonl.gz" in msg
     assert "let `synconfroute eval` download them" in msg and f"pass --data {folder}" in msg
@@ -214,10 +214,10 @@ def test_the_environment_variable_replaces_the_download(
     folder.mkdir()
     fx.write(folder / "humaneval-single-line-infilling.jsonl.gz", [HE_ROW])
     monkeypatch.setenv(datasets.DATA_ENV, str(folder))
-    (task,) = datasets.load_builtin("humaneval")
+    (task,) = download.load_builtin("humaneval")
     assert task.task_id == HE_ROW["task_id"]
     with pytest.raises(datasets.DatasetError, match=r"\$SYNCONFROUTE_DATA folder .* lacks"):
-        datasets.load_builtin("safim-api")
+        download.load_builtin("safim-api")
 
 
 def test_safim_unit_tests_as_a_json_string_load_like_a_list(tmp_path: Path) -> None:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from synconfroute.server.cli import main
-from synconfroute.server.config import load
-from synconfroute.server.evaluation import datasets
+from synconfroute.server.commands.cli import main
+from synconfroute.server.evaluation import datasets, download
 from synconfroute.server.evaluation.execute import exec_key
 from synconfroute.server.evaluation.records import RunFolder
+from synconfroute.server.settings.config import load
 from tests import eval_fixtures as fx
 from tests.fakes import FakeOpenAI, TokenScript
 
@@ -59,7 +59,7 @@ def remote() -> Iterator[FakeOpenAI]:
 
 
 def chosen() -> list[datasets.Task]:
-    tasks = datasets.load_builtin("humaneval") + datasets.load_builtin("safim-block")
+    tasks = download.load_builtin("humaneval") + download.load_builtin("safim-block")
     limits = {"humaneval": 3, "safim-block": 1}
     return datasets.select(tasks, langs=["python"], limits=limits, seed=7)
 

@@ -1,7 +1,7 @@
 """Every evaluation metric on hand-made records whose answers are worked out by hand.
 
 The records go through the real files (records.jsonl, exec.jsonl) and the real replay
-(`scoring.outcomes` -> `server.router`), so these tests also pin the record format.
+(`scoring.outcomes` -> `server.routing.router`), so these tests also pin the record format.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from synconfroute.server.config import Settings, load
-from synconfroute.server.evaluation import calibrate, datasets, scoring
+from synconfroute.server.evaluation import calibrate, datasets, download, scoring
 from synconfroute.server.evaluation.datasets import IOTest, Task
 from synconfroute.server.evaluation.execute import (
     ExecResult,
@@ -23,8 +22,10 @@ from synconfroute.server.evaluation.execute import (
     output_matches,
     syntax_match,
 )
-from synconfroute.server.evaluation.records import GateResult, Generation, Record, RunFolder
+from synconfroute.server.evaluation.records import Generation, Record, RunFolder
 from synconfroute.server.evaluation.scoring import Point
+from synconfroute.server.settings.config import Settings, load
+from synconfroute.server.vocab.verdict import Verdict
 
 K = 3
 T = -0.5
@@ -71,7 +72,11 @@ def make_folder(
             text=f"remote_{name}",
             oracle=True,
         )
-        gate = {"tree-sitter": GateResult(status=syntax)} if syntax else {}
+        gate = (
+            {"tree-sitter": Verdict(valid=syntax == "valid", status=syntax, mode="tree-sitter")}
+            if syntax
+            else {}
+        )
         folder.add_record(Record(task=task, local=local, remote=rem, gate=gate))
         for text, ok in ((local.text, local_ok), (rem.text, remote_ok)):
             outcome = "passed" if ok else "wrong-answer"
@@ -512,7 +517,7 @@ def test_ceiling_names_what_cut_each_ground_truth(tmp_path: Path) -> None:
 
 def test_missing_control_split_says_where_to_get_it() -> None:
     with pytest.raises(datasets.DatasetError, match=r"control_completion\.jsonl\.gz"):
-        datasets.load_builtin("safim-control", Path("/nonexistent"))
+        download.load_builtin("safim-control", Path("/nonexistent"))
 
 
 def test_refresh_derives_texts_with_the_current_pipeline(tmp_path: Path) -> None:
@@ -530,7 +535,10 @@ def test_refresh_derives_texts_with_the_current_pipeline(tmp_path: Path) -> None
         raw = "".join(t for t, _ in tokens)
         gen = Generation(backend="embedded", model="m", raw=raw, text="stale", tokens=tokens)
         return Record(
-            task=task, local=gen, remote=None, gate={"tree-sitter": GateResult(status="invalid")}
+            task=task,
+            local=gen,
+            remote=None,
+            gate={"tree-sitter": Verdict(valid=False, status="invalid", mode="tree-sitter")},
         )
 
     folder = RunFolder(tmp_path)

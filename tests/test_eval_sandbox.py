@@ -281,8 +281,8 @@ def test_humaneval_program_passes_in_private_area(box: sb.Sandbox, tools: Toolch
 def test_ceiling_only_runs_the_ground_truths(tmp_path: Path) -> None:
     """`eval --ceiling-only`: no model; each ground truth as the server would insert it is
     run for real, and the table names what the server's rules cost."""
-    from synconfroute.server.config import Settings
     from synconfroute.server.evaluation import run
+    from synconfroute.server.settings.config import Settings
     from tests.test_eval_metrics import HE_ROWS
 
     path = tmp_path / "he-mixed.jsonl"
@@ -301,3 +301,31 @@ def test_ceiling_only_runs_the_ground_truths(tmp_path: Path) -> None:
     assert (
         json.loads((tmp_path / "out" / "ceiling.json").read_text())["ceiling"] == result["ceiling"]
     )
+
+
+HUMANEVAL_LIKE = dict(
+    prefix="def add(a, b):\n",
+    suffix="\n",
+    test_program="\ndef check(f):\n    assert f(2, 3) == 5\n\ncheck(add)\n",
+)
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "    __import__('os')._exit(0)",
+        "    import sys; sys.exit()",
+        "    exit(0)",
+        "    raise SystemExit",
+        "    import sys; sys.exit(0)",
+    ],
+)
+def test_a_completion_that_exits_early_does_not_pass(
+    box: sb.Sandbox, tools: Toolchains, completion: str
+) -> None:
+    """Exit status 0 is not a pass: the test program must reach its end (issue 20)."""
+    t = Task(dataset="he", task_id="exit", language="python", **HUMANEVAL_LIKE)  # type: ignore[arg-type]
+    res = execute(t, completion, box, tools, timeout_s=10, exact_shortcut=False)
+    assert not res.passed and res.outcome == "runtime-error", res
+    good = execute(t, "    return a + b", box, tools, timeout_s=10, exact_shortcut=False)
+    assert good.passed and good.outcome == "passed", good

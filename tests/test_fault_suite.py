@@ -1,4 +1,4 @@
-"""The fault suite (scripts/fault_suite.py) in a short configuration, and its doubles.
+"""The fault suite (bench/fault_suite.py) in a short configuration, and its doubles.
 
 The suite drives the real server over stdio through every fault phase under each
 privacy mode; these tests hold its hard invariants: every request answered, no
@@ -21,7 +21,7 @@ import pytest
 from tests.fakes.faulty import FaultyOllama, FaultyOpenAI
 
 ROOT = Path(__file__).resolve().parent.parent
-SUITE = ROOT / "scripts" / "fault_suite.py"
+SUITE = ["-m", "bench.fault_suite"]  # run from the repository root (cwd=ROOT)
 MODEL = "qwen2.5-coder:3b"
 REMOTE_MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
 
@@ -127,7 +127,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One short run of every phase in every privacy mode (about 30 s here)."""
     out = tmp_path_factory.mktemp("faults") / "figures.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, str(SUITE), "--requests", "4", "--concurrency", "4"]
+    cmd = [sys.executable, *SUITE, "--requests", "4", "--concurrency", "4"]
     cmd += ["--deadline-ms", "600", "--json", str(out)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=280)
     assert out.exists(), f"the suite did not finish:\n{proc.stdout}\n{proc.stderr[-3000:]}"
@@ -165,7 +165,7 @@ def test_short_soak_answers_every_request(tmp_path: Path) -> None:
     """The soak mode in miniature (the 10,000-run figures are printed, not asserted)."""
     out = tmp_path / "soak.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, str(SUITE), "--soak", "240", "--concurrency", "6"]
+    cmd = [sys.executable, *SUITE, "--soak", "240", "--concurrency", "6"]
     cmd += ["--deadline-ms", "400", "--json", str(out)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=200)
     soak = json.loads(out.read_text())["soak"]

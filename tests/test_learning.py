@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from synconfroute.server import config
-from synconfroute.server.adaptive import Adaptive
-from synconfroute.server.cli import main
+from synconfroute.server.commands.cli import main
 from synconfroute.server.evaluation.calibrate import CalibrationError
 from synconfroute.server.evaluation.from_ledger import choose
-from synconfroute.server.ledger import Ledger, load
-from synconfroute.server.record import RouteDecision
-from synconfroute.server.stats import bucket, compute, wilson
+from synconfroute.server.learning.adaptive import Adaptive
+from synconfroute.server.learning.ledger import Ledger, load
+from synconfroute.server.learning.stats import bucket, compute, wilson
+from synconfroute.server.settings import config
+from synconfroute.server.vocab.kinds import Reason as R
+from synconfroute.server.vocab.record import Latency, RouteDecision
 
 STEP = -1.0  # local completions at or above this confidence are good, below bad
 P_GOOD, P_BAD, P_REMOTE = 0.9, 0.2, 0.6
@@ -28,14 +29,14 @@ def rec(route: str, conf: float, threshold: float, language: str = "python") -> 
         completion="secret_value = compute()",
         local_completion="secret_value = compute()",
         route=route,  # type: ignore[arg-type]
-        reasons=["confident-and-valid"] if route == "local" else ["low-confidence", "remote-ok"],
+        reasons=(R.CONFIDENT_AND_VALID,) if route == "local" else (R.LOW_CONFIDENCE, R.REMOTE_OK),
         policy="synconf",
         confidence=conf,
         threshold=threshold,
         syntax=None,
         local_model="qwen2.5-coder:3b",
         remote_model="big",
-        latency_ms={"total": 100.0 if route == "local" else 400.0},
+        latency=Latency(total=100.0 if route == "local" else 400.0),
         bytes_sent=0 if route == "local" else 1000,
         language=language,
         path="/home/me/secret/a.py",
@@ -260,8 +261,8 @@ def test_workspace_may_tighten_adaptive_and_its_lowered_threshold_caps_it() -> N
 async def test_session_adaptive_moves_show_in_status_hover_ledger_and_routing(
     tmp_path: Path,
 ) -> None:
-    from synconfroute.server.pipeline import Pipeline
-    from synconfroute.server.session import Session
+    from synconfroute.server.routing.pipeline import Pipeline
+    from synconfroute.server.session.session import Session
 
     settings, _ = config.merge(
         config.Settings(),
@@ -278,14 +279,14 @@ async def test_session_adaptive_moves_show_in_status_hover_ledger_and_routing(
     for i in range(400):  # local completions always dismissed, remote ones accepted
         conf = rnd.uniform(-1.5, 0.0)
         route = "local" if conf >= s.status().threshold else "remote"
-        s.decisions[f"c{i}"] = rec(route, conf, s.status().threshold)
+        s.decision_log.decisions[f"c{i}"] = rec(route, conf, s.status().threshold)
         s._resolve(f"c{i}", accepted=route == "remote")
     st = s.status()
     assert st.threshold == -0.3  # raised to its bound, never past it
-    assert "raised" in " ".join(m.why for m in s.adaptive.moves)  # type: ignore[union-attr]
+    assert "raised" in " ".join(m.why for m in s.decision_log.adaptive.moves)  # type: ignore[union-attr]
     assert "bound" in st.adaptive["why"]
-    pipeline = await s.pipeline()
-    assert pipeline.rules().threshold == -0.3  # the routing uses it
+    await s.pipeline()
+    assert s.rules().threshold == -0.3  # the routing uses it
     moves = load(tmp_path / "l.jsonl")[1]
     assert [m["adaptive"] for m in moves] == [-0.45, -0.4, -0.35, -0.3]
     uri = "file:///p/a.py"

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as t
 
-from synconfroute.server.cli import main
-from synconfroute.server.ledger import Ledger, read, summarize
-from synconfroute.server.record import RouteDecision
+from synconfroute.server.commands.cli import main
+from synconfroute.server.learning.ledger import Ledger, read, summarize
+from synconfroute.server.vocab.kinds import Reason
+from synconfroute.server.vocab.record import Latency, RouteDecision
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import (
     capabilities,
@@ -25,18 +26,19 @@ SECRET_CODE = "password_hash = 'do-not-log-me'"
 
 
 def decision(route: str, reasons: list[str], sent: int = 0) -> RouteDecision:
+    """A decision as the pipeline records it (reasons are `Reason`s)."""
     return RouteDecision(
         completion=SECRET_CODE,
         local_completion=SECRET_CODE,
         route=route,  # type: ignore[arg-type]
-        reasons=reasons,
+        reasons=tuple(Reason(r) for r in reasons),
         policy="synconf",
         confidence=-0.2,
         threshold=-0.5,
         syntax=None,
         local_model="m",
         remote_model="r",
-        latency_ms={"total": 10.0},
+        latency=Latency(total=10.0),
         bytes_sent=sent,
         path="/secret/project/file.py",
     )

@@ -26,7 +26,7 @@ import pytest
 from synconfroute.clients import Chunk, CompletionRequest
 from synconfroute.clients.embedded import bundled_model_path
 from synconfroute.clients.openai import OpenAIBackend
-from synconfroute.server.doctor import probe
+from synconfroute.server.commands.doctor import probe
 
 pytestmark = pytest.mark.slow
 

@@ -8,19 +8,20 @@ import pytest
 
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.openai import OpenAIBackend
-from synconfroute.server import router
-from synconfroute.server.card import route_card
-from synconfroute.server.config import Settings, merge_workspace
 from synconfroute.server.evaluation import report, scoring
 from synconfroute.server.evaluation.datasets import Task
 from synconfroute.server.evaluation.execute import ExecResult, exec_key
-from synconfroute.server.evaluation.records import GateResult, Generation, Record, RunFolder
-from synconfroute.server.gate import Anchor, make_gate
-from synconfroute.server.pipeline import CompletionContext, Pipeline
-from synconfroute.server.router import LocalEvidence, Reason, Rules
+from synconfroute.server.evaluation.records import Generation, Record, RunFolder
+from synconfroute.server.routing import router
+from synconfroute.server.routing.gate import Anchor, make_gate
+from synconfroute.server.routing.pipeline import CompletionContext, Pipeline
+from synconfroute.server.routing.router import LocalEvidence, Reason, Rules
+from synconfroute.server.settings.config import Settings, merge_workspace
 from synconfroute.server.syntax import SyntaxDocument, check_completion
 from synconfroute.server.syntax.languages import parser_for
 from synconfroute.server.syntax.names import undefined_names
+from synconfroute.server.vocab.card import route_card
+from synconfroute.server.vocab.verdict import Verdict
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 
@@ -245,7 +246,7 @@ async def test_pipeline_escalates_an_undefined_name(
     local_fake.script(GUESSED)
     remote_fake.script(TokenScript.of(" a", " + b", logprob=-0.01))
     rec = await _pipeline(local_fake, remote_fake, Settings()).complete(ctx)
-    assert rec.route == "remote" and rec.reasons == ["undefined-name", "remote-ok"]
+    assert rec.route == "remote" and rec.reasons == ("undefined-name", "remote-ok")
     assert rec.completion == " a + b" and rec.local_completion == " a + offset"
     assert rec.syntax is not None and rec.syntax.status == "valid"
     assert rec.syntax.undefined == ("offset",)
@@ -262,7 +263,7 @@ async def test_pipeline_with_semantic_off_keeps_local(
     local_fake.script(GUESSED)
     ctx = CompletionContext(prefix=PREFIX, suffix=SUFFIX, language="python")
     rec = await _pipeline(local_fake, remote_fake, settings).complete(ctx)
-    assert rec.route == "local" and rec.reasons == ["confident-and-valid"]
+    assert rec.route == "local" and rec.reasons == ("confident-and-valid",)
     assert rec.syntax is not None and rec.syntax.undefined == ()
     assert len(remote_fake.received("/v1/completions")) == 0
 
@@ -285,7 +286,7 @@ def test_scoring_replays_synconf_with_and_without_names(tmp_path: Path) -> None:
             backend="embedded", model="m", raw=text, text=text, tokens=(("t", -0.1),) * 3
         )
         rem = Generation(backend="oracle", model="t", raw="a + b", text="a + b", oracle=True)
-        gate = {"tree-sitter": GateResult(status="valid")}
+        gate = {"tree-sitter": Verdict(valid=True, status="valid", mode="tree-sitter")}
         folder.add_record(Record(task=task, local=local, remote=rem, gate=gate))
         for t, passed in ((text, ok), ("a + b", True)):
             folder.add_exec(exec_key(task, t), task.key, ExecResult(passed=passed, outcome="x"))

@@ -1,7 +1,7 @@
 """The names gate on every Python ground truth of the benchmark data: zero false rejects.
 
 The data folder comes from SYNCONFROUTE_DATA, default ../shared/data next to the repository;
-the test skips when it is absent. scripts/names_accuracy.py prints the same counts.
+the test skips when it is absent. studies/names_accuracy.py prints the same counts.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from synconfroute.clients.errors import (
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.templates import QWEN_CODER, STARCODER2
 from synconfroute.clients.types import Backend, Chunk, CompletionRequest
-from synconfroute.server.doctor import probe
+from synconfroute.server.commands.doctor import probe
 from tests.fakes import FakeOllama, TokenScript
 from tests.fakes.http import Request, closed_port
 

@@ -23,7 +23,7 @@ from synconfroute.clients import (
 )
 from synconfroute.clients.openai import DEFAULT_KEY_ENV, OpenAIBackend
 from synconfroute.clients.templates import QWEN_CODER, STARCODER2
-from synconfroute.server.doctor import probe
+from synconfroute.server.commands.doctor import probe
 from tests.fakes.http import Request, TokenScript, closed_port
 from tests.fakes.openai import ErrorStyle, FakeOpenAI
 

@@ -12,10 +12,10 @@ import pytest
 
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.openai import OpenAIBackend
-from synconfroute.server.config import Settings
-from synconfroute.server.gate import make_gate
-from synconfroute.server.pipeline import Pipeline
-from synconfroute.server.request import CompletionContext
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.routing.request import CompletionContext
+from synconfroute.server.settings.config import Settings
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 
 LOCAL_MODEL = "qwen2.5-coder:3b"
@@ -51,7 +51,7 @@ async def test_confident_and_valid_stays_local(
 ) -> None:
     local_fake.script(VALID)
     rec = await pipeline(local_fake.url, remote_fake.base_url).complete(CTX)
-    assert (rec.route, rec.reasons, rec.completion) == ("local", ["confident-and-valid"], " a + b")
+    assert (rec.route, rec.reasons, rec.completion) == ("local", ("confident-and-valid",), " a + b")
     assert rec.syntax is not None and rec.syntax.status == "valid"
     assert rec.confidence == pytest.approx(-0.05)
     assert rec.bytes_sent == 0 and completions(remote_fake) == 0
@@ -64,7 +64,7 @@ async def test_confident_but_invalid_escalates(
     local_fake.script(INVALID)
     remote_fake.script(REMOTE)
     rec = await pipeline(local_fake.url, remote_fake.base_url).complete(CTX)
-    assert rec.route == "remote" and rec.reasons == ["syntax-invalid", "remote-ok"]
+    assert rec.route == "remote" and rec.reasons == ("syntax-invalid", "remote-ok")
     assert rec.completion == " a + b" and rec.local_completion == " a + (b"
     assert rec.syntax is not None and rec.syntax.status == "invalid"
     assert rec.syntax.line is not None
@@ -79,7 +79,7 @@ async def test_low_confidence_cancels_local_after_k_tokens(
     local_fake.script(slow)
     remote_fake.script(REMOTE)
     rec = await pipeline(local_fake.url, remote_fake.base_url).complete(CTX)
-    assert rec.route == "remote" and rec.reasons == ["low-confidence", "remote-ok"]
+    assert rec.route == "remote" and rec.reasons == ("low-confidence", "remote-ok")
     assert rec.local_cancelled_early and rec.local_tokens == 3
     gen = local_fake.received("/api/generate")[-1]
     assert await asyncio.to_thread(local_fake.wait_for, lambda: gen.disconnected)
@@ -94,7 +94,7 @@ async def test_remote_down_keeps_valid_local(local_fake: FakeOllama) -> None:
     p = pipeline(local_fake.url, f"http://127.0.0.1:{closed_port()}/v1")
     rec = await p.complete(CTX)
     assert rec.route == "local" and rec.completion == " a + b"
-    assert rec.reasons == ["low-confidence", "remote-failed", "remote-failed-kept-local"]
+    assert rec.reasons == ("low-confidence", "remote-failed", "remote-failed-kept-local")
     assert rec.errors and rec.errors[0].startswith("remote:")
     assert len(local_fake.received("/api/generate")) == 2  # cut early, then finished
     assert "local_rerun" in rec.latency_ms
@@ -104,7 +104,7 @@ async def test_remote_down_and_local_invalid_gives_nothing(local_fake: FakeOllam
     local_fake.script(INVALID)
     rec = await pipeline(local_fake.url, f"http://127.0.0.1:{closed_port()}/v1").complete(CTX)
     assert rec.route == "none" and rec.completion == ""
-    assert rec.reasons == ["syntax-invalid", "remote-failed"]
+    assert rec.reasons == ("syntax-invalid", "remote-failed")
 
 
 async def test_remote_too_slow_keeps_valid_local(
@@ -118,7 +118,7 @@ async def test_remote_too_slow_keeps_valid_local(
     # The hung remote ate the deadline; nothing was left for a local rerun.
     # The remote gives up at the deadline; the fast local rerun still fits in it.
     assert rec.route == "local", (rec.reasons, rec.errors)
-    assert rec.reasons == ["low-confidence", "remote-failed", "remote-failed-kept-local"]
+    assert rec.reasons == ("low-confidence", "remote-failed", "remote-failed-kept-local")
     assert "deadline" in rec.errors[0]
     assert 500 <= rec.latency_ms["total"] < 1500
 
@@ -126,7 +126,7 @@ async def test_remote_too_slow_keeps_valid_local(
 async def test_local_down_escalates(remote_fake: FakeOpenAI) -> None:
     remote_fake.script(REMOTE)
     rec = await pipeline(f"http://127.0.0.1:{closed_port()}", remote_fake.base_url).complete(CTX)
-    assert rec.route == "remote" and rec.reasons == ["local-unavailable", "remote-ok"]
+    assert rec.route == "remote" and rec.reasons == ("local-unavailable", "remote-ok")
     assert rec.errors and "ollama" in rec.errors[0].lower()
 
 
@@ -138,7 +138,7 @@ async def test_privacy_blocked_sends_nothing(
     local_fake.script(TokenScript.of(" a", " +", " b", logprob=-2.0))
     rec = await pipeline(local_fake.url, remote_fake.base_url, s).complete(CTX)
     assert rec.route == "local"
-    assert rec.reasons == ["low-confidence", "privacy-blocked", "kept-local-unconfirmed"]
+    assert rec.reasons == ("low-confidence", "privacy-blocked", "kept-local-unconfirmed")
     assert rec.bytes_sent == 0 and rec.remote_model is None
     assert remote_fake.received() == []  # not even a health check
 
@@ -150,7 +150,7 @@ async def test_local_only_mode_with_invalid_local(
     s.privacy.local_only = True
     local_fake.script(INVALID)
     rec = await pipeline(local_fake.url, remote_fake.base_url, s).complete(CTX)
-    assert rec.route == "none" and rec.reasons == ["syntax-invalid", "local-only"]
+    assert rec.route == "none" and rec.reasons == ("syntax-invalid", "local-only")
     assert remote_fake.received() == []
 
 

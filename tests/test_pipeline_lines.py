@@ -11,20 +11,15 @@ from synconfroute.clients._stream import collect
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.openai import OpenAIBackend
 from synconfroute.clients.types import Chunk, TokenLogprob
-from synconfroute.server.card import route_card
-from synconfroute.server.config import Settings
 from synconfroute.server.evaluation.datasets import Task
 from synconfroute.server.evaluation.generate import treat
 from synconfroute.server.evaluation.records import Generation
-from synconfroute.server.gate import make_gate
-from synconfroute.server.pipeline import (
-    CompletionContext,
-    Pipeline,
-    drop_last_line,
-    shown_text,
-    wants_multiline,
-)
-from synconfroute.server.record import Truncation
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import CompletionContext, Pipeline
+from synconfroute.server.routing.text_rules import drop_last_line, shown_text, wants_multiline
+from synconfroute.server.settings.config import Settings
+from synconfroute.server.vocab.card import route_card
+from synconfroute.server.vocab.record import Truncation
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 SINGLE = CompletionContext(
@@ -158,7 +153,7 @@ async def test_length_cut_local_is_trimmed_to_whole_lines_and_stays_local(
     )
     rec = await pipeline(local_fake.url, remote_fake.base_url).complete(MULTI)
     assert rec.route == "local", (rec.reasons, rec.syntax)
-    assert rec.reasons == ["confident-and-valid"]
+    assert rec.reasons == ("confident-and-valid",)
     assert rec.completion == "    s = 0\n    return s"
     assert rec.truncated == {"local": Truncation(chars=len("\n    print(s"), lines=1)}
     assert rec.to_json()["truncated"] == {"local": {"chars": 12, "lines": 1}}
@@ -189,7 +184,7 @@ async def test_length_cut_remote_is_trimmed_before_it_is_shown(
         )
     )
     rec = await pipeline(local_fake.url, remote_fake.base_url).complete(MULTI)
-    assert rec.route == "remote" and rec.reasons == ["syntax-invalid", "remote-ok"]
+    assert rec.route == "remote" and rec.reasons == ("syntax-invalid", "remote-ok")
     assert rec.completion == "    s = 0\n    return s"
     assert rec.truncated == {"remote": Truncation(chars=len("\n    if s:\n        pr"), lines=2)}
     assert "truncated: the remote model" in route_card(rec)
@@ -202,7 +197,7 @@ async def test_single_line_remote_cut_mid_line_is_not_shown(
     remote_fake.script(TokenScript.of(" a", " + (", "b", finish_reason="length"))
     rec = await pipeline(local_fake.url, remote_fake.base_url).complete(SINGLE)
     assert rec.route == "none" and rec.completion == ""
-    assert rec.reasons == ["syntax-invalid", "remote-empty"]
+    assert rec.reasons == ("syntax-invalid", "remote-empty")
     assert rec.truncated["remote"].chars == len(" a + (b")
 
 

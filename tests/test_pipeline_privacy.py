@@ -15,10 +15,10 @@ import pytest
 
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.openai import OpenAIBackend
-from synconfroute.server.config import PrivacySettings, Settings
-from synconfroute.server.gate import make_gate
-from synconfroute.server.pipeline import Pipeline
-from synconfroute.server.request import CompletionContext
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.routing.request import CompletionContext
+from synconfroute.server.settings.config import PrivacySettings, Settings
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 
 CTX = CompletionContext(
@@ -65,7 +65,7 @@ async def test_hung_local_escalates_when_its_first_token_budget_runs_out(
     rec = await p.complete(CTX)
     took = time.monotonic() - t0
     assert rec.route == "remote" and rec.completion == " a + b"
-    assert rec.reasons == ["local-timeout", "remote-ok"]
+    assert rec.reasons == ("local-timeout", "remote-ok")
     assert "local.first_token_ms" in rec.errors[0]
     assert took < 2.0, took  # well inside the 3 s deadline
     gen = local_fake.received("/api/generate")[0]
@@ -79,7 +79,7 @@ async def test_slow_local_escalates_when_its_total_budget_runs_out(
     remote_fake.script(REMOTE)
     p = pipeline(local_fake.url, remote_fake.base_url, settings(total_ms=600))
     rec = await p.complete(CTX)
-    assert rec.route == "remote" and rec.reasons == ["local-timeout", "remote-ok"]
+    assert rec.route == "remote" and rec.reasons == ("local-timeout", "remote-ok")
     assert "local.total_ms" in rec.errors[0]
     assert 0 < rec.local_tokens < 40
 
@@ -131,7 +131,7 @@ async def test_local_only_switched_on_during_the_local_run_stops_the_escalation(
     p.update_privacy(PrivacySettings(local_only=True))
     rec = await task
     assert remote_calls(remote_fake) == 0 and rec.bytes_sent == 0
-    assert rec.route == "none" and rec.reasons == ["syntax-invalid", "local-only"]
+    assert rec.route == "none" and rec.reasons == ("syntax-invalid", "local-only")
     assert rec.remote_model is None
 
 
@@ -153,5 +153,5 @@ async def test_local_only_switched_on_during_the_remote_call_cancels_it(
     assert await asyncio.to_thread(remote_fake.wait_for, lambda: call.disconnected)
     # Kept local (the gate passed it), marked as unconfirmed: it never got its second opinion.
     assert rec.route == "local" and rec.completion == " a + b"
-    assert rec.reasons == ["policy-remote", "local-only", "kept-local-unconfirmed"]
+    assert rec.reasons == ("policy-remote", "local-only", "kept-local-unconfirmed")
     assert any("privacy settings changed" in e for e in rec.errors)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from synconfroute.server.positions import (
+from synconfroute.server.vocab.positions import (
     PositionOutOfRange,
     advance,
     to_offset,

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from synconfroute.server import config
-from synconfroute.server.ledger import Ledger, load
-from synconfroute.server.retention import (
+from synconfroute.server.learning.ledger import Ledger, load
+from synconfroute.server.learning.retention import (
     Region,
     Retention,
     edit_distance,
     minimal_edit,
     retained_ratio,
 )
-from synconfroute.server.session import Edit, Session
+from synconfroute.server.session.session import Edit, Session
+from synconfroute.server.settings import config
 
 
 def apply(text: str, region: Region, start: int, end: int, new: str) -> str:
@@ -139,12 +139,12 @@ def session_with_offer(tmp_path: Path) -> tuple[Session, str]:
     s.open(uri, "def f(a, b):\n    return \n", "python")
     st = s.document(uri)
     assert st is not None
-    from synconfroute.server.record import RouteDecision
+    from synconfroute.server.vocab.record import RouteDecision
 
-    s.decisions["c1"] = RouteDecision(
+    s.decision_log.decisions["c1"] = RouteDecision(
         completion="a + b",
         route="local",
-        reasons=["confident-and-valid"],
+        reasons=("confident-and-valid",),
         policy="synconf",
         confidence=-0.1,
         threshold=-0.5,
@@ -159,7 +159,7 @@ def session_with_offer(tmp_path: Path) -> tuple[Session, str]:
 def test_session_tracks_the_accepted_text_through_edits(tmp_path: Path) -> None:
     s, uri = session_with_offer(tmp_path)
     s.change(uri, [Edit("a + b", (1, 11), (1, 11))])  # the editor inserts the item
-    assert s.accepted == {"c1"}
+    assert s.decision_log.accepted == {"c1"}
     s.change(uri, [Edit("# top\n", (0, 0), (0, 0))])  # a line before
     s.change(uri, [Edit("c", (2, 15), (2, 16))])  # b -> c inside it
     st = s.document(uri)
@@ -174,7 +174,7 @@ def test_session_tracks_the_accepted_text_through_edits(tmp_path: Path) -> None:
     assert bad == 0 and len(decisions) == 2
     # "a + b" -> "a + c * 2": 1 substitution + 4 insertions over 5 characters.
     assert all('"ratio":0.0' in d or '"ratio":0' in d for d in decisions)
-    assert s.retention.timers() == 0
+    assert s.decision_log.retention.timers() == 0
 
 
 def test_session_retention_ratio_after_a_small_edit(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from synconfroute.server.router import (
+from synconfroute.server.routing.router import (
     LocalEvidence,
     Reason,
     Rules,

@@ -124,6 +124,14 @@ def test_token_ahead_of_its_text_goes_out_with_it() -> None:
     assert got == ("x\ny", ["x", "\n", "y"], False)
 
 
+def test_text_behind_its_tokens_keeps_them_aligned() -> None:
+    # vLLM streams the text len(stop)-1 characters behind the tokens (it holds back what
+    # may start a stop string) and reports the token holding the stop, whose text it cuts.
+    pieces = [(" ", [" a"]), ("a ", [" +"]), ("+", [" b"])]
+    assert stops_all([" b"], pieces) == (" a +", [" a", " +"], False)
+    assert stops_all([], pieces) == (" a +", [" a", " +"], False)
+
+
 def test_tokens_whose_text_never_comes_are_dropped() -> None:
     got = stops_all(["\n\n"], [("x", ["x"]), ("", ["\n"]), ("", ["\n"])])
     assert got == ("x", ["x"], False)

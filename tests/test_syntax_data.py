@@ -1,4 +1,4 @@
-"""The gate on real benchmark data (a slice; scripts/gate_accuracy.py runs all of it).
+"""The gate on real benchmark data (a slice; studies/gate_accuracy.py runs all of it).
 
 The data folder comes from SYNCONFROUTE_DATA, default ../shared/data next to the repository;
 the tests skip when it is absent.

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from synconfroute.server.transport import MAX_BODY_BYTES, Body, FrameParser, Skipped
+from synconfroute.server.protocol.transport import MAX_BODY_BYTES, Body, FrameParser, Skipped
 
 from .lsp_harness import ROOT, write_config
 
@@ -374,3 +374,54 @@ def test_parser_is_independent_of_chunking() -> None:
         assert parse([stream[i : i + size] for i in range(0, len(stream), size)]) == whole
     assert [e.body for e in whole if isinstance(e, Body)] == [one[:-4], two, one, two]
     assert sum(e.nbytes for e in whole if isinstance(e, Skipped)) == 4 + len(b"junk\r\n")
+
+
+# --- robustness round 3 (issue 20) ---
+
+
+def test_a_length_that_runs_into_the_next_header_loses_no_request(server: RawServer) -> None:
+    """A body without a closing brace whose Content-Length reaches into the next frame's
+    header: the next valid request is still answered (it was lost)."""
+    server.initialize()
+    server.send(b'Content-Length: 12\r\n\r\n{"a":' + frame(hover(50)))
+    assert "result" in server.response(50)
+    assert_error(server.response(None), -32700)
+    server.assert_answers()
+
+
+def test_parser_resyncs_on_a_header_cut_by_the_declared_length() -> None:
+    good = json.dumps(hover(2)).encode()
+    for bad in (b'{"a":', b"", b"xyz", b'{"a": [1, 2'):
+        for cut in range(1, 20):  # the declared length ends anywhere in the next header
+            stream = frame(bad, length=len(bad) + cut) + frame(good)
+            events = FrameParser().feed(stream)
+            bodies = [e.body for e in events if isinstance(e, Body)]
+            assert bodies[-1] == good, (bad, cut, events)
+
+
+@pytest.mark.parametrize(
+    "envelope",
+    [
+        {"jsonrpc": "2.0", "id": {"x": 1}, "method": "textDocument/hover"},
+        {"jsonrpc": "2.0", "id": [1], "method": "textDocument/hover"},
+        {"jsonrpc": "2.0", "id": 50, "method": 7},
+        {"jsonrpc": "2.0", "id": 50, "method": None},
+        {"jsonrpc": "1.0", "id": 50, "method": "textDocument/hover"},
+        {"jsonrpc": 2, "id": 50, "method": "textDocument/hover"},
+    ],
+)
+def test_an_invalid_request_object_gets_invalid_request(
+    server: RawServer, envelope: dict[str, Any]
+) -> None:
+    server.initialize()
+    server.send(frame(envelope))
+    msg_id = envelope["id"] if isinstance(envelope["id"], int) else None
+    assert_error(server.response(msg_id), -32600)
+    server.assert_answers()
+
+
+def test_a_second_initialize_is_refused(server: RawServer) -> None:
+    server.initialize()
+    again = dict(INITIALIZE, id=2)
+    assert_error(server.call(again), -32600)
+    server.assert_answers()

@@ -4,7 +4,7 @@
 - `generate`: each task's local and remote completion, once, through the server's backends;
 - `sandbox`, `execute`: run the completed programs against their tests, under limits;
 - `records`: the run folder (records.jsonl, exec.jsonl, run.json), append-only, resumable;
-- `scoring`: replay the records through `server.router` for every policy and threshold;
+- `scoring`: replay the records through `server.routing.router` for every policy and threshold;
 - `report`: Markdown tables and PNG plots; `calibrate`: choose and write the threshold;
 - `run`, `cli`: the commands.
 

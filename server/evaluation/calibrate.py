@@ -8,7 +8,7 @@ lower escalation), which needs real remote results.
 
 Writing edits only the `threshold` line of the `[routing]` table (or adds it), keeping
 everything else in the file byte for byte; it then re-reads the file with
-`server.config.load` and restores the old content if the value did not come back.
+`server.settings.config.load` and restores the old content if the value did not come back.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ import itertools
 import math
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import attrs
 import tomlkit
 
-from ..config import ENV_PREFIX, Settings, load
-from ..errors import UserError
-from ..gate import SyntaxGate
-from ..router import Rules
+from ..routing.gate import SyntaxGate
+from ..routing.router import Rules
+from ..settings.config import ENV_PREFIX, Settings, load
+from ..vocab.errors import UserError
 from . import scoring
 from .generate import refresh_all
 from .records import RunFolder
@@ -51,9 +51,17 @@ class ThresholdChoice:
 
 
 def candidates(tasks: Sequence[TaskOutcome]) -> list[float]:
-    confs = sorted({o.confidence for o in tasks if o.confidence is not None})
+    confs = [o.confidence for o in tasks if o.confidence is not None]
     if not confs:
         raise CalibrationError("no local completion with log-probs in the records")
+    return candidate_thresholds(confs)
+
+
+def candidate_thresholds(confidences: Iterable[float]) -> list[float]:
+    """The thresholds worth trying on these confidences (at least one): midway between
+    neighbouring values (at most MAX_CANDIDATES, evenly spread), one below them all and
+    one above (capped at 0). Used by calibrate on run records and on the ledger."""
+    confs = sorted(set(confidences))
     cuts = [(a + b) / 2 for a, b in itertools.pairwise(confs)]
     if len(cuts) > MAX_CANDIDATES:
         step = (len(cuts) - 1) / (MAX_CANDIDATES - 1)

@@ -24,10 +24,10 @@ import attrs
 
 from synconfroute.clients.errors import BackendError
 
-from ..config import Settings
-from ..gate import SyntaxGate, make_gate
-from ..pipeline import REQUEST_STOPS
-from ..request import CompletionContext
+from ..routing.gate import SyntaxGate, make_gate
+from ..routing.request import CompletionContext
+from ..routing.text_rules import REQUEST_STOPS
+from ..settings.config import Settings
 from .datasets import Task
 from .execute import ExecResult, exec_key
 from .generate import context_for, multiline_for, treat
@@ -99,7 +99,7 @@ async def budget_heads(
     hand: only the embedded model's is."""
     from synconfroute.clients.embedded import EmbeddedBackend
 
-    from ..backends import choose_local, make_local
+    from ..routing.backends import choose_local, make_local
 
     choice = await choose_local(settings.local)
     if choice.kind != "embedded":

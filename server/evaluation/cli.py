@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import Loaded, default_config_path
+from ..settings.config import Loaded, default_config_path
 
 DEFAULT_OUT = Path(".eval") / "run"
 ALL_DATASETS = "humaneval,safim-block,safim-api"
@@ -292,7 +292,7 @@ def run_calibrate_command(args: argparse.Namespace, loaded: Loaded) -> int:
 
 
 def _calibrate_from_ledger(args: argparse.Namespace, loaded: Loaded) -> int:
-    from .. import ledger
+    from ..learning import ledger
     from .calibrate import CalibrationError, write_threshold
     from .from_ledger import MIN_SAMPLE, choose, describe
 

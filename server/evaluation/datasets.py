@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ..errors import UserError
+from ..vocab.errors import UserError
 
 DATA_ENV = "SYNCONFROUTE_DATA"
 LANGUAGES = ("python", "java", "cpp")
@@ -271,57 +271,8 @@ def load_own(path: Path) -> list[Task]:
     return out
 
 
-def _check_name(name: str) -> None:
-    if name in NOT_SHIPPED:
-        raise DatasetError(
-            f"{name} is not downloaded by eval: get {NOT_SHIPPED[name]} from the SAFIM "
-            "release and pass it with --file"
-        )
-    if name not in BUILTIN:
-        known = ", ".join([*BUILTIN, *NOT_SHIPPED])
-        raise DatasetError(f"unknown dataset {name!r}; known: {known} (or --file PATH)")
-
-
-def locate(names: Sequence[str], folder: Path | None = None) -> dict[str, Path]:
-    """The file of each built-in dataset: in `folder` (--data), else in $SYNCONFROUTE_DATA,
-    else downloaded into the cache (checked against its pinned sha256)."""
-    from . import download  # httpx and platformdirs only when a dataset is asked for
-
-    for name in names:
-        _check_name(name)
-    given: Path | None = folder
-    origin = "--data"
-    if folder is None:
-        given, origin = env_data_dir(), f"${DATA_ENV}"
-    sources = {name: download.SOURCES[name] for name in names}
-    if given is not None:
-        found = {name: download.find_in(given, s) for name, s in sources.items()}
-        missing = [sources[name] for name, path in found.items() if path is None]
-        if missing:
-            raise DatasetError(
-                f"{origin} folder {given} lacks {', '.join(s.file for s in missing)}.\n"
-                + download.how_to_get(missing, given)
-            )
-        return {name: path for name, path in found.items() if path is not None}
-    out: dict[str, Path] = {}
-    cache = download.cache_dir()
-    for name, source in sources.items():
-        try:
-            out[name] = download.fetch(source, cache)
-        except download.ChecksumError:
-            raise
-        except download.DownloadError as exc:
-            left = [s for n, s in sources.items() if n not in out]
-            raise download.DownloadError(f"{exc}\n" + download.how_to_get(left, None)) from exc
-    return out
-
-
 def load_path(name: str, path: Path) -> list[Task]:
     return load_humaneval(path, name) if name == "humaneval" else load_safim(path, name)
-
-
-def load_builtin(name: str, folder: Path | None = None) -> list[Task]:
-    return load_path(name, locate([name], folder)[name])
 
 
 def load_file(path: Path) -> list[Task]:

@@ -1,4 +1,6 @@
-"""The built-in benchmark files: fetched once from their public releases, checked, cached.
+"""Where each built-in benchmark file comes from: a folder the user names (--data or
+$SYNCONFROUTE_DATA), else fetched once from its public release, checked, cached
+(`locate`, `load_builtin`). datasets.py reads the files; this module finds them.
 
 Each file has a pinned URL (a commit, not a branch, so the bytes cannot change under us)
 and the sha256 of those bytes. `fetch` downloads into a temporary file next to the
@@ -20,12 +22,14 @@ import hashlib
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
 import attrs
 import httpx
 
+from . import datasets
 from .datasets import DatasetError
 from .progress import Progress
 
@@ -198,3 +202,50 @@ def _download(source: Source, out: BinaryIO, stream: TextIO | None, timeout_s: f
     except OSError as exc:
         raise DownloadError(f"cannot write the download of {source.url}: {exc}") from exc
     return h.hexdigest()
+
+
+def _check_name(name: str) -> None:
+    if name in datasets.NOT_SHIPPED:
+        raise DatasetError(
+            f"{name} is not downloaded by eval: get {datasets.NOT_SHIPPED[name]} from the SAFIM "
+            "release and pass it with --file"
+        )
+    if name not in datasets.BUILTIN:
+        known = ", ".join([*datasets.BUILTIN, *datasets.NOT_SHIPPED])
+        raise DatasetError(f"unknown dataset {name!r}; known: {known} (or --file PATH)")
+
+
+def locate(names: Sequence[str], folder: Path | None = None) -> dict[str, Path]:
+    """The file of each built-in dataset: in `folder` (--data), else in $SYNCONFROUTE_DATA,
+    else downloaded into the cache (checked against its pinned sha256)."""
+    for name in names:
+        _check_name(name)
+    given: Path | None = folder
+    origin = "--data"
+    if folder is None:
+        given, origin = datasets.env_data_dir(), f"${datasets.DATA_ENV}"
+    sources = {name: SOURCES[name] for name in names}
+    if given is not None:
+        found = {name: find_in(given, s) for name, s in sources.items()}
+        missing = [sources[name] for name, path in found.items() if path is None]
+        if missing:
+            raise DatasetError(
+                f"{origin} folder {given} lacks {', '.join(s.file for s in missing)}.\n"
+                + how_to_get(missing, given)
+            )
+        return {name: path for name, path in found.items() if path is not None}
+    out: dict[str, Path] = {}
+    cache = cache_dir()
+    for name, source in sources.items():
+        try:
+            out[name] = fetch(source, cache)
+        except ChecksumError:
+            raise
+        except DownloadError as exc:
+            left = [s for n, s in sources.items() if n not in out]
+            raise DownloadError(f"{exc}\n" + how_to_get(left, None)) from exc
+    return out
+
+
+def load_builtin(name: str, folder: Path | None = None) -> list[datasets.Task]:
+    return datasets.load_path(name, locate([name], folder)[name])

@@ -17,6 +17,7 @@ import ast
 import atexit
 import hashlib
 import re
+import secrets
 import shutil
 import stat
 import tempfile
@@ -341,8 +342,15 @@ def execute(
     if exact_shortcut and task.io_tests and task.truth is not None and completion == task.truth:
         return ExecResult(passed=True, outcome="exact-match")
     program = task.program(completion).replace("\r\n", "\n")
+    marker = None
+    if not task.io_tests and task.language == "python":
+        # A program that tests itself passes only if it reaches its end: exit status 0
+        # alone is not enough (a completion may call exit() or os._exit(0) before the
+        # checks run). The marker is new each run, so no completion can print it.
+        marker = f"synconfroute-end-{secrets.token_hex(16)}"
+        program += f"\nprint({marker!r}, flush=True)\n"
     with sandbox.slot() as slot, sandbox.workdir(slot) as wd:
-        return _run_program(task, program, sandbox, tools, slot, wd, timeout_s)
+        return _run_program(task, program, sandbox, tools, slot, wd, timeout_s, marker)
 
 
 def _run_program(
@@ -353,6 +361,7 @@ def _run_program(
     slot: int,
     wd: Path,
     timeout_s: float,
+    marker: str | None = None,
 ) -> ExecResult:
     lang = task.language
     spent = 0.0
@@ -409,6 +418,9 @@ def _run_program(
         failed = _failure(res)
         if failed:
             return ExecResult(passed=False, outcome=failed[0], detail=failed[1], elapsed_s=spent)
+        if marker is not None and not _ends_with_marker(res.stdout, marker):
+            why = "exit 0 before the end of the test program (its checks did not all run)"
+            return ExecResult(passed=False, outcome="runtime-error", detail=why, elapsed_s=spent)
         return ExecResult(passed=True, outcome="passed", elapsed_s=spent)
     for i, test in enumerate(task.io_tests, 1):
         res = sandbox.run(argv, cwd=wd, slot=slot, limits=limits, stdin=test.input)
@@ -427,6 +439,11 @@ def _run_program(
                 elapsed_s=spent,
             )
     return ExecResult(passed=True, outcome="passed", elapsed_s=spent)
+
+
+def _ends_with_marker(stdout: bytes, marker: str) -> bool:
+    lines = stdout.decode("utf-8", "replace").rstrip().splitlines()
+    return bool(lines) and lines[-1].strip() == marker
 
 
 def _compile_error(res: RunResult, spent: float) -> ExecResult:

@@ -27,7 +27,6 @@ left out.
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -35,8 +34,8 @@ from typing import Any
 
 import attrs
 
-from ..stats import wilson
-from .calibrate import MAX_CANDIDATES, CalibrationError
+from ..learning.stats import wilson
+from .calibrate import CalibrationError, candidate_thresholds
 
 BIN = 0.25
 MIN_SAMPLE = 200
@@ -98,16 +97,6 @@ def observations(
             syntax = d.get("syntax") if d.get("syntax") in ("valid", "invalid") else None
             out.append(Obs(float(conf), str(d["route"]), good, syntax))
     return out, skipped
-
-
-def candidates(obs: Sequence[Obs]) -> list[float]:
-    confs = sorted({o.confidence for o in obs})
-    cuts = [(a + b) / 2 for a, b in itertools.pairwise(confs)]
-    if len(cuts) > MAX_CANDIDATES:
-        step = (len(cuts) - 1) / (MAX_CANDIDATES - 1)
-        cuts = [cuts[round(i * step)] for i in range(MAX_CANDIDATES)]
-    ends = [confs[0] - 0.01, min(0.0, confs[-1] + 0.01)]
-    return sorted({round(c, 4) for c in [*cuts, *ends] if c <= 0.0})
 
 
 class Replay:
@@ -226,7 +215,8 @@ def choose(
     synconf = policies.most_common(1)[0][0] == "synconf"
     limit = 1.0 if budget is None else budget
     replay = Replay(obs, synconf)
-    points = [p for t in candidates(obs) if (p := replay.at(t)) is not None]
+    tried = candidate_thresholds(o.confidence for o in obs)
+    points = [p for t in tried if (p := replay.at(t)) is not None]
     if not points:
         raise CalibrationError(
             "the ledger has too few local completions shown in any confidence range to "

@@ -191,9 +191,9 @@ def plot(summary: dict[str, Any], out: Path) -> list[Path]:
     except ImportError as exc:
         raise ImportError(f"matplotlib is not installed: {PLOT_HINT}") from exc
 
+    from ..learning import figures
+
     names = _plot_groups(summary)
-    cols = min(4, len(names))
-    rows = (len(names) + cols - 1) // cols
     upper = summary.get("remote") == "oracle"
     written: list[Path] = []
     styles = {
@@ -213,8 +213,8 @@ def plot(summary: dict[str, Any], out: Path) -> list[Path]:
     ):
         if metric == "pass_at_1" and summary.get("remote") == "none":
             continue
-        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows), squeeze=False)
-        for ax, name in zip(axes.flat, names, strict=False):
+        fig, axes = figures.panels(len(names))
+        for ax, name in zip(axes, names, strict=True):
             g = summary["groups"][name]
             for key, (color, marker) in styles.items():
                 if key not in g["curves"]:  # a summary written before the policy existed
@@ -264,17 +264,13 @@ def plot(summary: dict[str, Any], out: Path) -> list[Path]:
             )
             ax.tick_params(labelsize=7)
             ax.grid(alpha=0.3)
-        for ax in list(axes.flat)[len(names) :]:
-            ax.axis("off")
-        handles, labels = axes.flat[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=min(8, len(labels)), fontsize=8)
         run = summary.get("run", {})
-        fig.suptitle(
+        figures.finish(
+            fig,
+            axes,
             f"{ylabel} against escalation rate — local {run.get('local_model', '?')}, "
             f"remote {remote_label(summary)}",
-            fontsize=10,
         )
-        fig.tight_layout(rect=(0, 0.06, 1, 0.95))
         path = out / fname
         fig.savefig(path, dpi=110)
         plt.close(fig)

@@ -16,12 +16,12 @@ import attrs
 from synconfroute.clients.types import Backend
 
 from .. import __version__
-from ..backends import choose_local, make_local, make_remote
-from ..config import Settings
-from ..errors import UserError
-from ..gate import SyntaxGate
+from ..routing.backends import build_tiers
+from ..routing.gate import SyntaxGate
+from ..settings.config import Settings
 from ..syntax.verdict import Mode
-from . import ceiling, datasets, report, scoring
+from ..vocab.errors import UserError
+from . import ceiling, datasets, download, report, scoring
 from .datasets import DatasetError, Task
 from .execute import ExecResult, Toolchains, exec_key, execute
 from .generate import GenerationStopped, RemoteKind, generate_all, refresh_all
@@ -65,7 +65,7 @@ class EvalOptions:
 def load_tasks(opts: EvalOptions) -> list[Task]:
     tasks: list[Task] = []
     # every file located (or downloaded) first: one message names all the missing ones
-    for name, path in datasets.locate(opts.datasets, opts.data).items():
+    for name, path in download.locate(opts.datasets, opts.data).items():
         tasks += datasets.load_path(name, path)
     for path in opts.files:
         tasks += datasets.load_file(path)
@@ -97,24 +97,21 @@ def _check_same_run(info: dict[str, Any], now: dict[str, Any], out: Path) -> Non
 async def _generate(
     opts: EvalOptions, settings: Settings, tasks: list[Task], folder: RunFolder, err: TextIO
 ) -> dict[str, Any]:
-    choice = await choose_local(settings.local)
-    local = make_local(settings.local, choice.kind)
-    remote: Backend | None = None
-    if opts.remote == "config":
-        remote = make_remote(settings.remote)
-        if remote is None:
-            await local.aclose()
-            raise EvalError(
-                "no remote tier is configured: set remote.url and remote.model (see "
-                "docs/settings.md), or use --remote oracle (ground truth, an upper bound) "
-                "or --remote none"
-            )
+    tiers = await build_tiers(settings, remote=opts.remote == "config")
+    local, remote = tiers.local, tiers.remote
+    if opts.remote == "config" and remote is None:
+        await local.aclose()
+        raise EvalError(
+            "no remote tier is configured: set remote.url and remote.model (see "
+            "docs/settings.md), or use --remote oracle (ground truth, an upper bound) "
+            "or --remote none"
+        )
     max_tokens = opts.max_tokens or settings.completion.max_tokens
     info = {
         "version": __version__,
         "local_backend": local.name,
         "local_model": local.model,
-        "local_choice": choice.reason,
+        "local_choice": tiers.choice.reason,
         "remote": opts.remote,
         "remote_model": remote.model if remote else opts.remote,
         "max_tokens": max_tokens,
@@ -160,6 +157,7 @@ async def _probe_local(local: Backend, err: TextIO) -> str | None:
 
     if isinstance(local, EmbeddedBackend):
         await local.load()
+        await local.calibrate()  # the speed the local budget is sized from, as the server
         mode = local.prompt_mode
     else:
         report_ = await local.discover()

@@ -6,7 +6,7 @@ document, follows edits incrementally and checks completions against a copy of t
 "compiler" (the paper's checks: Python `ast.parse`, Java `javalang`, C/C++ `g++/gcc
 -fsyntax-only`), "confirm" (tree-sitter, and a compiler only when tree-sitter objects).
 
-How "introduced" is decided (measured by scripts/gate_accuracy.py):
+How "introduced" is decided (measured by studies/gate_accuracy.py):
 
 - tree-sitter: the ERROR/MISSING nodes of the text with the completion are compared with
   those of the document's own tree (the text without it). A node touching the inserted
@@ -27,7 +27,7 @@ How "introduced" is decided (measured by scripts/gate_accuracy.py):
   so.
 """
 
-from ..positions import Encoding
+from ..vocab.positions import Encoding
 from ._compilers import CompilerConfig, prepare_pch
 from .document import Position, SyntaxDocument, check_completion
 from .languages import (

@@ -13,7 +13,7 @@ from typing import Literal
 import attrs
 import tree_sitter
 
-from ..positions import Encoding, Text, to_position
+from ..vocab.positions import Encoding, Text, to_position
 from . import _cmacros, _compilers, _pywindow
 from ._compilers import DEFAULT_CONFIG, CompilerConfig, CompilerResult, Judgement
 from ._pyindent import indentation_sites
@@ -66,7 +66,7 @@ class SyntaxDocument:
     """The tree of one document, following its one `Text`. Not thread-safe: one owner.
 
     Positions are (line, character), 0-based, with LSP's line breaks (\\r\\n, \\r, \\n;
-    see server/positions.py), character counted in `encoding` units: "utf-32" (code
+    see server/vocab/positions.py), character counted in `encoding` units: "utf-32" (code
     points, default), "utf-16" (the LSP default) or "utf-8" (bytes). Given a `Text`, the
     document shares it (the session's one copy) and applies edits to it; given a str,
     it wraps it. The UTF-8 bytes tree-sitter parses are derived from that text.
@@ -686,5 +686,5 @@ def _join(a: str, b: str) -> str:
 
 def _point(data: bytes, offset: int) -> tuple[int, int]:
     """tree-sitter point (row, byte column) of a byte offset: rows counted at \\n only,
-    tree-sitter's own rule (LSP positions are another matter: server/positions.py)."""
+    tree-sitter's own rule (LSP positions are another matter: server/vocab/positions.py)."""
     return data.count(b"\n", 0, offset), offset - (data.rfind(b"\n", 0, offset) + 1)

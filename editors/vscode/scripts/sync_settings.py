@@ -1,4 +1,4 @@
-"""Write the server's settings (server/config.py) into the extension's package.json.
+"""Write the server's settings (server/settings/config.py) into the extension's package.json.
 
     python editors/vscode/scripts/sync_settings.py           # update package.json
     python editors/vscode/scripts/sync_settings.py --check   # exit 1 if it is out of date
@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 PACKAGE_JSON = HERE.parent / "package.json"
 sys.path.insert(0, str(HERE.parents[2]))
 
-from synconfroute.server import config  # noqa: E402  (needs the repository on sys.path)
+from synconfroute.server.settings import config  # noqa: E402  (needs the repository on sys.path)
 
 SECTION = "synconfroute"
 
@@ -70,11 +70,9 @@ SETTINGS_NOTE = (
 
 
 def _scope_note(key: str) -> str:
-    if key in config.USER_ONLY_KEYS:
-        return " *User settings only: a workspace may not say where code goes.*"
     if key in config.TIGHTEN_ONLY_KEYS:
         return " *A workspace may only set this towards sending less off the machine.*"
-    return ""
+    return " *User settings only: a workspace may not set it.*"
 
 
 def _schema(hint: Any, field: attrs.Attribute[Any]) -> dict[str, Any]:
@@ -105,9 +103,9 @@ def server_properties() -> dict[str, dict[str, Any]]:
             prop = _schema(hints[field.name], field)
             prop["default"] = getattr(getattr(defaults, name), field.name)
             key = f"{name}.{field.name}"
-            # Where code goes is the user's call: a workspace's .vscode/settings.json
-            # must not set it (the server refuses it from workspace scope anyway).
-            prop["scope"] = "machine" if key in config.USER_ONLY_KEYS else "resource"
+            # The server's one allow-list: a workspace's .vscode/settings.json may set
+            # only the tighten-only keys (the server refuses the rest from it anyway).
+            prop["scope"] = "resource" if key in config.TIGHTEN_ONLY_KEYS else "machine"
             prop["order"] = order
             env = config.ENV_PREFIX + f"{name}_{field.name}".upper()
             prop["markdownDescription"] = (
@@ -138,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         if new != package:
             print(
-                f"{PACKAGE_JSON} does not match server/config.py: run "
+                f"{PACKAGE_JSON} does not match server/settings/config.py: run "
                 "python editors/vscode/scripts/sync_settings.py",
                 file=sys.stderr,
             )

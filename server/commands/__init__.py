@@ -1,0 +1,1 @@
+"""The `synconfroute` command line and its one-shot commands (complete, doctor)."""

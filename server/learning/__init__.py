@@ -1,0 +1,1 @@
+"""What the user did with the decisions: the ledger, retention, the adaptive threshold, stats."""

@@ -1,0 +1,1 @@
+"""Protocol glue: LSP framing and handlers, the only modules that import pygls."""

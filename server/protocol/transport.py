@@ -1,0 +1,480 @@
+"""The LSP base protocol on our side of pygls: framing that survives bad input, and the
+lifecycle rules of the specification (initialize first, nothing after shutdown, exit code).
+
+pygls 2's reader (`pygls.io_.run_async`) matches only `Content-Length: N\\r\\n` exactly,
+reads whatever length it is told, and loses the frame boundary for good after one bad
+frame; its `exit` waits for a thread blocked on stdin. This module replaces the reader
+and the few protocol methods involved; everything else is pygls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from lsprotocol import types as t
+from pygls.exceptions import JsonRpcException
+from pygls.io_ import StdoutWriter
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.json_rpc import RPCMessage, RPCRequest
+from pygls.protocol.language_server import lsp_method
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""A message body above this is refused (an error response with id null) and its bytes
+skipped: the length is the peer's word, and 10**12 would otherwise be allocated."""
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+SERVER_NOT_INITIALIZED = -32002
+
+_READ_SIZE = 1 << 16
+_MAX_HEADER_LINE = 8192  # a longer line without a newline is not a header
+_TAIL_KEPT = 64  # of skipped bytes, enough to hold the start of a header cut in two
+_TCHAR = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]"  # RFC 7230 token, as header names are
+_HEADER = re.compile(_TCHAR + rb"+[ \t]*:[ \t]*(.*?)[ \t]*")
+_LENGTH_NAME = re.compile(rb"content-length[ \t]*:", re.IGNORECASE)
+# A whole Content-Length line, raw newline included: valid JSON cannot hold one (a raw
+# newline is not allowed inside a string, and the bare words outside one), so inside a
+# body it can only be the next frame, after a Content-Length that was too large.
+_LENGTH_LINE = re.compile(rb"content-length[ \t]{0,16}:[ \t]{0,16}\d{1,20}[ \t]{0,16}\r?\n", re.I)
+_LENGTH_LINE_MAX = 100
+# Header lines, the last one possibly cut: what follows a body's closing brace when the
+# declared length ran a few bytes into the next frame's header.
+_HEADER_TAIL = re.compile(
+    rb"(?:" + _TCHAR + rb"+[ \t]*:[^\r\n]*\r?\n)*" + _TCHAR + rb"*(?:[ \t]*:[^\r\n]*)?\r?"
+)
+
+
+@dataclass(frozen=True)
+class Body:
+    """One message body; shorter than `declared` when the next frame began inside it."""
+
+    body: bytes
+    declared: int
+
+
+@dataclass(frozen=True)
+class TooLarge:
+    declared: int
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Bytes dropped while looking for the next header."""
+
+    nbytes: int
+
+
+Event = Body | TooLarge | Skipped
+
+
+class FrameParser:
+    """Bytes in, message bodies out, resynchronising on the next `Content-Length` header
+    after anything malformed. Pure: the same stream gives the same bodies however it is cut.
+
+    Header names are case-insensitive (the base protocol uses HTTP's header rules); only
+    Content-Length matters, Content-Type is accepted and ignored (UTF-8 is the only charset
+    in use)."""
+
+    def __init__(self, max_body: int = MAX_BODY_BYTES) -> None:
+        self._max_body = max_body
+        self._buf = bytearray()
+        self._length: int | None = None  # None while reading headers
+        self._content_length: bytes | None = None
+        self._header_lines = 0
+        self._scanned = 0  # bytes of the current body already searched for a header
+        self._skipped = 0
+
+    def feed(self, data: bytes) -> list[Event]:
+        self._buf += data
+        out: list[Event] = []
+        while self._header_line(out) if self._length is None else self._body(out):
+            pass
+        return out
+
+    def _skip(self, n: int) -> None:
+        del self._buf[:n]
+        self._skipped += n
+
+    def _flush_skipped(self, out: list[Event]) -> None:
+        if self._skipped:
+            out.append(Skipped(self._skipped))
+            self._skipped = 0
+
+    def _drop_headers(self) -> None:
+        self._content_length = None
+        self._header_lines = 0
+
+    def _header_line(self, out: list[Event]) -> bool:
+        buf = self._buf
+        nl = buf.find(b"\n")
+        if nl < 0:
+            if len(buf) <= _MAX_HEADER_LINE:
+                return False  # wait for the rest of the line
+            starts = [m.start() for m in _LENGTH_NAME.finditer(buf)]
+            cut = starts[-1] if starts and starts[-1] > 0 else len(buf) - _TAIL_KEPT
+            self._skip(cut)
+            self._drop_headers()
+            return True
+        line = bytes(buf[: nl + 1])
+        # A Content-Length inside a line starts the next frame: what precedes it is the
+        # rest of a body whose Content-Length was too small (or other noise).
+        starts = [m.start() for m in _LENGTH_NAME.finditer(line)]
+        if starts and starts[-1] > 0:
+            self._skip(starts[-1])
+            self._drop_headers()
+            return True
+        del buf[: nl + 1]
+        text = line.rstrip(b"\r\n")
+        if not text.strip():  # the blank line that ends the headers
+            if self._content_length is not None:
+                self._start_body(int(self._content_length), out)
+            elif self._header_lines:
+                self._skipped += self._header_lines  # headers without a length: a lost frame
+            self._drop_headers()
+            return True
+        m = _HEADER.fullmatch(text)
+        if starts and m is not None and m.group(1).isdigit():
+            self._content_length = m.group(1)
+        elif m is None or starts:  # not a header, or a Content-Length that is not a number
+            self._skipped += len(line)
+            self._drop_headers()
+            return True
+        self._header_lines += len(line)
+        return True
+
+    def _start_body(self, length: int, out: list[Event]) -> None:
+        self._flush_skipped(out)
+        if length > self._max_body:
+            out.append(TooLarge(length))  # its bytes, if they come, are skipped as noise
+            return
+        self._length = length
+        self._scanned = 0
+
+    def _body(self, out: list[Event]) -> bool:
+        buf, n = self._buf, self._length
+        assert n is not None
+        end = min(len(buf), n)
+        start = max(0, self._scanned - _LENGTH_LINE_MAX)
+        m = _LENGTH_LINE.search(buf, start, end) if buf.find(b"\n", start, end) >= 0 else None
+        if m is not None:
+            # The declared length was too large: the body ends where the next frame starts.
+            body = bytes(buf[: m.start()])
+            brace = body.rfind(b"}")
+            keep = brace + 1 if brace >= 0 else len(body)
+            del buf[:keep]  # whatever lies between the brace and the header is parsed as headers
+            self._emit(Body(body[:keep], n), out)
+            return True
+        if len(buf) < n:
+            self._scanned = len(buf)
+            return False
+        if not _may_be_message(buf, n):
+            # A body that cannot be a message: if the next frame's header begins inside it
+            # (the length ran into that header), the body ends there, so no frame is lost.
+            found = _header_inside(buf, n)
+            if found is _WAIT:
+                self._scanned = n
+                return False  # the tail might begin a header: wait for its next bytes
+            if isinstance(found, int):
+                body = bytes(buf[:found])
+                del buf[:found]
+                self._emit(Body(body, n), out)
+                return True
+        with memoryview(buf) as view:  # one copy, not two (10 MB didOpen bodies)
+            body = bytes(view[:n])
+        del buf[:n]
+        brace = body.rfind(b"}")
+        tail = body[brace + 1 :] if brace >= 0 else b""
+        if tail.strip() and len(tail) <= _MAX_HEADER_LINE and _HEADER_TAIL.fullmatch(tail.lstrip()):
+            # Too large by less than a header: give the start of the next header back.
+            buf[0:0] = tail
+            body = body[: brace + 1]
+        self._emit(Body(body, n), out)
+        return True
+
+    def _emit(self, event: Event, out: list[Event]) -> None:
+        self._length = None
+        out.append(event)
+
+
+_NAME = b"content-length"
+# Any start of a Content-Length header name (at least one letter), up to its colon, at the
+# end of the bytes received so far.
+_NAME_START = re.compile(
+    b"".join(b"(?:" + re.escape(_NAME[i : i + 1]) for i in range(len(_NAME)))
+    + rb"(?:[ \t]{0,16})?"
+    + b")?" * (len(_NAME) - 1)
+    + b")\\Z",
+    re.IGNORECASE,
+)
+_NAME_REACH = len(_NAME) + 18  # the name, spaces and the colon
+_WAIT = object()
+
+
+def _may_be_message(buf: bytearray, n: int) -> bool:
+    """Whether the n-byte body at the start of `buf` can hold a JSON-RPC message (an
+    object or a batch array: it ends with a brace or a bracket)."""
+    tail = bytes(buf[max(0, n - 64) : n]).rstrip()
+    return tail.endswith((b"}", b"]"))
+
+
+def _header_inside(buf: bytearray, n: int) -> int | object | None:
+    """Where a Content-Length header starts inside the body buf[:n] (it may run past n),
+    _WAIT when the body's end may begin one but the bytes after it are not here yet,
+    else None."""
+    end = min(len(buf), n + _NAME_REACH)
+    m = _LENGTH_NAME.search(buf, 0, end)
+    if m is not None and m.start() < n:
+        return m.start()
+    if len(buf) >= n + _NAME_REACH:
+        return None
+    part = _NAME_START.search(buf, max(0, n - _NAME_REACH))
+    return _WAIT if part is not None and part.start() < n else None
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def envelope_problem(data: dict[str, Any]) -> str | None:
+    """What makes `data` an invalid JSON-RPC 2.0 message (InvalidRequest), or None."""
+    if data.get("jsonrpc") != "2.0":
+        return f"not a JSON-RPC 2.0 message (jsonrpc is {_brief(data.get('jsonrpc'))})"
+    if "method" in data and not isinstance(data["method"], str):
+        return f"the method must be a string, got {type(data['method']).__name__}"
+    ok_id = _valid_id(data.get("id")) or (data.get("id") is None and "method" not in data)
+    if "id" in data and not ok_id:
+        return f"the id must be a string or a number, got {type(data['id']).__name__}"
+    return None
+
+
+def _brief(value: Any) -> str:
+    return repr(value) if isinstance(value, str | int | float | None) else type(value).__name__
+
+
+class InvalidEnvelope(Exception):
+    """A message that is JSON but not a valid JSON-RPC 2.0 message: InvalidRequest, with
+    its id when the id itself is valid."""
+
+    def __init__(self, problem: str, data: dict[str, Any]) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.msg_id: int | str | None = data.get("id") if _valid_id(data.get("id")) else None
+
+
+class TransportProtocol(LanguageServerProtocol):
+    """pygls' protocol with the lifecycle rules of the LSP specification:
+    a request before initialize gets ServerNotInitialized (-32002) and a notification is
+    dropped; a request after shutdown gets InvalidRequest; exit sets the exit code (0 after
+    shutdown, else 1) and ends the read loop instead of raising SystemExit in it."""
+
+    def __init__(self, server: Any, converter: Any) -> None:
+        super().__init__(server, converter)
+        self.exit_code: int | None = None
+        self._initialize_seen = False
+        self._shutdown_seen = False
+
+    def send_error(self, msg_id: int | str | None, code: int, message: str) -> None:
+        # Written by hand: pygls' converter drops "id": null, which JSON-RPC requires.
+        error = {"code": code, "message": message}
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": error})
+
+    def _send_response(
+        self, msg_id: Any, result: Any | None = None, error: t.ResponseError | None = None
+    ) -> None:
+        # pygls answers a handler's crash with its traceback in `data`: the traceback is
+        # in our log (pygls logs it), the client gets the message only.
+        if error is not None and isinstance(error.data, dict) and "traceback" in error.data:
+            text = f"synconfroute: internal error: {error.message} (the server log has the details)"
+            error = t.ResponseError(code=error.code, message=text)
+        super()._send_response(msg_id, result, error)
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        if "jsonrpc" in data:  # a message, not an object inside one
+            problem = envelope_problem(data)
+            if problem is not None:
+                raise InvalidEnvelope(problem, data)
+        return super().structure_message(data)
+
+    def handle_message(self, message: RPCMessage) -> None:
+        method = getattr(message, "method", None)
+        request = isinstance(message, RPCRequest)
+        msg_id = message.id if isinstance(message, RPCRequest) else None
+        if request and method == t.INITIALIZE and self._initialize_seen:
+            text = "synconfroute: initialize was already received; it may be sent only once"
+            self.send_error(msg_id, INVALID_REQUEST, text)
+            return
+        if method == t.EXIT:
+            pass
+        elif not self._initialize_seen and not (request and method == t.INITIALIZE):
+            if request:
+                text = f"synconfroute: {method} before initialize; send initialize first"
+                self.send_error(msg_id, SERVER_NOT_INITIALIZED, text)
+            return  # a notification before initialize is dropped (LSP specification)
+        elif self._shutdown_seen and request:
+            text = f"synconfroute: {method} after shutdown; only exit is accepted now"
+            self.send_error(msg_id, INVALID_REQUEST, text)
+            return
+        if request and method == t.INITIALIZE:
+            self._initialize_seen = True
+        if request and method == t.SHUTDOWN:
+            self._shutdown_seen = True
+        super().handle_message(message)
+
+    @lsp_method(t.EXIT)
+    def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
+        if (user_handler := self.fm.features.get(t.EXIT)) is not None:
+            yield user_handler, args, None
+        self.exit_code = 0 if self._shutdown_seen else 1
+
+    def receive(self, event: Event) -> None:
+        """Handle one event from the frame parser."""
+        if isinstance(event, Skipped):
+            log.warning("synconfroute: skipped %d bytes that were not a message", event.nbytes)
+        elif isinstance(event, TooLarge):
+            text = (
+                f"synconfroute: a message of {event.declared} bytes exceeds the limit of "
+                f"{MAX_BODY_BYTES // (1024 * 1024)} MB; skipped"
+            )
+            log.warning("%s", text)
+            self.send_error(None, INVALID_REQUEST, text)
+        else:
+            if len(event.body) != event.declared:
+                log.warning(
+                    "synconfroute: Content-Length said %d bytes, but the next message "
+                    "began after %d; read the message up to there",
+                    event.declared,
+                    len(event.body),
+                )
+            self._receive_body(event.body)
+
+    def _receive_body(self, body: bytes) -> None:
+        try:
+            message = json.loads(body, object_hook=self.structure_message)
+        except InvalidEnvelope as exc:
+            log.warning("synconfroute: %s", exc.problem)
+            self.send_error(exc.msg_id, INVALID_REQUEST, f"synconfroute: {exc.problem}")
+            return
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
+            # The message text is not logged: it may hold source code.
+            text = f"synconfroute: a message is not valid JSON ({exc})"
+            log.warning("%s", text)
+            self.send_error(None, PARSE_ERROR, text)
+            return
+        except JsonRpcException as exc:  # requests were answered by structure_message
+            log.warning("synconfroute: dropped a malformed message: %s", exc)
+            return
+        if not isinstance(getattr(message, "jsonrpc", None), str):
+            # Not a JSON-RPC 2.0 object (pygls passes such values on, then fails on them).
+            fields = message if isinstance(message, dict) else {}
+            if "id" not in fields and "method" in fields:
+                return  # a notification gets no answer, even a malformed one
+            msg_id = fields.get("id")
+            if not isinstance(msg_id, str | int) or isinstance(msg_id, bool):
+                msg_id = None
+            text = "synconfroute: not a JSON-RPC 2.0 request object"
+            log.warning("%s", text)
+            self.send_error(msg_id, INVALID_REQUEST, text)
+            return
+        try:
+            self.handle_message(message)
+        except BrokenPipeError:
+            raise
+        except Exception:
+            log.exception("synconfroute: failed to handle a message")
+
+
+async def _serve(protocol: TransportProtocol, read: Callable[[], Awaitable[bytes]]) -> int:
+    parser = FrameParser()
+    try:
+        while protocol.exit_code is None:
+            data = await read()
+            if not data:
+                log.info("synconfroute: the client closed the connection")
+                break
+            for event in parser.feed(data):
+                protocol.receive(event)
+                if protocol.exit_code is not None:
+                    break
+    except BrokenPipeError:
+        log.error("synconfroute: the connection to the client is lost")
+    return protocol.exit_code or 0
+
+
+def _protocol(server: LanguageServer) -> TransportProtocol:
+    protocol = server.protocol
+    if not isinstance(protocol, TransportProtocol):
+        raise TypeError("the server's protocol_cls must derive from TransportProtocol")
+    return protocol
+
+
+def serve_stdio(
+    server: LanguageServer, stdin_fd: int | None = None, stdout: BinaryIO | None = None
+) -> int:
+    """Serve one client over stdio until exit or end of input; the process exit code."""
+    protocol = _protocol(server)
+    protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+    fd = sys.stdin.fileno() if stdin_fd is None else stdin_fd
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        # Bounded: a client that writes faster than we parse waits in its pipe, not in our RAM.
+        chunks: asyncio.Queue[bytes] = asyncio.Queue(maxsize=16)
+
+        def pump() -> None:
+            # A daemon thread on the raw fd: a blocked read never delays the exit.
+            while not loop.is_closed():
+                try:
+                    data = os.read(fd, _READ_SIZE)
+                except OSError:
+                    data = b""
+                try:
+                    asyncio.run_coroutine_threadsafe(chunks.put(data), loop).result()
+                except BaseException:  # the loop has ended (closed, or the put cancelled)
+                    return
+                if not data:
+                    return
+
+        threading.Thread(target=pump, name="synconfroute-stdin", daemon=True).start()
+        return await _serve(protocol, chunks.get)
+
+    return asyncio.run(main())
+
+
+def serve_tcp(server: LanguageServer, host: str, port: int) -> int:
+    """Serve the first client that connects (debugging), with the same reader as stdio."""
+    protocol = _protocol(server)
+
+    async def main() -> int:
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        busy = False
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal busy
+            if busy:  # one client per server, as over stdio
+                writer.close()
+                return
+            busy = True
+            protocol.set_writer(writer)
+            code = await _serve(protocol, lambda: reader.read(_READ_SIZE))
+            writer.close()
+            if not done.done():
+                done.set_result(code)
+
+        tcp = await asyncio.start_server(connection, host, port)
+        log.info("synconfroute: serving on %s:%s", host, port)
+        async with tcp:
+            return await done
+
+    return asyncio.run(main())

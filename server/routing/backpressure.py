@@ -1,0 +1,204 @@
+"""How busy the cluster is, and how much that raises the bar for escalating.
+
+Pure and clock-free (every call takes `now`, in seconds), so the server, the tests and the
+organisation simulator (studies/org_load.py, its model in studies/_orgmodel.py) drive the
+same code.
+
+The routing rule stays SynConfRoute: escalate when confidence < threshold or the syntax is
+invalid. Under load the confidence bar moves down by `lift` (log-prob units, at most
+`max_lift`), so fewer unsure-but-valid local answers go out; an invalid one still escalates
+unless the cluster said "not now" (429/503 with Retry-After) or is unreachable. The lift
+rises by `step` on every congestion signal (a first token slower than the target, 429,
+503, a connection failure) and falls by `step` on every answer in time. One client sees
+only its own escalations, a few a minute, so the lift also halves every `recover_s`
+seconds without a signal: the bar comes back down after a busy spell even when the
+raised bar leaves few requests to probe the cluster. A request that would wait longer
+for its first token than its deadline allows (by the moving figure) keeps its valid
+local answer instead of queueing.
+
+The escalation budget is separate: at most `share` of the completions of the last
+`window_s` seconds escalate; near the cap, only the candidates most likely to help go out
+(syntax-invalid, or confidence among the lowest `share` of recent ones).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from typing import Literal
+
+import attrs
+
+State = Literal["ok", "slow", "shedding", "down"]
+
+
+@attrs.frozen(kw_only=True)
+class Limits:
+    """The user's bounds (routing.* settings)."""
+
+    ttft_target_s: float = 0.5  # a first token slower than this is a congestion signal
+    max_lift: float = 1.5  # the confidence bar moves down at most this far
+    step: float = 0.25  # lift added per congestion signal
+    recover_s: float = 60.0  # lift halves after this long without a signal
+    ewma: float = 0.3  # weight of the newest first-token time in the moving figure
+    default_retry_s: float = 5.0  # a 429/503 without Retry-After holds this long, at first
+    max_hold_s: float = 120.0  # consecutive failures double the hold up to this
+    relief: float = 0.5  # an answer in time takes this share of a step off the lift
+
+
+@attrs.frozen(kw_only=True)
+class Pressure:
+    """What the router needs now, and why (hover card, `status`, ledger)."""
+
+    state: State
+    lift: float  # subtract from the threshold
+    hold_until: float  # no escalation before this instant (Retry-After, connection loss)
+    why: str
+    ttft_s: float | None  # the moving first-token time
+
+    def can_escalate(self, now: float, deadline: float | None = None) -> bool:
+        """False while the cluster said "not now", or when the moving first-token time
+        says the answer would start too late to be written by `deadline` (an instant)."""
+        if now < self.hold_until:
+            return False
+        # The answer must start early enough to be written too: half the time left.
+        return deadline is None or self.ttft_s is None or self.ttft_s < 0.5 * (deadline - now)
+
+
+class Backpressure:
+    """Per remote tier: the moving first-token time and the lift it implies."""
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self._lift = 0.0
+        self._last_signal = -1e18
+        self._decayed_at = 0.0
+        self._hold_until = -1e18
+        self._ttft: float | None = None
+        self._why = "cluster answering in time"
+        self._state: State = "ok"
+        self._failures = 0  # in a row, without an answer between them
+
+    def _decay(self, now: float) -> None:
+        lim = self.limits
+        if self._lift <= 0:
+            self._decayed_at = now
+            return
+        start = max(self._decayed_at, self._last_signal)
+        if now > start:
+            self._lift *= 0.5 ** ((now - start) / lim.recover_s)
+            if self._lift < lim.step / 8:
+                self._lift = 0.0
+            self._decayed_at = now
+
+    def _signal(self, now: float, state: State, why: str) -> None:
+        self._decay(now)
+        self._lift = min(self.limits.max_lift, self._lift + self.limits.step)
+        self._last_signal = self._decayed_at = now
+        self._state, self._why = state, why
+
+    def answered(self, now: float, ttft_s: float) -> None:
+        """A remote answer started after `ttft_s` seconds."""
+        self._failures = 0
+        a = self.limits.ewma
+        self._ttft = ttft_s if self._ttft is None else (1 - a) * self._ttft + a * ttft_s
+        if ttft_s > self.limits.ttft_target_s:
+            self._signal(
+                now,
+                "slow",
+                f"cluster slow: first token {1000 * self._ttft:.0f} ms "
+                f"> target {1000 * self.limits.ttft_target_s:.0f} ms",
+            )
+        else:
+            self._decay(now)
+            self._lift = max(0.0, self._lift - self.limits.step * self.limits.relief)
+            if self._lift < self.limits.step / 8:
+                self._lift = 0.0
+
+    def refused(self, now: float, status: int, retry_after_s: float | None) -> None:
+        """The cluster shed the request (429 or 503), perhaps saying when to come back."""
+        wait = self._backoff() if retry_after_s is None else max(0.0, retry_after_s)
+        self._hold_until = max(self._hold_until, now + wait)
+        self._signal(now, "shedding", f"cluster shedding load ({status}), retry in {wait:.0f} s")
+
+    def unreachable(self, now: float, waited_s: float | None = None) -> None:
+        """A connection failure, or no first token after `waited_s` (the request's deadline
+        passed): the wait counts in the moving first-token time as a lower bound."""
+        if waited_s is not None:
+            a = self.limits.ewma
+            self._ttft = waited_s if self._ttft is None else (1 - a) * self._ttft + a * waited_s
+        wait = self._backoff()
+        self._hold_until = max(self._hold_until, now + wait)
+        self._signal(now, "down", f"cluster unreachable or too slow, retry in {wait:.0f} s")
+
+    def _backoff(self) -> float:
+        self._failures += 1
+        lim = self.limits
+        return float(min(lim.max_hold_s, lim.default_retry_s * 2 ** (self._failures - 1)))
+
+    def pressure(self, now: float) -> Pressure:
+        self._decay(now)
+        if self._lift == 0.0 and now >= self._hold_until:
+            self._state, self._why = "ok", "cluster answering in time"
+        return Pressure(
+            state=self._state,
+            lift=round(self._lift, 4),
+            hold_until=self._hold_until,
+            why=self._why,
+            ttft_s=self._ttft,
+        )
+
+
+class EscalationBudget:
+    """At most `share` of the last `window_s` seconds' completions escalate."""
+
+    def __init__(self, share: float, window_s: float = 300.0) -> None:
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"escalation budget must be within 0..1, got {share}")
+        self.share = share
+        self.window_s = window_s
+        self._seen: deque[tuple[float, bool]] = deque()  # (time, escalated)
+        self._escalated = 0
+        self._conf: deque[tuple[float, float]] = deque()  # recent local confidences
+        self._sorted: list[float] = []
+
+    def _trim(self, now: float) -> None:
+        edge = now - self.window_s
+        while self._seen and self._seen[0][0] < edge:
+            _, esc = self._seen.popleft()
+            self._escalated -= esc
+        while self._conf and self._conf[0][0] < edge:
+            _, c = self._conf.popleft()
+            del self._sorted[bisect.bisect_left(self._sorted, c)]
+
+    def used(self, now: float) -> float:
+        self._trim(now)
+        return self._escalated / len(self._seen) if self._seen else 0.0
+
+    def allow(self, now: float, confidence: float | None, syntax_invalid: bool) -> bool:
+        """May this escalation candidate go out? Call `record` with the outcome after.
+
+        The cap holds over the window (one escalation of slack, so the first completion
+        of a quiet window may escalate). A fifth of it is kept for the candidates most
+        likely to help: syntax-invalid, no confidence, or confidence among the lowest
+        `share` of recent ones.
+        """
+        self._trim(now)
+        if self.share >= 1.0:
+            return True
+        n = len(self._seen) + 1
+        if self._escalated > self.share * n:
+            return False
+        likely = syntax_invalid or confidence is None
+        if not likely and self._sorted:
+            cut = self._sorted[max(0, int(self.share * len(self._sorted)) - 1)]
+            likely = confidence is not None and confidence <= cut
+        return likely or self._escalated + 1 <= 0.8 * self.share * n + 1
+
+    def record(self, now: float, confidence: float | None, escalated: bool) -> None:
+        self._trim(now)
+        self._seen.append((now, escalated))
+        self._escalated += escalated
+        if confidence is not None:
+            self._conf.append((now, confidence))
+            bisect.insort(self._sorted, confidence)

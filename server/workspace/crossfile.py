@@ -1,0 +1,549 @@
+"""Cross-file context for one completion: what other files say about the code at the cursor.
+
+Two kinds of candidates, ranked together:
+
+- definitions (from the workspace index) of the names used near the cursor, and of the
+  names the file imports; a definition in a file the imports point at ranks higher
+  (import resolution by path, where the language makes it cheap: Python modules, Java
+  classes, relative JS/TS imports, C includes);
+- snippets of open, recently edited documents whose identifiers resemble the lines
+  before the cursor (Jaccard similarity over fixed windows, as neighbouring-tab tools do).
+
+`candidates()` ranks them once per request, with no privacy filter and no budget;
+`fit()` then picks, per tier, those its privacy rule allows, within its budget. The
+current file's prefix and suffix are not candidates: they keep priority (the budget is
+what the tier's `max_prompt_chars` leaves after them).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Iterable, Sequence
+
+import attrs
+from cachetools import LRUCache
+
+from .workspace_index import Symbol, WorkspaceIndex
+
+CHARS_PER_TOKEN = 3  # code in these tokenizers: ~3-4 characters a token; err on the small side
+NEAR_LINES_BEFORE = 30
+NEAR_LINES_AFTER = 8
+SNIPPET_LINES = 16  # window of an open document compared with the cursor's lines
+SNIPPET_MIN_SIMILARITY = 0.15
+HEADER_CHARS = 40  # what a file header costs, roughly, besides the path
+# A name the file imports but that the lines around the cursor do not show yet is the
+# likeliest next call (the cursor is where it gets used): it ranks like a name on the
+# line before the cursor. An imported name already in view gets a smaller lift.
+IMPORTED_UNSEEN = 0.8
+IMPORTED_SEEN = 0.3
+IMPORTED_FILE_BOOST = 3.0  # a definition in a file the imports point at
+MEMBER_WEIGHT = 0.5  # a method of a class named near the cursor, relative to the class
+TOP_KEPT = 3  # the best candidates a sticky context must hold to be kept (prompt_split)
+PACK = "mixed"  # how `fit` packs candidates (fit_detail; bench/context_prompt.py)
+SIGNATURE_CHARS = 160  # longest one-line signature kept (longer ones are cut at a comma)
+_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_KEYWORDS = frozenset(
+    {
+        "and",
+        "as",
+        "assert",
+        "async",
+        "await",
+        "break",
+        "case",
+        "catch",
+        "char",
+        "class",
+        "const",
+        "continue",
+        "def",
+        "default",
+        "del",
+        "do",
+        "double",
+        "elif",
+        "else",
+        "enum",
+        "except",
+        "export",
+        "extends",
+        "false",
+        "final",
+        "finally",
+        "float",
+        "fn",
+        "for",
+        "from",
+        "func",
+        "function",
+        "go",
+        "if",
+        "impl",
+        "implements",
+        "import",
+        "in",
+        "instanceof",
+        "int",
+        "interface",
+        "is",
+        "lambda",
+        "let",
+        "long",
+        "match",
+        "mod",
+        "module",
+        "mut",
+        "new",
+        "nil",
+        "none",
+        "not",
+        "null",
+        "or",
+        "package",
+        "pass",
+        "private",
+        "protected",
+        "pub",
+        "public",
+        "raise",
+        "return",
+        "self",
+        "static",
+        "struct",
+        "super",
+        "switch",
+        "synchronized",
+        "this",
+        "throw",
+        "throws",
+        "trait",
+        "true",
+        "try",
+        "type",
+        "typeof",
+        "use",
+        "var",
+        "void",
+        "while",
+        "with",
+        "yield",
+        "None",
+        "True",
+        "False",
+        "String",
+        "Object",
+        "Override",
+        "bool",
+        "boolean",
+        "byte",
+        "short",
+        "str",
+        "dict",
+        "list",
+        "tuple",
+        "set",
+        "len",
+        "print",
+        "range",
+        "isinstance",
+    }
+)
+
+
+@attrs.frozen
+class Candidate:
+    path: str  # absolute: privacy patterns and workspace-relative display use it
+    text: str
+    kind: str  # "definition" | "snippet"
+    score: float
+    name: str = ""  # the symbol a definition defines
+    line: int = 0  # where the text starts in its file (ordering within a file)
+
+
+@attrs.frozen
+class ContextFile:
+    """One file's contribution to a prompt: its path and the pieces taken from it."""
+
+    path: str
+    text: str
+
+    @property
+    def bytes(self) -> int:
+        return len(self.text.encode("utf-8", "surrogatepass"))
+
+
+def _near(prefix: str, suffix: str) -> list[tuple[str, float]]:
+    """Identifiers around the cursor, weighted by closeness (1 on the cursor's line)."""
+    before = prefix.split("\n")[-NEAR_LINES_BEFORE:]
+    after = suffix.split("\n")[:NEAR_LINES_AFTER]
+    out: list[tuple[str, float]] = []
+    n = len(before)
+    for i, line in enumerate(before):
+        w = 1.0 / (1 + (n - 1 - i) / 4)
+        out += [(m, w) for m in _IDENT.findall(line)]
+    for i, line in enumerate(after):
+        w = 0.5 / (1 + i / 2)
+        out += [(m, w) for m in _IDENT.findall(line)]
+    return out
+
+
+# `from m import a, b` or `from m import (\n    a,\n    b,\n)` (the parenthesised list may
+# span lines and hold comments).
+_PY_FROM = re.compile(r"^\s*from\s+(\.*[\w.]*)\s+import\s+(\([^)]{0,4000}\)?|[^\n#]*)", re.M)
+_PY_COMMENT = re.compile(r"#[^\n]*")
+_PY_IMPORT = re.compile(r"^\s*import\s+([\w., ]+)", re.M)
+_JAVA_IMPORT = re.compile(r"^\s*import\s+(?:static\s+)?([\w.]+)\s*;", re.M)
+_JS_IMPORT = re.compile(r"""(?:from|import|require\()\s*['"](\.{1,2}/[^'"]+)['"]""")
+_C_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def imports(language: str, text: str, path: str) -> tuple[set[str], list[str]]:
+    """(names the file imports, path endings of the files it imports from)."""
+    names: set[str] = set()
+    ends: list[str] = []
+    folder = posixpath.dirname(path)
+    if language == "python":
+        for mod, what in _PY_FROM.findall(text):
+            dots = len(mod) - len(mod.lstrip("."))
+            parts = [p for p in mod.lstrip(".").split(".") if p]
+            what = _PY_COMMENT.sub("", what).strip("()")
+            for item in what.replace("\\\n", " ").split(","):
+                name = item.strip().split(" as ")[0].strip()
+                if name and name != "*":
+                    names.add(name)
+                    ends.append("/".join([*parts, name]) + ".py")  # a submodule
+            if parts:
+                base = "/".join(parts)
+                if dots:  # relative: resolve against this file's package
+                    up = folder
+                    for _ in range(dots - 1):
+                        up = posixpath.dirname(up)
+                    base = f"{up}/{base}"
+                ends += [base + ".py", base + "/__init__.py"]
+        for mods in _PY_IMPORT.findall(text):
+            for m in mods.split(","):
+                mod = m.strip().split(" as ")[0].strip()
+                if mod:
+                    ends += [mod.replace(".", "/") + ".py", mod.replace(".", "/") + "/__init__.py"]
+    elif language == "java":
+        for q in _JAVA_IMPORT.findall(text):
+            parts = q.split(".")
+            names.add(parts[-1])
+            ends.append("/".join(parts) + ".java")
+            ends.append("/".join(parts[:-1]) + ".java")  # static import: the class
+    elif language in ("javascript", "typescript", "tsx"):
+        for rel in _JS_IMPORT.findall(text):
+            base = posixpath.normpath(posixpath.join(folder, rel))
+            ends += [base + e for e in ("", ".js", ".ts", ".tsx", ".jsx", "/index.js", "/index.ts")]
+    elif language in ("c", "cpp"):
+        ends += [posixpath.normpath(posixpath.join(folder, h)) for h in _C_INCLUDE.findall(text)]
+        ends += ["/" + h for h in _C_INCLUDE.findall(text)]
+    return names, [e if e.startswith("/") else "/" + e for e in ends]
+
+
+@attrs.frozen
+class _Windows:
+    """One document cut into overlapping windows: (first line, text, identifier count)
+    each, and which windows hold each identifier."""
+
+    windows: list[tuple[int, str, int]]
+    postings: dict[str, list[int]]
+
+
+class SnippetCache:
+    """Open documents' windows and their identifiers, per (path, version): recomputed
+    only after an edit."""
+
+    def __init__(self, size: int = 32) -> None:
+        self._cache: LRUCache[tuple[str, int], _Windows] = LRUCache(size)
+
+    def windows(self, path: str, version: int, text: str) -> _Windows:
+        key = (path, version)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        lines = text.split("\n")
+        step = SNIPPET_LINES // 2
+        out: list[tuple[int, str, int]] = []
+        postings: dict[str, list[int]] = {}
+        for start in range(0, max(1, len(lines) - step), step):
+            chunk = "\n".join(lines[start : start + SNIPPET_LINES])
+            idents = frozenset(_IDENT.findall(chunk)) - _KEYWORDS
+            if len(idents) >= 3:
+                for ident in idents:
+                    postings.setdefault(ident, []).append(len(out))
+                out.append((start, chunk, len(idents)))
+        found = _Windows(out, postings)
+        self._cache[key] = found
+        return found
+
+
+@attrs.frozen
+class OpenDoc:
+    path: str
+    version: int
+    text: str
+
+
+def candidates(
+    *,
+    prefix: str,
+    suffix: str,
+    path: str,
+    language: str,
+    index: WorkspaceIndex | None,
+    open_docs: Sequence[OpenDoc] = (),
+    snippets: SnippetCache | None = None,
+    full_prefix: str | None = None,
+    limit: int = 120,
+) -> list[Candidate]:
+    """Ranked context for the cursor between `prefix` and `suffix` of the file `path`.
+
+    `open_docs`: other open documents, most recently edited first. `full_prefix`: the
+    file's text before the cursor, for its imports (default `prefix`).
+    """
+    out: list[Candidate] = []
+    if index is not None:
+        out += _definitions(prefix, suffix, path, language, index, full_prefix or prefix)
+    if open_docs:
+        out += _snippets(prefix, path, open_docs, snippets or SnippetCache())
+    out.sort(key=lambda c: -c.score)
+    return out[:limit]
+
+
+def _definitions(
+    prefix: str, suffix: str, path: str, language: str, index: WorkspaceIndex, head: str
+) -> list[Candidate]:
+    weights: dict[str, float] = {}
+    for name, w in _near(prefix, suffix):
+        if len(name) > 2 and name not in _KEYWORDS:
+            weights[name] = weights.get(name, 0.0) + w
+    imported, ends = imports(language, head, path)
+    near = set(weights)
+    for name in imported:
+        # Python imports name functions (a call to come); Java's name classes, whose
+        # members come in below when the class shows near the cursor.
+        unseen = language == "python" and name not in weights
+        weights[name] = weights.get(name, 0.0) + (IMPORTED_UNSEEN if unseen else IMPORTED_SEEN)
+    own = {s.name for s in index.symbols_of(path)}
+    suffixes = tuple(ends)
+    imported_file: dict[str, bool] = {}
+    scored: list[Candidate] = []
+    for name, w in weights.items():
+        if name in own:
+            continue  # defined here: the prefix or suffix shows it, or it is out of reach
+        defs = [s for s in index.lookup(name) if s.path != path]
+        if not defs:
+            continue
+        for s in defs:
+            hit = imported_file.get(s.path)
+            if hit is None:
+                hit = imported_file[s.path] = bool(suffixes) and s.path.endswith(suffixes)
+            boost = IMPORTED_FILE_BOOST if hit else 1.0
+            if s.kind == "class" and name in imported:
+                boost *= 1.5
+            score = w * boost / len(defs) ** 0.5
+            scored.append(
+                Candidate(
+                    path=s.path,
+                    text=s.text,
+                    kind="definition",
+                    score=score,
+                    name=name,
+                    line=s.line,
+                )
+            )
+            if s.kind == "class" and name in near and MEMBER_WEIGHT > 0:
+                scored += _members(index, s, score * MEMBER_WEIGHT)
+    return scored
+
+
+def _members(index: WorkspaceIndex, cls: Symbol, score: float) -> list[Candidate]:
+    """The methods of class `cls` (those after it in its file, up to the next class), as
+    candidates: a type named near the cursor (`JsonReader in`) is often the receiver of
+    the call being typed (`in.peek()`), whose name is nowhere near yet."""
+    out = []
+    for m in index.symbols_of(cls.path):
+        if m.line <= cls.line:
+            continue
+        if m.kind == "class":
+            break
+        if m.kind == "method" and not m.name.startswith("_"):
+            out.append(
+                Candidate(
+                    path=m.path,
+                    text=m.text,
+                    kind="definition",
+                    score=score,
+                    name=m.name,
+                    line=m.line,
+                )
+            )
+    return out
+
+
+def _snippets(
+    prefix: str, path: str, open_docs: Sequence[OpenDoc], cache: SnippetCache
+) -> list[Candidate]:
+    query = frozenset(_IDENT.findall("\n".join(prefix.split("\n")[-SNIPPET_LINES:]))) - _KEYWORDS
+    if len(query) < 2:
+        return []
+    out = []
+    for rank, doc in enumerate(open_docs):
+        if doc.path == path:
+            continue
+        best: tuple[float, int, str] | None = None
+        doc_windows = cache.windows(doc.path, doc.version, doc.text)
+        shared: dict[int, int] = {}
+        for ident in query:
+            for w in doc_windows.postings.get(ident, ()):
+                shared[w] = shared.get(w, 0) + 1
+        for w, inter in shared.items():
+            start, chunk, size = doc_windows.windows[w]
+            sim = inter / (len(query) + size - inter)  # Jaccard
+            if sim >= SNIPPET_MIN_SIMILARITY and (best is None or sim > best[0]):
+                best = (sim, start, chunk)
+        if best is not None:
+            recency = 1.0 / (1 + rank / 4)
+            out.append(
+                Candidate(
+                    path=doc.path,
+                    text=best[2],
+                    kind="snippet",
+                    score=best[0] * recency,
+                    line=best[1],
+                )
+            )
+    return out
+
+
+_BODY_OPENER = re.compile(r"[{:]\s*(//.*|#.*)?$")
+_WS = re.compile(r"\s+")
+
+
+def signature(text: str, path: str = "") -> str:
+    """A definition's header on one line: decorators and annotations left out, a header
+    over several lines joined, the body replaced by `...` (Python) or `;` (braces).
+
+    Many candidates fit where bodies let two: the model learns the callee's name,
+    parameters and return type, which is what a call at the cursor needs."""
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines) - 1 and lines[i].lstrip().startswith("@"):
+        i += 1  # decorators, Java annotations
+    header: list[str] = []
+    for line in lines[i:]:
+        header.append(line.strip())
+        if _BODY_OPENER.search(line) or line.rstrip().endswith(";"):
+            break
+    one = _WS.sub(" ", " ".join(header)).strip()
+    python = path.endswith((".py", ".pyi")) or one.startswith(("def ", "async def ", "class "))
+    if python and one.endswith(":"):
+        one += " ..."
+    elif one.endswith("{"):
+        one = one[:-1].rstrip() + ";"
+    if len(one) > SIGNATURE_CHARS:
+        cut = one.rfind(",", 0, SIGNATURE_CHARS)
+        one = one[: cut if cut > 0 else SIGNATURE_CHARS] + ", ..."
+    return one
+
+
+@attrs.frozen
+class Fitted:
+    """What `fit` chose: the files, and the candidates that went in (for stickiness)."""
+
+    files: list[ContextFile]
+    picked: frozenset[tuple[str, int, str, str]]  # candidate keys
+    top: tuple[tuple[str, int, str, str], ...]  # the best-ranked candidates that went in
+
+
+def key_of(c: Candidate) -> tuple[str, int, str, str]:
+    return (c.path, c.line, c.kind, c.text)
+
+
+def fit(
+    ranked: Iterable[Candidate],
+    budget_chars: int,
+    allowed: Callable[[str], bool],
+    *,
+    pack: str = "",
+) -> list[ContextFile]:
+    """The best candidates that `allowed` admits, within `budget_chars`, grouped by file."""
+    return fit_detail(ranked, budget_chars, allowed, pack=pack).files
+
+
+def fit_detail(
+    ranked: Iterable[Candidate],
+    budget_chars: int,
+    allowed: Callable[[str], bool],
+    *,
+    pack: str = "",
+) -> Fitted:
+    """`fit`, with the candidates taken.
+
+    `pack`: "bodies" takes each candidate whole, best first, while it fits (a 12-line
+    body each: few candidates); "signatures" takes a one-line signature of each
+    definition (snippets whole); "mixed" (the default, see docs/crossfile.md) first
+    takes signatures, best first, then replaces them with whole bodies, best first, while
+    the budget lasts, then adds snippets.
+
+    Files come least relevant first: the most useful context sits next to the current
+    file at the end of the prompt, where models attend most."""
+    pack = pack or PACK
+    left = budget_chars
+    pieces: dict[str, dict[tuple[str, int, str, str], tuple[Candidate, str]]] = {}
+    verdict: dict[str, bool] = {}
+
+    def ok(c: Candidate) -> bool:
+        v = verdict.get(c.path)
+        if v is None:
+            v = verdict[c.path] = allowed(c.path)
+        return v
+
+    def take(c: Candidate, text: str) -> bool:
+        nonlocal left
+        same = pieces.get(c.path, {})
+        k = key_of(c)
+        old = same.get(k)
+        if any(t == text or text in t for kk, (_, t) in same.items() if kk != k):
+            return False
+        cost = len(text) + 1 - (len(old[1]) + 1 if old else 0)
+        cost += 0 if same else HEADER_CHARS + len(c.path)
+        if cost > left:
+            return False
+        left -= cost
+        pieces.setdefault(c.path, {})[k] = (c, text)
+        return True
+
+    cands = [c for c in ranked if ok(c)]
+    if pack == "bodies":
+        for c in cands:
+            if left <= HEADER_CHARS:
+                break
+            take(c, c.text.rstrip("\n"))
+    else:
+        sigs = {}
+        for c in cands:
+            if c.kind == "definition":
+                sigs[key_of(c)] = sig = signature(c.text, c.path)
+                if left > HEADER_CHARS:
+                    take(c, sig)
+        if pack == "mixed":
+            for c in cands:  # upgrade to bodies, best first; snippets and edits whole
+                if left <= 0:
+                    break
+                body = c.text.rstrip("\n")
+                if body != sigs.get(key_of(c)):
+                    take(c, body)
+    rank = {key_of(c): i for i, c in reversed(list(enumerate(cands)))}
+    first: dict[str, int] = {}
+    for p, taken in pieces.items():
+        first[p] = min(rank[k] for k in taken)
+    files = []
+    for p in sorted(pieces, key=lambda p: -first[p]):
+        parts = sorted(pieces[p].values(), key=lambda ct: ct[0].line)
+        files.append(ContextFile(p, "\n".join(t for _, t in parts) + "\n"))
+    picked = frozenset(k for p in pieces.values() for k in p)
+    top = tuple(sorted(picked, key=lambda k: rank[k])[:TOP_KEPT])
+    return Fitted(files, picked, top)

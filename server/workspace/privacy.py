@@ -1,0 +1,178 @@
+"""`privacy.never_send` patterns, matched the way users write them: gitignore-style.
+
+A pattern is matched against the file's path relative to each workspace folder that
+holds it, and against its absolute path (so absolute patterns, and files outside any
+folder, work too). As in .gitignore:
+
+- a pattern without `/` (other than a trailing one) matches a name at any depth
+  (`*.env`, `secrets`);
+- a pattern with a `/` at the start or in the middle is anchored to the folder
+  (`secrets/**`, `/config/prod.py`);
+- `*` and `?` never cross `/`; `**` does (`**/secrets/**`, `a/**/b`);
+- a trailing `/` matches folders only;
+- a matched folder covers everything inside it.
+
+`!` negation is not supported (a pattern must never let code out): it is matched as
+a literal `!`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import posixpath
+import re
+from collections.abc import Iterable, Sequence
+
+
+@functools.lru_cache(maxsize=512)
+def _compile(pattern: str) -> tuple[re.Pattern[str], bool] | None:
+    """(regex over a '/'-separated path, folder-only) or None for a blank pattern."""
+    p = pattern.strip()
+    if not p:
+        return None
+    dir_only = p.endswith("/")
+    p = p.rstrip("/")
+    if not p:
+        return None
+    anchored = "/" in p
+    p = p.lstrip("/")
+    if not anchored and not p.startswith("**"):
+        p = "**/" + p
+    out: list[str] = []
+    i = 0
+    while i < len(p):
+        if p.startswith("**/", i):
+            out.append("(?:.*/)?")  # zero or more folders
+            i += 3
+        elif p.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif p[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif p[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif p[i] == "[" and (end := p.find("]", i + 2)) > 0:
+            body = p[i + 1 : end]
+            if body[0] == "!":
+                body = "^" + body[1:]
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(p[i]))
+            i += 1
+    return re.compile("".join(out)), dir_only
+
+
+def _matches(pattern: str, path: str) -> bool:
+    compiled = _compile(pattern)
+    if compiled is None:
+        return False
+    regex, dir_only = compiled
+    parts = [part for part in path.split("/") if part]
+    # The file itself, and each folder above it (a matched folder covers its content).
+    for n in range(1, len(parts) + 1):
+        if dir_only and n == len(parts):
+            break
+        if regex.fullmatch("/".join(parts[:n])):
+            return True
+    return False
+
+
+def relative_paths(path: str, roots: Iterable[str]) -> list[str]:
+    """`path` relative to each root that holds it (nested folders give several)."""
+    out = []
+    for root in roots:
+        r = root.rstrip("/")
+        if r and path.startswith(r + "/"):
+            out.append(path[len(r) + 1 :])
+    return out
+
+
+# Files that hold credentials more often than code (privacy.secret_files).
+SECRET_PATTERNS = (
+    ".env*",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    "*.p12",
+    "*.pfx",
+    "credentials*",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+)
+
+
+def patterns(never: Sequence[str], secret_files: bool) -> tuple[str, ...]:
+    """The patterns in force: the user's, plus the secret-bearing files when on."""
+    return (*never, *SECRET_PATTERNS) if secret_files else tuple(never)
+
+
+def never_send(patterns: Sequence[str], path: str, roots: Iterable[str] = ()) -> bool:
+    """True when a pattern covers `path` (absolute, '/'-separated) in any root or at all."""
+    if not path or not patterns:
+        return False
+    candidates = [*relative_paths(path, roots), path]
+    return any(_matches(p, c) for p in patterns for c in candidates)
+
+
+# -- resolved paths: the privacy question is asked of what a path really names ------------
+
+
+@functools.lru_cache(maxsize=256)
+def _folds_at(folder: str) -> bool:
+    """Whether the file system holding the existing folder `folder` ignores case: the same
+    folder named with its letters' case swapped is the same folder."""
+    head, name = os.path.split(folder.rstrip("/"))
+    if not name or name.swapcase() == name:
+        return False if not head or head == folder else _folds_at(head)
+    try:
+        return os.path.samefile(folder, os.path.join(head, name.swapcase()))
+    except (OSError, ValueError):
+        return False
+
+
+def folds_case(path: str) -> bool:
+    """Whether `path` lives on a case-folding file system (macOS and Windows by default):
+    probed on its nearest existing folder that has a letter in its name."""
+    p = os.path.dirname(path) if not os.path.isdir(path) else path
+    while p and not os.path.isdir(p):
+        p = os.path.dirname(p)
+    return _folds_at(p) if p else False
+
+
+def real_path(path: str, *, fold: bool | None = None) -> str | None:
+    """The real path `path` names: symlinks followed (the target's folders too), `.` and
+    `..` removed, '/'-separated, case-folded where the file system folds case (`fold`
+    None: probe it). None when it cannot be resolved (not an absolute file path)."""
+    if not path or "\x00" in path:
+        return None
+    native = path.replace("/", os.sep) if os.sep != "/" else path
+    if not os.path.isabs(native):
+        return None
+    try:
+        real = os.path.realpath(native).replace(os.sep, "/")
+    except (OSError, ValueError):
+        return None
+    if fold is None:
+        fold = folds_case(real)
+    return real.casefold() if fold else real
+
+
+def normal_path(path: str, *, fold: bool = False) -> str:
+    """`path` with `.`, `..` and repeated '/' removed (no symlinks followed)."""
+    p = posixpath.normpath(path.replace(os.sep, "/")) if path else ""
+    if p.startswith("//") and not p.startswith("///") and not path.startswith("//"):
+        p = p[1:]
+    return p.casefold() if fold else p
+
+
+def within(path: str, roots: Iterable[str]) -> bool:
+    """`path` is one of `roots` or inside one (all '/'-separated, same case rule)."""
+    return any(path == r.rstrip("/") or path.startswith(r.rstrip("/") + "/") for r in roots)

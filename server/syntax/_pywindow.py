@@ -287,23 +287,38 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
 def indentation_broken(data: bytes, pos: int) -> bool:
     """Whether the indentation is broken at `pos` (in the text without the completion),
     which tree-sitter-python does not report: the next line of code is deeper than the
-    one above it that is no header, or a header's next line is not deeper."""
+    one above it that is no header, or a header's next line is not deeper. Runs on every
+    Python check: plain byte tests first, the comment/bracket-aware ones only on doubt."""
     ls = data.rfind(b"\n", 0, pos) + 1
     below = b""
     e = ls
-    while e < len(data) and not _code(below).strip():
-        below = data[e : _line_end(data, e)]
-        e = _line_end(data, e) + 1
-    if not _code(below).strip():
+    n = len(data)
+    while e < n:
+        le = data.find(b"\n", e)
+        le = n if le < 0 else le
+        below = data[e:le]
+        e = le + 1
+        s = below.lstrip()
+        if s and not s.startswith(b"#"):
+            break
+    else:
         return False
-    for s, t in _lines_up(data, ls)[:_MAX_GROW]:
-        above = data[s:t]
-        code = _code(above)
-        if code.strip():
-            if _net(above) != 0:
-                return False  # a statement over several lines: no telling
-            deeper = len(_indent(below)) > len(_indent(above))
-            return deeper != code.endswith(b":")
+    end = ls - 1
+    for _ in range(_MAX_GROW):
+        if end < 0:
+            return False
+        start = data.rfind(b"\n", 0, end) + 1
+        above = data[start:end]
+        end = start - 1
+        s = above.lstrip()
+        if not s or s.startswith(b"#"):
+            continue
+        deeper = len(below) - len(below.lstrip(b" \t")) > len(above) - len(s)
+        if deeper == above.rstrip().endswith(b":"):
+            return False
+        if not _code(above).strip() or _net(above) != 0:
+            return False  # in a string or a statement over several lines: no telling
+        return deeper != _code(above).endswith(b":")
     return False
 
 

@@ -22,8 +22,8 @@ completion the gate must accept, rejected = a broken one the gate should catch.
 Split: by file (sha256 of its name), `tune` and `held`. Decide rules on `tune`, report
 `held`. Labels are cached (--cache) so re-running the gate is fast.
 
-    python scripts/gate_broken.py                 # build (first run, minutes) and evaluate
-    python scripts/gate_broken.py --split held --show 20
+    python -m studies.gate_broken                 # build (first run, minutes) and evaluate
+    python -m studies.gate_broken --split held --show 20
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import random
 import re
 import sys
@@ -47,15 +46,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from synconfroute.server.syntax import (  # noqa: E402
-    CompilerConfig,
-    SyntaxDocument,
-    _compilers,
-    prepare_pch,
-)
+from studies.gate_accuracy import data_dir
+from synconfroute.server.syntax import CompilerConfig, SyntaxDocument, _compilers, prepare_pch
 
 CUTS = 8
 BASELINES = ("hole", "hole-half-line", "hole+open-call", "hole+cut-above")
@@ -150,11 +142,6 @@ STDLIB = [
     "zipapp.py",
     "zipfile.py",
 ]
-
-
-def data_dir() -> Path:
-    env = os.environ.get("SYNCONFROUTE_DATA")
-    return Path(env) if env else (ROOT.parent / "shared" / "data")
 
 
 def split_of(name: str) -> str:

@@ -287,6 +287,13 @@ def _build_file(job: tuple[str, str, str, int, int, str | None]) -> list[dict[st
         return []
     lines = text.split("\n")
     out: list[dict[str, Any]] = []
+    seen: dict[str, Any] = {}  # the same text gets the same answer: g++ is slow
+
+    def check(t: str) -> Any:
+        if t not in seen:
+            seen[t] = _compilers.run_checker(checker, t, None, config)
+        return seen[t]
+
     for first, end in middles(lang, text, rng, per_file):
         truth = "\n".join(lines[first:end]) + "\n"
         comps = completions(truth, rng, cuts)
@@ -298,10 +305,10 @@ def _build_file(job: tuple[str, str, str, int, int, str | None]) -> list[dict[st
             else:
                 comps_here = comps
             # broken at the cursor: the clean text without the middle fails the check
-            if _compilers.run_checker(checker, cpre + csuf, None, config).ok:
+            if check(cpre + csuf).ok:
                 continue
             for ckind, comp in comps_here:
-                res = _compilers.run_checker(checker, cpre + comp + csuf, None, config)
+                res = check(cpre + comp + csuf)
                 if res.timed_out or res.failure:
                     continue
                 out.append(

@@ -115,4 +115,5 @@ def test_window_judge_reports_where() -> None:
     start = len(PREFIX)
     v = _pywindow.judge(data, start, start + len("    for c in paren_string:\n        if c =="))
     assert v.valid is False
-    assert data[v.where :].startswith(b"        if c ==")
+    line_start = data.rfind(b"\n", 0, v.where) + 1
+    assert data[line_start:].startswith(b"        if c ==")  # the glued line

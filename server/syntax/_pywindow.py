@@ -246,19 +246,22 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
     # ')' that the completion orphaned) before a parser error in the zone.
     window = stubs + data[ws:zone_end]
     err = _parse(window)
+    opened = None  # a bracket opened in the zone and not closed there
     if err is None:
         pass
     elif not _incomplete(err, window) and err[1] <= zone_lines:
-        return WindowVerdict(False, err[0], _line_at(data, ws, err[1] - n_stub))
+        return WindowVerdict(False, err[0], _at(data, ws, err[1] - n_stub, err[2]))
+    elif "was never closed" in err[0] and n_stub < err[1] <= zone_lines:
+        opened = err
     hi = _block_end(data, zone_end, len(_indent(first)))
-    msg, line = "", 0
+    msg, line, col = "", 0, 0
     tail = b""  # a body for a header the window ends with
     for _ in range(_MAX_GROW + 1):
         window = stubs + data[ws:hi] + tail
         err = _parse(window)
         if err is None:
             return WindowVerdict(True)
-        msg, line = err
+        msg, line, col = err
         if not _incomplete(err, window):
             break
         if "expected an indented block" in msg and not tail:
@@ -271,9 +274,12 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
         hi = _line_end(data, hi + 1)
         tail = b""
     else:
-        if line > zone_lines:
+        if line > zone_lines and opened is None:
             return WindowVerdict(True, f"python: {msg} (in the lines after it)")
-    where = _line_at(data, ws, line - n_stub)
+    if opened is not None and line > zone_lines:
+        # the user's lines further down did not close it cleanly: the completion's bracket
+        msg, line, col = opened
+    where = _at(data, ws, line - n_stub, col)
     if line > zone_lines and "was never closed" in msg:
         return WindowVerdict(True, f"python: {msg} (a bracket the user opened after it)")
     if line > zone_lines and not any(m in msg for m in _INDENTATION):
@@ -322,7 +328,7 @@ def indentation_broken(data: bytes, pos: int) -> bool:
     return False
 
 
-def _incomplete(err: tuple[str, int], window: bytes) -> bool:
+def _incomplete(err: tuple[str, int, int], window: bytes) -> bool:
     """More input might fix it: the error is on the window's last line or at its end."""
     return any(m in err[0] for m in _INCOMPLETE) or err[1] > window.count(b"\n")
 
@@ -333,6 +339,12 @@ def _line_at(data: bytes, ws: int, n: int) -> int:
     for _ in range(max(0, n - 1)):
         where = _line_end(data, where) + 1
     return min(where, len(data))
+
+
+def _at(data: bytes, ws: int, n: int, col: int) -> int:
+    """Byte offset of column `col` of the n-th (1-based) line from the one at `ws`."""
+    start = _line_at(data, ws, n)
+    return min(start + col, _line_end(data, start)) if n >= 1 else start
 
 
 def _block_end(data: bytes, pos: int, base: int) -> int:
@@ -351,14 +363,15 @@ def _block_end(data: bytes, pos: int, base: int) -> int:
     return pos
 
 
-def _parse(window: bytes) -> tuple[str, int] | None:
-    """(message, 1-based line) of the first syntax error, None when `window` parses."""
+def _parse(window: bytes) -> tuple[str, int, int] | None:
+    """(message, 1-based line, 0-based column) of the first syntax error, None when
+    `window` parses."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             compile(window, "<window>", "exec", 0x400, dont_inherit=True)  # PyCF_ONLY_AST
     except SyntaxError as e:
-        return str(e.msg), e.lineno or 0
+        return str(e.msg), e.lineno or 0, max(0, (e.offset or 1) - 1)
     except (ValueError, RecursionError, MemoryError):  # NUL bytes, deep nesting
-        return "unparsable", 0
+        return "unparsable", 0, 0
     return None

@@ -393,13 +393,16 @@ class SyntaxDocument:
         # The file is broken near the cursor: tree-sitter's recovery reshapes the old errors
         # around the completion either way; Python's parser on the completion's own lines
         # decides (see _pywindow).
+        if not after[splice.start : splice.new_end].strip():
+            return stage  # blank: nothing for Python to judge that tree-sitter cannot
         w = _pywindow.judge(after, splice.start, splice.new_end)
         if w.valid is None:
             return stage
-        if w.valid:
+        if w.valid or (w.beyond and self._broken_line(w.where - splice.delta)):
+            # (beyond: the user's own error, further down)
             return _Stage("valid", [], stage.tree)
-        if w.beyond and self._broken_line(w.where - splice.delta):
-            return _Stage("valid", [], stage.tree)  # the user's own error, further down
+        if stage.status == "invalid":
+            return stage  # both object: tree-sitter's site says more precisely where
         site = ErrorSite(w.where, w.where, False, "INDENT", "", note=w.message)
         return _Stage("invalid", [site], stage.tree)
 

@@ -145,7 +145,7 @@ class Backpressure:
         if self._ttft <= target:
             return self._ttft
         age = max(0.0, now - self._ttft_at)
-        return target + (self._ttft - target) * 0.5 ** (age / self.limits.recover_s)
+        return target + (self._ttft - target) * float(0.5 ** (age / self.limits.recover_s))
 
     def _backoff(self) -> float:
         self._failures += 1

@@ -192,3 +192,71 @@ def test_fs_folding_probe_on_this_machine(tmp_path: Path) -> None:
     (tmp_path / "Probe").mkdir()
     folds = os.path.exists(tmp_path / "PROBE")
     assert privacy.folds_case(str(tmp_path / "Probe")) is folds
+
+
+# -- workspace scope: one allow-list, in the code, the docs and the VS Code manifest ------
+
+
+def test_workspace_scope_is_one_allow_list() -> None:
+    import json
+
+    from synconfroute.server.settings import config
+
+    keys = [k for k, *_ in config.documented_fields()]
+    assert set(config.TIGHTEN_ONLY_KEYS) < set(keys)
+    assert set(config.user_only_keys()) == set(keys) - set(config.TIGHTEN_ONLY_KEYS)
+    for key in keys:  # everything that can make the local tier fail or point elsewhere
+        if key.startswith("local.") or key in (
+            "routing.adaptive_step",
+            "routing.adaptive_every",
+            "remote.url",
+            "remote.urls",
+            "remote.api_key_env",
+        ):
+            assert key in config.user_only_keys(), key
+    props = json.loads((ROOT / "editors/vscode/package.json").read_text(encoding="utf-8"))[
+        "contributes"
+    ]["configuration"]["properties"]
+    for key in keys:
+        want = "resource" if key in config.TIGHTEN_ONLY_KEYS else "machine"
+        assert props[f"synconfroute.{key}"]["scope"] == want, key
+    md = (ROOT / "docs/settings.md").read_text(encoding="utf-8")
+    for key in keys:
+        row = next(line for line in md.splitlines() if line.startswith(f"| `{key}` |"))
+        assert ("| tighten: " in row) is (key in config.TIGHTEN_ONLY_KEYS), row
+
+
+def test_workspace_may_tighten_every_allowed_key_and_nothing_else() -> None:
+    from synconfroute.server.settings import config
+
+    user = Settings()
+    user.completion.context = "workspace"
+    user.routing.adaptive = True
+    user.remote.url, user.remote.model = "http://gpu:8000/v1", "m"
+    tighter = {
+        "privacy": {"local_only": True, "never_send": ["x/**"], "secret_files": True},
+        "remote": {"backend": "none", "model": "", "max_prompt_chars": 1000},
+        "routing": {"policy": "local", "threshold": -2.0, "semantic": "off"},
+        "completion": {"context": "file", "context_lines": 10},
+    }
+    ws, issues = config.merge_workspace(user, tighter)
+    assert [i for i in issues if i.message.startswith("refused")] == []
+    assert ws.privacy.local_only and ws.remote.backend == "none" and ws.routing.policy == "local"
+    wider = {
+        "routing": {"policy": "remote", "threshold": -0.1, "adaptive_step": 0.5},
+        "completion": {"context_lines": 999, "max_tokens": 8},
+        "editor": {"debounce_ms": 5.0},
+        "remote": {"model": "other"},
+    }
+    ws, issues = config.merge_workspace(user, wider)
+    refused = {i.key for i in issues if i.message.startswith("refused")}
+    assert refused == {
+        "routing.policy",
+        "routing.threshold",
+        "routing.adaptive_step",
+        "completion.context_lines",
+        "completion.max_tokens",
+        "editor.debounce_ms",
+        "remote.model",
+    }
+    assert config.merge(user, {})[0] == ws  # every refused value is the user's again

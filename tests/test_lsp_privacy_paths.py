@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -194,5 +195,159 @@ async def test_item7_an_open_gitignored_document_feeds_no_remote_prompt(
         for path in ESCALATIONS:
             await ask(client, local, ignored_uri, pw.PRIVATE_CURSOR, path)
         assert gen.marker not in "\n".join(bodies(remote))
+    finally:
+        await stop(client)
+
+
+# -- item 2: workspace settings that make every completion escalate ---------------------
+
+WIDENING = {
+    "local.model": "nonexistent:1b",
+    "local.backend": "openai",
+    "local.timeout": 0.1,
+    "local.first_token_ms": 10,
+    "local.total_ms": 10,
+    "local.model_path": "models/evil.gguf",
+    "routing.adaptive_step": 1.0,
+    "routing.adaptive_every": 5,
+}
+
+
+def _nested(flat: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in flat.items():
+        section, name = key.split(".")
+        out.setdefault(section, {})[name] = value
+    return {"synconfroute": out}
+
+
+@pytest.mark.parametrize("key", list(WIDENING))
+async def test_item2_workspace_settings_cannot_make_completions_escalate(
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI], key: str
+) -> None:
+    local, remote = fakes
+    # Confident and valid, after 80 ms: under the user's settings it stays local.
+    local.script(TokenScript.of(" value", " + 1", logprob=-0.05, first_delay=0.08), always=True)
+    remote.script(REMOTE, always=True)
+    ws = pw.build(tmp_path / "base")
+    cfg = pw.write_settings(
+        tmp_path, local_url=local.url, remote_url=remote.base_url, context="file"
+    )
+    client, _ = await start(
+        cfg,
+        capabilities("visual-studio-code", inline=True),
+        root=ws,
+        configuration=_nested({key: WIDENING[key]}),
+    )
+    try:
+        uri = (ws / "lib" / "calc.py").as_uri()
+        open_doc(client, uri, "def f(value):\n    return \n\n\ndef g(value):\n    return \n")
+        for line in (1, 5, 1):
+            await client.text_document_inline_completion_async(
+                inline_request(uri, t.Position(line, 11))
+            )
+        assert bodies(remote) == [], key
+        status = await client.workspace_execute_command_async(
+            t.ExecuteCommandParams("synconfroute.status", [])
+        )
+        assert status["completions"] == 3
+        refused = [m.message for m in client.messages if "refused" in m.message]
+        assert refused and key in refused[0], client.messages
+    finally:
+        await stop(client)
+
+
+# -- item 4: the start-up race; item 5: privacy settings fail closed -------------------
+
+
+@pytest.mark.parametrize(
+    "workspace",
+    [{"privacy": {"local_only": True}}, {"privacy": {"never_send": ["lib/**"]}}],
+    ids=["local_only", "never_send"],
+)
+async def test_item4_nothing_escalates_before_the_workspace_configuration(
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI], workspace: dict[str, Any]
+) -> None:
+    local, remote = fakes
+    remote.script(REMOTE, always=True)
+    ws = pw.build(tmp_path / "base")
+    cfg = pw.write_settings(tmp_path, local_url=local.url, remote_url=remote.base_url)
+    client, _ = await start(
+        cfg,
+        capabilities("visual-studio-code", inline=True),
+        root=ws,
+        configuration={"synconfroute": workspace},
+        configuration_delay_s=1.0,
+    )
+    try:
+        uri = (ws / "lib" / "helpers.py").as_uri()
+        open_doc(client, uri, pw.body("public_helper", pw.PUBLIC_MARKER))
+        await ask(client, local, uri, pw.PRIVATE_CURSOR, "syntax-invalid")  # right away
+        await asyncio.sleep(1.2)  # the answer has come: it applies
+        await ask(client, local, uri, pw.PRIVATE_CURSOR, "syntax-invalid")
+        assert bodies(remote) == []
+    finally:
+        await stop(client)
+
+
+BROKEN = {
+    "never_send-string": '[privacy]\nnever_send = "lib/**"\n',
+    "local_only-string": '[privacy]\nlocal_only = "true"\n',
+    "threshold-nan": "[routing]\nthreshold = nan\n",
+    "toml-syntax-error": "[routing\nthreshold = -0.5\n",
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+async def test_item5_an_unreadable_privacy_value_fails_closed(
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI], case: str
+) -> None:
+    local, remote = fakes
+    remote.script(REMOTE, always=True)
+    ws = pw.build(tmp_path / "base")
+    if case == "toml-syntax-error":  # the remote comes from the environment
+        cfg = tmp_path / "config.toml"
+        cfg.write_text(
+            f'[local]\nbackend = "ollama"\nurl = "{local.url}"\n[editor]\ndebounce_ms = 0\n'
+            + BROKEN[case],
+            encoding="utf-8",
+        )
+        env = {
+            "SYNCONFROUTE_REMOTE_URL": remote.base_url,
+            "SYNCONFROUTE_REMOTE_MODEL": "Qwen/Qwen2.5-Coder-32B-Instruct",
+            "SYNCONFROUTE_REMOTE_API_KEY_ENV": "",
+            "SYNCONFROUTE_LOCAL_URL": local.url,
+            "SYNCONFROUTE_LOCAL_BACKEND": "ollama",
+            "SYNCONFROUTE_LOCAL_MODEL": "qwen2.5-coder:3b",
+        }
+    else:
+        extra = BROKEN[case] if case == "threshold-nan" else ""
+        cfg = pw.write_settings(
+            tmp_path, local_url=local.url, remote_url=remote.base_url, extra=extra
+        )
+        text = cfg.read_text(encoding="utf-8")
+        if case == "never_send-string":
+            text = re.sub(r"never_send = \[.*\]", 'never_send = "lib/**"', text)
+        elif case == "local_only-string":
+            text = text.replace("[privacy]\n", '[privacy]\nlocal_only = "true"\n')
+        cfg.write_text(text, encoding="utf-8")
+        env = {}
+    client, _ = await start(cfg, capabilities("visual-studio-code", inline=True), root=ws, env=env)
+    try:
+        uri = (ws / "lib" / "helpers.py").as_uri()
+        open_doc(client, uri, pw.body("public_helper", pw.PUBLIC_MARKER))
+        for path in ("syntax-invalid", "low-confidence"):
+            await ask(client, local, uri, pw.PRIVATE_CURSOR, path)
+        assert bodies(remote) == [], case
+        on = await client.workspace_execute_command_async(
+            t.ExecuteCommandParams("synconfroute.toggleLocalOnly", [])
+        )
+        assert on is True  # the toggle cannot lift it either
+        errors = [m for m in client.messages if m.type == t.MessageType.Error]
+        assert len(errors) == 1 and "local-only" in errors[0].message, client.messages
+        key = {"toml-syntax-error": "(file)", "threshold-nan": "routing.threshold"}.get(
+            case, "privacy." + case.split("-")[0]
+        )
+        assert key in errors[0].message
     finally:
         await stop(client)

@@ -11,7 +11,7 @@ import pytest
 from synconfroute.server.learning.ledger import Ledger
 from synconfroute.server.routing.router import Reason
 from synconfroute.server.vocab.card import WHY, route_card
-from synconfroute.server.vocab.record import RouteDecision
+from synconfroute.server.vocab.record import Latency, RouteDecision
 from synconfroute.server.vocab.verdict import Verdict
 
 
@@ -67,7 +67,7 @@ def test_card_names_the_mode_once_and_the_checker_only_when_it_differs() -> None
 def test_stats_prints_latency_percentiles_on_one_line(tmp_path: Path) -> None:
     led = Ledger(tmp_path / "l.jsonl")
     for i, ms in enumerate((10.0, 20.0, 30.0, 400.0)):
-        rec = _rec(["confident-and-valid"], latency_ms={"total": ms})
+        rec = _rec(["confident-and-valid"], latency=Latency(total=ms))
         led.decision(f"c{i}", rec)
     out = subprocess.run(
         [sys.executable, "-m", "synconfroute", "stats", "--ledger", str(tmp_path / "l.jsonl")],
@@ -133,7 +133,7 @@ def test_settings_reads_as_text_with_sources(tmp_path: Path) -> None:
 def test_card_lists_latency_in_the_order_things_happen() -> None:
     rec = _rec(
         ["confident-and-valid"],
-        latency_ms={"total": 9.0, "gate": 1.0, "local_total": 8.0, "local_first_token": 3.0},
+        latency=Latency(total=9.0, gate=1.0, local_total=8.0, local_first_token=3.0),
     )
     (line,) = [ln for ln in route_card(rec).splitlines() if ln.startswith("- latency")]
     assert line == (

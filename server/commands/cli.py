@@ -184,7 +184,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         )
         return 1
     decisions, moves, bad = ledger.load(path)
-    summary = stats.compute(decisions, moves)
+    summary = stats.compute(decisions, moves, unreadable=bad)
     if bad:
         print(f"warning: skipped {bad} unreadable lines in {path}", file=sys.stderr)
     if args.plot:

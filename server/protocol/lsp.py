@@ -115,6 +115,17 @@ class _ClientLogHandler(logging.Handler):
         super().__init__(logging.WARNING)
         self.server = server
 
+    def format(self, record: logging.LogRecord) -> str:
+        # Never a traceback to the client: the message, and the exception's name and text
+        # (pygls puts tracebacks in the message itself); the server log has the rest.
+        text = record.getMessage().split("\nTraceback (most recent call last):", 1)[0]
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            text += f": {type(exc).__name__}: {exc}"
+        if record.exc_info or text != record.getMessage():
+            text += " (the server log has the details)"
+        return text
+
     def emit(self, record: logging.LogRecord) -> None:
         try:
             kind = t.MessageType.Error if record.levelno >= logging.ERROR else t.MessageType.Warning
@@ -128,6 +139,10 @@ def _show(server: LanguageServer, level: str, text: str) -> None:
 
 
 def _report_issues(server: LanguageServer, issues: list[config.SettingsIssue]) -> None:
+    closed = [i for i in issues if i.fail_closed]
+    if closed:  # one clear error: which privacy value could not be read
+        _show(server, "error", "synconfroute: " + "; ".join(str(i) for i in closed))
+        issues = [i for i in issues if not i.fail_closed]
     if issues:
         text = "synconfroute settings: " + "; ".join(str(i) for i in issues)
         _show(server, "warning", text)
@@ -184,6 +199,9 @@ def initialize(ls: SynConfRouteServer, params: t.InitializeParams) -> None:
     ls.session.negotiated(_ENCODINGS.get(str(enc), "utf-16"))
     issues = ls.session.apply_overrides(init=_options(params.initialization_options) or {})
     _report_issues(ls, ls.session.settings_state.load_issues + issues)
+    ws_caps = params.capabilities.workspace
+    if ws_caps is not None and ws_caps.configuration:
+        ls.session.expect_workspace_configuration()  # pulled at `initialized`
     caps = params.capabilities.text_document
     if caps is None or caps.inline_completion is None:
         # Emacs/eglot, Helix, Neovim < 0.12: offer the same completion through
@@ -403,7 +421,8 @@ async def _pull_configuration(ls: SynConfRouteServer) -> None:
             t.ConfigurationParams(items=[t.ConfigurationItem(section=SECTION)])
         )
     except Exception as exc:  # a client that fails the request must not stop us
-        log.warning("workspace/configuration failed: %s", exc)
+        log.warning("workspace/configuration failed: %s; no workspace settings apply", exc)
+        ls.session.apply_overrides(workspace={})
         return
     pulled = _options(result[0]) if result else None
     _report_issues(ls, ls.session.apply_overrides(workspace=pulled or {}))

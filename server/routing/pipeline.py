@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -19,16 +19,26 @@ from synconfroute.clients.types import Backend, Completion, CompletionRequest, l
 
 from ..settings.config import PrivacySettings, Settings
 from ..vocab.positions import cap_window
-from ..vocab.record import RouteDecision, Truncation
+from ..vocab.record import Latency, Problem, RouteDecision, Truncation
 from ..vocab.verdict import Verdict
-from ..workspace import crossfile, egress, privacy
+from ..workspace import crossfile, egress, privacy, prompt_split
 from . import router, time_budget
 from .backends import Tiers
-from .cache import CompletionCache
+from .cache import CompletionCache, Hit
 from .gate import SyntaxGate, make_gate
 from .request import CompletionContext, Gate
 from .router import LocalEvidence, Reason, RemoteAccess, Rules
 from .rules import resolve_rules
+from .steps import (
+    ContextNote,
+    Gated,
+    LocalRun,
+    LocalStep,
+    Outcome,
+    RemoteStep,
+    decision,
+    local_outcome,
+)
 from .text_rules import (
     gate_trimmed,
     post_process,
@@ -62,6 +72,8 @@ def display_path(path: str, roots: tuple[str, ...]) -> str:
 
 @attrs.define
 class _LocalRun:
+    """The local stream while it runs; `_run_local` returns it frozen (`LocalRun`)."""
+
     text: str = ""
     logprobs: list[float] = attrs.field(factory=list)
     has_logprobs: bool = True
@@ -69,17 +81,25 @@ class _LocalRun:
     error: BackendError | None = None
     first_token_s: float | None = None
     total_s: float = 0.0
-    timed_out: bool = False  # cut by the local budget (local.first_token_ms / total_ms)
-    finish_reason: str | None = None  # the tier's, "stop" when we stopped at a line end
+    timed_out: bool = False
+    finish_reason: str | None = None
 
-    @property
-    def cut(self) -> bool:
-        """We stopped the stream ourselves: the text is partial."""
-        return self.cancelled_early or self.timed_out
+    def frozen(self) -> LocalRun:
+        return LocalRun(**{**attrs.asdict(self, recurse=False), "logprobs": tuple(self.logprobs)})
 
-    @property
-    def available(self) -> bool:
-        return self.error is None
+
+@attrs.frozen(kw_only=True)
+class _Req:
+    """One request's constants, fixed when it starts."""
+
+    ctx: CompletionContext
+    rules: Rules
+    models: tuple[str | None, str | None]  # (local, remote) as the request saw them
+    t0: float
+    deadline: float
+    budget: TierBudget  # the local tier's
+    multiline: bool
+    notes: tuple[ContextNote, ...]  # the files that fed the local prompt
 
 
 def build_pipeline(settings: Settings, tiers: Tiers) -> Pipeline:
@@ -128,6 +148,8 @@ class Pipeline:
         self.remote_revoked = False  # the settings no longer name this remote
         # Every remote send passes this check, under the settings of its moment.
         self.egress = egress.guard(remote, lambda: self.settings)
+        # The context each (document, tier) got last: kept while the ranking agrees.
+        self._sticky = prompt_split.Sticky()
 
     @property
     def settings(self) -> Settings:
@@ -182,38 +204,48 @@ class Pipeline:
         passes its own to `complete`."""
         return resolve_rules(self._settings, self.local_model)
 
-    def context_files(
-        self, ctx: CompletionContext, tier: str, room: int
-    ) -> list[crossfile.ContextFile]:
-        """The cross-file context one tier gets: within its budget and the `room` its
-        prompt cap leaves after the prefix and suffix; for the remote tier, never a file
-        the privacy settings of this moment keep on the machine."""
-        if not ctx.crossfile:
-            return []
-        t = self.settings.remote if tier == "remote" else self.settings.local
-        budget = min(t.context_tokens * crossfile.CHARS_PER_TOKEN, room)
-        if budget <= 0:
-            return []
+    def context_allowed(self, ctx: CompletionContext, tier: str) -> Callable[[str], bool]:
+        """Which other files may feed `tier`'s prompt, under the settings of this moment:
+        any for the local tier; for the remote tier, none unless the user sends context
+        there (`remote.send_context`), and never a file privacy keeps on the machine."""
         if tier != "remote":
-            return crossfile.fit(ctx.crossfile, budget, lambda p: True)
-        if self.settings.privacy.local_only:
-            return []
+            return lambda f: True
+        if self.settings.privacy.local_only or not self.settings.remote.send_context:
+            return lambda f: False
         p = self.settings.privacy
-        return crossfile.fit(
-            ctx.crossfile, budget, lambda f: not egress.check_path(f, ctx.roots, p, "context")
+        return lambda f: not egress.check_path(f, ctx.roots, p, "context")
+
+    def tier_prompt(
+        self, ctx: CompletionContext, tier: str, total_chars: int
+    ) -> prompt_split.TierPrompt:
+        """`tier`'s prompt parts within its total budget `total_chars`: other files' code
+        and recent edits within their share, the window (cut by `_window`) the rest."""
+        t = self.settings.remote if tier == "remote" else self.settings.local
+        return prompt_split.assemble(
+            prefix=ctx.prefix,
+            suffix=ctx.suffix,
+            ranked=ctx.crossfile,
+            chunks=ctx.recent_edits,
+            total_chars=total_chars,
+            context_tokens=t.context_tokens,
+            allowed=self.context_allowed(ctx, tier),
+            sticky=self._sticky,
+            key=(ctx.path, tier),
+            cut_window=lambda _pre, _suf, chars: self._window(ctx, tier, chars),
         )
 
+    def context_files(
+        self, ctx: CompletionContext, tier: str, total_chars: int
+    ) -> list[crossfile.ContextFile]:
+        """Everything from other files that `tier`'s prompt holds, in prompt order."""
+        return list(self.tier_prompt(ctx, tier, total_chars).files)
+
     def _note_context(
-        self, rec: RouteDecision, ctx: CompletionContext, tier: str, max_chars: int
-    ) -> int:
-        """Record which files fed `tier`'s prompt (and how many bytes); returns the bytes."""
-        if not ctx.crossfile:
-            return 0
-        prefix, suffix = self._window(ctx, tier, max_chars)
-        files = self.context_files(ctx, tier, max_chars - len(prefix) - len(suffix))
-        for f in files:
-            rec.context_files.append((display_path(f.path, ctx.roots), f.bytes, tier))
-        return sum(f.bytes for f in files)
+        self, ctx: CompletionContext, tier: str, max_chars: int
+    ) -> tuple[ContextNote, ...]:
+        """Which files fed `tier`'s prompt, and how many bytes of each."""
+        files = self.context_files(ctx, tier, max_chars)
+        return tuple((display_path(f.path, ctx.roots), f.bytes, tier) for f in files)
 
     def local_budget(self) -> TierBudget:
         """The local tier's total prompt and prediction budget, from its measured speed."""
@@ -245,11 +277,11 @@ class Pipeline:
         budget: TierBudget | None = None,
     ) -> CompletionRequest:
         c = self.settings.completion
-        prefix, suffix = self._window(ctx, tier, max_chars)  # per tier
+        parts = self.tier_prompt(ctx, tier, max_chars)  # per tier
+        prefix, suffix, files = parts.prefix, parts.suffix, parts.files
         # The time cap is for several lines: one line ends at its end, and half a line
         # is no completion.
         capped = budget is not None and not single_line
-        files = self.context_files(ctx, tier, max_chars - len(prefix) - len(suffix))
         return CompletionRequest(
             context_files=tuple((display_path(f.path, ctx.roots), f.text) for f in files),
             repo=ctx.repo,
@@ -295,112 +327,172 @@ class Pipeline:
 
     async def complete(self, ctx: CompletionContext, rules: Rules | None = None) -> RouteDecision:
         """One request under `rules` (resolved once for it by the caller; by default
-        the configured ones for this local model)."""
+        the configured ones for this local model). Each step returns a frozen result;
+        the decision record is built once, at the end."""
         t0 = self._clock()
-        deadline = t0 + self.settings.completion.deadline_ms / 1000
         rules = self.rules() if rules is None else rules
         access = self.access(ctx)
-        rec = RouteDecision(
-            completion="",
-            route="none",
-            reasons=(),
-            policy=rules.policy,
-            confidence=None,
-            threshold=rules.threshold,
-            syntax=None,
-            local_model=self.local.model if self.local else None,
-            remote_model=self.remote.model if self.remote and access == "ok" else None,
-            language=ctx.language,
-            path=ctx.path,
+        models = (
+            self.local.model if self.local else None,
+            self.remote.model if self.remote and access == "ok" else None,
         )
-
-        cache_key = f"{rec.local_model}|{rec.remote_model}|{rules.policy}"
-        if ctx.crossfile:  # other context, other prompt: not the same completion
-            cache_key += f"|{hash(ctx.crossfile)}"
+        cache_key = f"{models[0]}|{models[1]}|{rules.policy}"
+        if ctx.crossfile or ctx.recent_edits:  # other context, other prompt
+            edits = tuple((c.path, c.text) for c in ctx.recent_edits)
+            cache_key += f"|{hash((ctx.crossfile, edits))}"
         hit = self.cache.get(cache_key, ctx.prefix, ctx.suffix)
         if hit is not None:
-            rec.completion = hit.completion
-            rec.route = hit.entry.route  # type: ignore[assignment]
-            rec.reasons = (Reason.CACHE_HIT, *hit.entry.reasons)
-            rec.cache_hit = True
-            if isinstance(origin := hit.entry.origin, RouteDecision):
-                # What the original decision knew, so the card still explains the route.
-                rec.confidence, rec.syntax = origin.confidence, origin.syntax
-                rec.local_completion = origin.local_completion
-            rec.latency_ms["total"] = (self._clock() - t0) * 1000
-            return rec
+            return self._from_cache(hit, ctx, rules, models, t0)
+        budget = self.local_budget()
+        local_prompt = budget.prompt_chars
+        req = _Req(
+            ctx=ctx,
+            rules=rules,
+            models=models,
+            t0=t0,
+            deadline=t0 + self.settings.completion.deadline_ms / 1000,
+            budget=budget,
+            # Several lines only when they can arrive within the prediction's time cap.
+            multiline=wants_multiline(ctx.prefix, self.settings.completion.multiline)
+            and budget.multiline,
+            notes=() if self.local is None else self._note_context(ctx, "local", local_prompt),
+        )
 
         # 1. Local tier, cut short as soon as k tokens say "escalate" (or, single-line,
         # as soon as the line ends).
-        budget = self.local_budget()
-        if self.local is not None:
-            self._note_context(rec, ctx, "local", budget.prompt_chars)
-        # Several lines only when they can arrive within the prediction's time cap.
-        multiline = (
-            wants_multiline(ctx.prefix, self.settings.completion.multiline) and budget.multiline
-        )
-        run = await self._run_local(ctx, deadline, rules, access, multiline, budget)
-        rec.latency_ms["local_total"] = run.total_s * 1000
-        if run.first_token_s is not None:
-            rec.latency_ms["local_first_token"] = run.first_token_s * 1000
-        self._note_local_error(rec, run)
-        local_text = self._local_text(run, ctx, rec, multiline)
-        rec.local_tokens = len(run.logprobs)
-        rec.local_cancelled_early = run.cancelled_early
-        ev = LocalEvidence(
-            available=run.available,
-            # Cut early, the text is partial: it only needs to show there was output.
-            text=run.text if run.cut else local_text,
-            logprobs=run.logprobs,
-            has_logprobs=run.has_logprobs,
-            timed_out=run.timed_out,
-        )
+        first = await self._local_step(req, access, budget)
+        problems = [] if first.run.error is None else [Problem.of("local", first.run.error)]
+        ev, gated = first.evidence(), None
 
         # 2. Gate, only when the verdict depends on it.
-        if router.needs_syntax(ev, rules, access) and not run.cut:
-            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
-
+        if router.needs_syntax(ev, rules, access) and not first.run.cut:
+            gated = await self._gate_local(req, first, ev)
+            ev = gated.evidence
         verdict = router.decide(ev, rules, access)
-        rec.confidence = verdict.confidence
-        if verdict.action != "escalate":
-            rec.route = "local" if verdict.action == "keep-local" else "none"
-            rec.reasons = verdict.reasons
-            rec.completion = local_text if rec.route == "local" else ""
-            return self._finish(rec, t0, cache_key, ctx)
+        cacheable = True
+        if verdict.action == "escalate":
+            rec, cacheable = await self._escalate(req, verdict, (first, gated, ev), problems)
+        else:
+            outcome = local_outcome(verdict, gated.text if gated else first.text)
+            rec = self._record(req, outcome, (first, first, gated), None, problems)
+        if cacheable and rec.route != "none" and rec.completion:
+            self.cache.put(
+                cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, rec.reasons, rec
+            )
+        return rec
 
-        # 3. Remote tier, if privacy still allows it at this moment: local-only may
-        # have been switched on (or the settings changed) while the local tier ran.
+    async def _escalate(
+        self,
+        req: _Req,
+        verdict: router.Ruling,
+        local: tuple[LocalStep, Gated | None, LocalEvidence],  # the run, its gate, evidence
+        problems: list[Problem],
+    ) -> tuple[RouteDecision, bool]:
+        """3. The remote tier, if privacy still allows it at this moment: local-only may
+        have been switched on (or the settings changed) while the local tier ran. The
+        decision, and whether it may be cached."""
+        first, gated, ev = local
+        ctx = req.ctx
         access = self.access(ctx)
-        called = await self._call_remote(ctx, deadline, rec, multiline) if access == "ok" else None
-        if called is None:
-            return await self._blocked_late(ctx, rec, run, ev, rules, deadline, multiline, t0)
-        remote_ok, remote_text = called
-
-        if not remote_ok and run.cut and self._clock() < deadline:
+        remote = None
+        if access == "ok":
+            remote = await self._call_remote(ctx, req.deadline, req.multiline)
+        if remote is not None and remote.problem is not None:
+            problems.append(remote.problem)
+        if remote is None or remote.outcome == "revoked":
+            # Not cached: the key names the remote model, which this answer never saw.
+            return await self._blocked_late(req, local, remote, problems), False
+        last, rerun_ms = first, None
+        if not remote.ok and first.run.cut and self._clock() < req.deadline:
             # We cut the local stream for an escalation that failed: finish the
             # local completion after all, so the user may still get something.
-            run = await self._run_local(ctx, deadline, rules, "not-configured", multiline, budget)
-            rec.latency_ms["local_rerun"] = run.total_s * 1000
-            local_text = self._local_text(run, ctx, rec, multiline)
-            ev = attrs.evolve(ev, available=run.available, text=local_text, timed_out=run.timed_out)
-        if not remote_ok and ev.syntax is None and ev.available and local_text:
+            last = await self._local_step(req, "not-configured", req.budget)
+            rerun_ms = last.run.total_s * 1000
+            ev = attrs.evolve(
+                ev, available=last.run.available, text=last.text, timed_out=last.run.timed_out
+            )
+        if not remote.ok and ev.syntax is None and ev.available and last.text:
             # Could we still keep the local completion? Only if it passes the gate.
-            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
-        final = router.after_remote(verdict, ev, remote_ok=remote_ok, remote_text=remote_text)
-        rec.route = final.route
-        rec.reasons = final.reasons
-        rec.completion = {"remote": remote_text, "local": local_text}.get(final.route, "")
-        return self._finish(rec, t0, cache_key, ctx)
+            gated = await self._gate_local(req, last, ev)
+            ev = gated.evidence
+        local_text = gated.text if gated else last.text
+        final = router.after_remote(verdict, ev, remote_ok=remote.ok, remote_text=remote.text)
+        outcome = Outcome(
+            route=final.route,
+            reasons=final.reasons,
+            completion={"remote": remote.text, "local": local_text}.get(final.route, ""),
+            confidence=verdict.confidence,
+        )
+        return self._record(req, outcome, (first, last, gated), remote, problems, rerun_ms), True
 
-    @staticmethod
-    def _note_local_error(rec: RouteDecision, run: _LocalRun) -> None:
-        if run.error is not None:
-            rec.fail("local", run.error)
+    def _record(
+        self,
+        req: _Req,
+        outcome: Outcome,
+        local: tuple[LocalStep, LocalStep, Gated | None],  # first run, last run, its gate
+        remote: RemoteStep | None,
+        problems: Sequence[Problem],
+        rerun_ms: float | None = None,
+        *,
+        tokens_of_last: bool = False,
+        models: tuple[str | None, str | None] | None = None,
+    ) -> RouteDecision:
+        first, last, gated = local
+        return decision(
+            req.ctx,
+            req.rules,
+            req.models if models is None else models,
+            outcome,
+            first=first,
+            last=last,
+            gated=gated,
+            remote=remote,
+            rerun_ms=rerun_ms,
+            local_tokens=len((last if tokens_of_last else first).run.logprobs),
+            local_context=req.notes,
+            problems=problems,
+            total_ms=(self._clock() - req.t0) * 1000,
+            context_sharing=prompt_split.sharing(self.settings),
+        )
+
+    def _from_cache(
+        self,
+        hit: Hit,
+        ctx: CompletionContext,
+        rules: Rules,
+        models: tuple[str | None, str | None],
+        t0: float,
+    ) -> RouteDecision:
+        origin = hit.entry.origin if isinstance(hit.entry.origin, RouteDecision) else None
+        return RouteDecision(
+            completion=hit.completion,
+            route=hit.entry.route,  # type: ignore[arg-type]
+            reasons=(Reason.CACHE_HIT, *hit.entry.reasons),
+            policy=rules.policy,
+            # What the original decision knew, so the card still explains the route.
+            confidence=origin.confidence if origin else None,
+            threshold=rules.threshold,
+            syntax=origin.syntax if origin else None,
+            local_model=models[0],
+            remote_model=models[1],
+            local_completion=origin.local_completion if origin else "",
+            cache_hit=True,
+            latency=Latency(total=(self._clock() - t0) * 1000),
+            language=ctx.language,
+            path=ctx.path,
+            context_sharing=prompt_split.sharing(self.settings),
+        )
+
+    async def _local_step(self, req: _Req, access: RemoteAccess, budget: TierBudget) -> LocalStep:
+        """The local run and its text as judged and shown."""
+        ctx, multiline = req.ctx, req.multiline
+        run = await self._run_local(ctx, req.deadline, req.rules, access, multiline, budget)
+        text, cut = shown_text(run.text, run.finish_reason, ctx.suffix, multiline=multiline)
+        return LocalStep(run, text, cut)
 
     async def _call_remote(
-        self, ctx: CompletionContext, deadline: float, rec: RouteDecision, multiline: bool
-    ) -> tuple[bool, str] | None:
-        """(remote ok, its text), or None when a privacy change cancelled the call."""
+        self, ctx: CompletionContext, deadline: float, multiline: bool
+    ) -> RemoteStep:
         assert self.remote is not None
         t_remote = self._clock()
         max_chars = self.settings.remote.max_prompt_chars
@@ -409,14 +501,16 @@ class Pipeline:
                 self._request(ctx, deadline, max_chars, "remote", single_line=not multiline)
             )
         )
-        max_chars = self.settings.remote.max_prompt_chars
-        ctx_bytes = self._note_context(rec, ctx, "remote", max_chars)
+        notes = self._note_context(ctx, "remote", max_chars)
+        ctx_bytes = sum(n[1] for n in notes)
         self._remote_calls[call] = ctx
-        if ctx.crossfile:
-            prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)
-            room = max_chars - len(prefix) - len(suffix)
-            files = self.context_files(ctx, "remote", room)
+        if notes:
+            files = self.context_files(ctx, "remote", max_chars)
             self._remote_context[call] = tuple(f.path for f in files)
+
+        def ms() -> float:
+            return (self._clock() - t_remote) * 1000
+
         try:
             result = await call
         except asyncio.CancelledError:
@@ -424,94 +518,92 @@ class Pipeline:
             if call not in self._revoked or (task is not None and task.cancelling()):
                 raise
             # The request may already be on the wire: count it, to be safe.
-            rec.bytes_sent += len((ctx.prefix + ctx.suffix).encode()) + ctx_bytes
-            rec.context_bytes_sent += ctx_bytes
-            rec.errors.append("remote: cancelled: privacy settings changed during the request")
-            return None
+            return RemoteStep(
+                "revoked",
+                bytes_sent=len((ctx.prefix + ctx.suffix).encode()) + ctx_bytes,
+                context_bytes=ctx_bytes,
+                context=notes,
+                problem=Problem("remote", "cancelled: privacy settings changed during the request"),
+                total_ms=ms(),
+            )
         except BackendError as exc:
-            rec.fail("remote", exc)
-            rec.bytes_sent += exc.bytes_sent  # what went out before it failed (often 0)
-            rec.context_bytes_sent += ctx_bytes if exc.bytes_sent else 0
-            return False, ""
+            return RemoteStep(
+                "failed",
+                bytes_sent=exc.bytes_sent,  # what went out before it failed (often 0)
+                context_bytes=ctx_bytes if exc.bytes_sent else 0,
+                context=notes,
+                problem=Problem.of("remote", exc),
+                total_ms=ms(),
+            )
         finally:
             self._remote_calls.pop(call, None)
             self._remote_context.pop(call, None)
             self._revoked.discard(call)
-            rec.latency_ms["remote_total"] = (self._clock() - t_remote) * 1000
-        rec.bytes_sent += result.bytes_sent
-        rec.context_bytes_sent += ctx_bytes
-        if result.first_token_s is not None:
-            rec.latency_ms["remote_first_token"] = result.first_token_s * 1000
+        total_ms = ms()
+        text, cut, gate_ms = await self._remote_text(ctx, result, deadline, multiline)
+        return RemoteStep(
+            "ok",
+            text=text,
+            truncated=cut,
+            bytes_sent=result.bytes_sent,
+            context_bytes=ctx_bytes,
+            context=notes,
+            total_ms=total_ms,
+            first_token_ms=None if result.first_token_s is None else result.first_token_s * 1000,
+            gate_ms=gate_ms,
+        )
+
+    async def _remote_text(
+        self, ctx: CompletionContext, result: Completion, deadline: float, multiline: bool
+    ) -> tuple[str, Truncation | None, float | None]:
+        """The remote's text as shown, what a length cut dropped, and the gate's time
+        (None: not run)."""
         text, cut = shown_text(result.text, result.finish_reason, ctx.suffix, multiline=multiline)
-        if result.finish_reason == "length" and multiline and self.gate is not None and text:
-            # Whole lines may still leave a block open: keep those the gate accepts (none
-            # accepted: nothing from the remote is shown, rather than broken code).
-            t = self._clock()
-            found = await self._trimmed(ctx, text, deadline)
-            kept = found[0] if found is not None else ""
-            rec.latency_ms["remote_gate"] = (self._clock() - t) * 1000
-            if kept != text:
-                cut = truncation(post_process(result.text, ctx.suffix, multiline=multiline), kept)
-                text = kept
-        if cut is not None:
-            rec.truncated["remote"] = cut
-        return True, text
+        if result.finish_reason != "length" or not multiline or self.gate is None or not text:
+            return text, cut, None
+        # Whole lines may still leave a block open: keep those the gate accepts (none
+        # accepted: nothing from the remote is shown, rather than broken code).
+        t = self._clock()
+        found = await self._trimmed(ctx, text, deadline)
+        kept = found[0] if found is not None else ""
+        gate_ms = (self._clock() - t) * 1000
+        if kept != text:
+            cut = truncation(post_process(result.text, ctx.suffix, multiline=multiline), kept)
+        return kept, cut, gate_ms
 
     async def _blocked_late(
         self,
-        ctx: CompletionContext,
-        rec: RouteDecision,
-        run: _LocalRun,
-        ev: LocalEvidence,
-        rules: Rules,
-        deadline: float,
-        multiline: bool,
-        t0: float,
+        req: _Req,
+        local: tuple[LocalStep, Gated | None, LocalEvidence],
+        remote: RemoteStep | None,
+        problems: list[Problem],
     ) -> RouteDecision:
         """The request wanted to escalate, but privacy forbids it now: decide as if it
         had been forbidden from the start (finishing a local stream we cut)."""
-        access = self.access(ctx)
+        first, gated, ev = local
+        access = self.access(req.ctx)
         if access == "ok":  # pragma: no cover - only called once access changed
             access = "local-only"
-        if rec.bytes_sent == 0:
-            rec.remote_model = None
-        local_text = rec.local_completion
-        if run.cut and self._clock() >= deadline:
-            ev = attrs.evolve(ev, text=local_text)
-        elif run.cut:
-            run = await self._run_local(
-                ctx, deadline, rules, access, multiline, self.local_budget()
-            )
-            rec.latency_ms["local_rerun"] = run.total_s * 1000
-            self._note_local_error(rec, run)
-            local_text = self._local_text(run, ctx, rec, multiline)
-            rec.local_tokens = len(run.logprobs)
-            ev = LocalEvidence(
-                available=run.available,
-                text=local_text,
-                logprobs=run.logprobs,
-                has_logprobs=run.has_logprobs,
-            )
-        if router.needs_syntax(ev, rules, access) and ev.syntax is None:
-            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
-        verdict = router.decide(ev, rules, access)
-        rec.confidence = verdict.confidence
-        rec.route = "local" if verdict.action == "keep-local" else "none"
-        rec.reasons = verdict.reasons
-        rec.completion = local_text if rec.route == "local" else ""
-        # Not cached: the key names the remote model, which this answer never saw.
-        rec.latency_ms["total"] = (self._clock() - t0) * 1000
-        return rec
-
-    def _finish(
-        self, rec: RouteDecision, t0: float, cache_key: str, ctx: CompletionContext
-    ) -> RouteDecision:
-        rec.latency_ms["total"] = (self._clock() - t0) * 1000
-        if rec.route != "none" and rec.completion:
-            self.cache.put(
-                cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, rec.reasons, rec
-            )
-        return rec
+        sent = remote is not None and remote.bytes_sent > 0
+        models = req.models if sent else (req.models[0], None)
+        last, rerun_ms = first, None
+        if first.run.cut and self._clock() >= req.deadline:
+            ev = attrs.evolve(ev, text=first.text)
+        elif first.run.cut:
+            last = await self._local_step(req, access, self.local_budget())
+            rerun_ms = last.run.total_s * 1000
+            if last.run.error is not None:
+                problems.append(Problem.of("local", last.run.error))
+            ev, gated = last.evidence(), None
+        if router.needs_syntax(ev, req.rules, access) and ev.syntax is None:
+            gated = await self._gate_local(req, last, ev)
+            ev = gated.evidence
+        verdict = router.decide(ev, req.rules, access)
+        outcome = local_outcome(verdict, gated.text if gated else last.text)
+        return self._record(
+            req, outcome, (first, last, gated), remote, problems, rerun_ms,
+            tokens_of_last=True, models=models,
+        )  # fmt: skip
 
     async def _run_local(
         self,
@@ -521,11 +613,10 @@ class Pipeline:
         access: RemoteAccess,
         multiline: bool,
         budget: TierBudget,
-    ) -> _LocalRun:
+    ) -> LocalRun:
         run = _LocalRun()
         if self.local is None:
-            run.error = BackendError("no local backend configured", backend="local")
-            return run
+            return LocalRun(error=BackendError("no local backend configured", backend="local"))
         started = self._clock()
         first_end: float | None = None
         total_end: float | None = None
@@ -595,18 +686,7 @@ class Pipeline:
         finally:
             await stream.aclose()
             run.total_s = self._clock() - started
-        return run
-
-    def _local_text(
-        self, run: _LocalRun, ctx: CompletionContext, rec: RouteDecision, multiline: bool
-    ) -> str:
-        """The local run's text as judged and shown (noted in the record)."""
-        text, cut = shown_text(run.text, run.finish_reason, ctx.suffix, multiline=multiline)
-        rec.local_completion = text
-        rec.truncated.pop("local", None)
-        if cut is not None:
-            rec.truncated["local"] = cut
-        return text
+        return run.frozen()
 
     async def _check(self, ctx: CompletionContext, text: str) -> Verdict:
         assert self.gate is not None
@@ -633,44 +713,30 @@ class Pipeline:
 
         return await asyncio.to_thread(trim) if gate.blocking else trim()
 
-    async def _gate_local(
-        self,
-        ctx: CompletionContext,
-        text: str,
-        ev: LocalEvidence,
-        rec: RouteDecision,
-        multiline: bool,
-        deadline: float,
-    ) -> tuple[str, LocalEvidence]:
+    async def _gate_local(self, req: _Req, local: LocalStep, ev: LocalEvidence) -> Gated:
         """Gate the local text; a multi-line text the token budget cut that the gate
         rejects is trimmed to the longest run of whole lines it accepts, if any (else, or
         once the deadline passed, it stays as it is, rejected, and escalates as
         syntax-invalid)."""
-        ev = await self._gate(ctx, text, ev, rec)
-        if ev.syntax != "invalid" or not multiline or "local" not in rec.truncated:
-            return text, ev
+        ctx, text = req.ctx, local.text
+        if self.gate is None:
+            no_gate = attrs.evolve(ev, syntax="unsupported-language")
+            return Gated(text, no_gate, None, None, local.truncated)
         t = self._clock()
-        found = await self._trimmed(ctx, text, deadline, skip=1)
-        rec.latency_ms["gate"] += (self._clock() - t) * 1000
+        verdict = await self._check(ctx, text)
+        ms = (self._clock() - t) * 1000
+        ev = attrs.evolve(ev, syntax=verdict.status, undefined=verdict.undefined)
+        if verdict.status != "invalid" or not req.multiline or local.truncated is None:
+            return Gated(text, ev, verdict, ms, local.truncated)
+        t = self._clock()
+        found = await self._trimmed(ctx, text, req.deadline, skip=1)
+        ms += (self._clock() - t) * 1000
         run, info = found if found is not None else (text, None)
         if info is None:  # every run rejected, or out of time
-            return text, ev
-        old = rec.truncated["local"]
+            return Gated(text, ev, verdict, ms, local.truncated)
         more = truncation(text, run)
-        rec.truncated["local"] = Truncation(
-            chars=old.chars + more.chars, lines=old.lines + more.lines
+        cut = Truncation(
+            chars=local.truncated.chars + more.chars, lines=local.truncated.lines + more.lines
         )
-        rec.local_completion = run
-        rec.syntax = info
-        return run, attrs.evolve(ev, text=run, syntax=info.status, undefined=info.undefined)
-
-    async def _gate(
-        self, ctx: CompletionContext, text: str, ev: LocalEvidence, rec: RouteDecision
-    ) -> LocalEvidence:
-        if self.gate is None:
-            return attrs.evolve(ev, syntax="unsupported-language")
-        t = self._clock()
-        info = await self._check(ctx, text)
-        rec.latency_ms["gate"] = (self._clock() - t) * 1000
-        rec.syntax = info
-        return attrs.evolve(ev, syntax=info.status, undefined=info.undefined)
+        kept = attrs.evolve(ev, text=run, syntax=info.status, undefined=info.undefined)
+        return Gated(run, kept, info, ms, cut)

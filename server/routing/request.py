@@ -15,6 +15,7 @@ from ..vocab.verdict import Verdict
 
 if TYPE_CHECKING:
     from ..workspace.crossfile import Candidate
+    from ..workspace.recent_edits import EditChunk
 
 
 @attrs.frozen
@@ -39,6 +40,9 @@ class CompletionContext:
     # budget (completion.context = "workspace"); `repo` names the workspace folder.
     crossfile: tuple[Candidate, ...] = ()
     repo: str = ""
+    # Chunks the user changed lately in other open files (completion.recent_edits),
+    # newest first, not yet filtered by privacy nor cut to a budget.
+    recent_edits: tuple[EditChunk, ...] = ()
 
 
 class Gate(Protocol):

@@ -19,8 +19,8 @@ from ..routing.request import Anchor, CompletionContext
 from ..settings import config
 from ..syntax import SyntaxDocument
 from ..vocab.positions import Text
-from ..workspace import crossfile, egress
-from ..workspace.documents import DocState, DocumentStore, path_of
+from ..workspace import crossfile, egress, recent_edits
+from ..workspace.documents import DocState, DocumentStore, Edit, path_of
 from ..workspace.workspace_index import WorkspaceIndex
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ class ContextBuilder:
         self.index: WorkspaceIndex | None = None
         self._index_stop = threading.Event()
         self.snippets = crossfile.SnippetCache()
+        self.recent = recent_edits.RecentEdits()  # chunks changed lately, any open file
 
     # -- the request's context --------------------------------------------------
     @staticmethod
@@ -66,8 +67,9 @@ class ContextBuilder:
         *,
         blocking_gate: bool,
     ) -> CompletionContext:
-        """`window` completed: the syntax anchor, the workspace folders, and with
-        completion.context "workspace" the ranked cross-file candidates."""
+        """`window` completed: the syntax anchor, the workspace folders, with
+        completion.context "workspace" the ranked cross-file candidates, and with
+        completion.recent_edits the chunks changed lately in other files."""
         text, version = snapshot
         anchor_doc = st.syntax
         if blocking_gate or st.text.version != version:
@@ -85,9 +87,28 @@ class ContextBuilder:
             except Exception:  # context is a bonus: never fail the completion over it
                 log.exception("cross-file context failed; completing with the file alone")
                 cands = ()
+            ctx = attrs.evolve(ctx, crossfile=cands)
+        if settings.completion.recent_edits:
+            ctx = attrs.evolve(ctx, recent_edits=tuple(self.recent.recent(exclude=st.path)))
+        if ctx.crossfile or ctx.recent_edits:
             repo = roots[0].rstrip("/").rsplit("/", 1)[-1] if roots else ""
-            ctx = attrs.evolve(ctx, crossfile=cands, repo=repo)
+            ctx = attrs.evolve(ctx, repo=repo)
         return ctx
+
+    def changed(
+        self, st: DocState, old: str, edits: Sequence[Edit], settings: config.Settings
+    ) -> None:
+        """`st` changed from `old` by `edits`: feed the recent-edits ring (context for
+        other files' prompts)."""
+        if not settings.completion.recent_edits or not edits:
+            return
+        new = st.text.text
+        for e in edits:
+            if e.start is None:
+                first, last = recent_edits.lines_of_sync(old, new)
+            else:
+                first, last = recent_edits.lines_of_range_edit(e.start[0], e.text)
+            self.recent.note(st.path, new, first, last)
 
     def roots(self) -> tuple[str, ...]:
         return tuple(path_of(u) for u in self._roots() if u.startswith("file:"))

@@ -11,6 +11,7 @@ these methods; tests can drive a Session with plain calls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -54,6 +55,9 @@ __all__ = ["Completed", "DocState", "DocumentNotOpen", "Edit", "Session", "path_
 
 log = logging.getLogger(__name__)
 
+# How long a completion waits for the editor's first workspace configuration.
+WORKSPACE_WAIT_S = 0.5
+
 # Backend problems worth one message to the user (timeouts are not: they are noise).
 _TROUBLE = (BackendUnavailable, ModelNotFound, BadCredentials, FimUnsupported)
 
@@ -93,6 +97,7 @@ class Session:
         self._settings_gen = 0  # bumps when the pipeline must be rebuilt
         self._retiring: set[Pipeline] = set()  # replaced, closed once their requests end
         self._troubles: set[str] = set()
+        self._workspace_applied = asyncio.Event()
         self._closing: set[asyncio.Future[None]] = set()
         self.local_choice = ""
         self._last_local_model = ""
@@ -129,11 +134,28 @@ class Session:
         user's value). A refused workspace value is reported once."""
         old = self.settings
         issues = self.settings_state.apply(init=init, workspace=workspace)
+        if workspace is not None:
+            self._workspace_applied.set()
         if self.settings != old:
             self._drop_pipeline()
             self._push_privacy(old)
             self._sync_adaptive()
         return issues
+
+    def expect_workspace_configuration(self) -> None:
+        """The editor answers workspace/configuration: until its first answer is applied,
+        nothing escalates (a repository's local_only or never_send would come too late)."""
+        old = self.settings
+        self.settings_state.expect_workspace()
+        self._workspace_applied.clear()
+        self._push_privacy(old)
+
+    async def _await_workspace(self) -> None:
+        """A short, bounded wait for the first workspace configuration; past it, this
+        request is answered locally (the settings say local-only until it comes)."""
+        if self.settings_state.awaiting_workspace:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._workspace_applied.wait(), WORKSPACE_WAIT_S)
 
     def toggle_local_only(self) -> bool:
         old = self.settings
@@ -260,10 +282,13 @@ class Session:
         key = uri_key(uri)
         retention = self.decision_log.retention
         follow = functools.partial(retention.edit, key) if retention.watching(key) else None
+        before = self.docs.documents.get(key)
+        old = before.text.text if before is not None else ""  # a str: immutable
         changed = self.docs.change(uri, edits, follow)
         if changed is None:
             return False
         st = changed.doc
+        self.context.changed(st, old, edits, self.settings)
         if changed.accepted is not None and self.accept(changed.accepted):
             # The editor inserted our completion: its lines now hold it, keep the card.
             self.decision_log.track(
@@ -305,6 +330,7 @@ class Session:
             self._resolve(ticket.dismissed, accepted=False)
         if not invoked and not await self.tracker.debounce(st, ticket, self.debounce_s(st)):
             return None
+        await self._await_workspace()
         pipeline = await self.pipeline()
         if not self.tracker.current(st, ticket):
             return None

@@ -109,6 +109,8 @@ def route_card(rec: RouteDecision, *, markdown: bool = True) -> str:
             fed[path] = (max(n, size), [*tiers, tier])
         shown = ", ".join(f"`{p}` {n:,} B ({'+'.join(t)})" for p, (n, t) in fed.items())
         lines.append(f"- context from other files: {shown}")
+    if rec.context_sharing:
+        lines.append(f"- other files' code goes to: {rec.context_sharing}")
     if rec.cache_hit:
         lines.append("- served from the cache (no model asked)")
     if rec.route == "remote" and rec.local_completion:

@@ -30,6 +30,8 @@ from typing import Literal
 
 import attrs
 
+from ..vocab.kinds import Reason
+
 State = Literal["ok", "slow", "shedding", "down"]
 
 
@@ -218,3 +220,30 @@ class EscalationBudget:
         if confidence is not None:
             self._conf.append((now, confidence))
             bisect.insort(self._sorted, confidence)
+
+
+def load_hold(
+    *,
+    reasons: tuple[Reason, ...],
+    confidence: float | None,
+    threshold: float,
+    pressure: Pressure | None,
+    budget_ok: bool,
+    now: float,
+    deadline: float,
+) -> Reason | None:
+    """Why an escalation the SynConfRoute rule asks for stays home under load (None: it
+    goes out). `pressure` is None with backpressure off.
+
+    - The cluster said "not now", or cannot start the answer in time: `cluster-busy`.
+    - Unsure only (no syntax problem known) but above the raised bar: `cluster-busy`; the
+      caller still escalates it if the gate then finds it invalid.
+    - Over the escalation budget: `escalation-budget`.
+    """
+    if pressure is not None:
+        if not pressure.can_escalate(now, deadline):
+            return Reason.CLUSTER_BUSY
+        unsure_only = set(reasons) <= {Reason.LOW_CONFIDENCE}
+        if unsure_only and confidence is not None and confidence >= threshold - pressure.lift:
+            return Reason.CLUSTER_BUSY
+    return None if budget_ok else Reason.ESCALATION_BUDGET

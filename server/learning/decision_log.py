@@ -33,6 +33,14 @@ class WorkerStatus:
     pid: int
     rss_mb: float | None
     restarts: int
+    # Measured speed (tokens/s) and the prompt tokens of the generations so far, of which
+    # reused from the KV cache (typing, prefill): what the time budget works with.
+    prompt_tps: float | None = None
+    decode_tps: float | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    prefills: int = 0  # background prefills handed to the worker (cursor rests)
+    protocol_errors: int = 0  # malformed messages read from its pipe, each skipped
 
 
 @attrs.frozen

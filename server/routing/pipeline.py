@@ -15,6 +15,7 @@ import attrs
 
 from synconfroute.clients._speed import Rates
 from synconfroute.clients.errors import BackendError, BackendTimeout
+from synconfroute.clients.plan import PromptPlan
 from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
 
 from ..settings.config import PrivacySettings, Settings
@@ -144,8 +145,8 @@ class Pipeline:
         # Remote calls in flight, so a privacy change can stop them.
         self._remote_calls: dict[asyncio.Future[Completion], CompletionContext] = {}
         self._revoked: set[asyncio.Future[Completion]] = set()
-        # The other files whose code each remote call carries (cross-file context).
-        self._remote_context: dict[asyncio.Future[Completion], tuple[str, ...]] = {}
+        # Each remote call's prompt plan: the privacy re-check reads its context files.
+        self._remote_plans: dict[asyncio.Future[Completion], PromptPlan | None] = {}
         self.remote_revoked = False  # the settings no longer name this remote
         # Every remote send passes this check, under the settings of its moment.
         self.egress = egress.guard(remote, lambda: self.settings)
@@ -234,8 +235,10 @@ class Pipeline:
         self._settings = attrs.evolve(self._settings, privacy=privacy)
         self.remote_revoked = self.remote_revoked or remote_revoked
         for call, ctx in self._remote_calls.items():
-            carried = self._remote_context.get(call, ())
-            now_private = any(egress.check_path(p, ctx.roots, privacy, "context") for p in carried)
+            plan = self._remote_plans.get(call)
+            now_private = plan is not None and any(
+                egress.private_reason(c, plan, privacy) for c in plan.context
+            )
             if not call.done() and (self.access(ctx) != "ok" or now_private):
                 log.info("privacy settings changed: cancelling a remote request in flight")
                 self._revoked.add(call)
@@ -595,17 +598,17 @@ class Pipeline:
         assert self.remote is not None
         t_remote = self._clock()
         max_chars = self.settings.remote.max_prompt_chars
-        call = asyncio.ensure_future(
-            self.remote.complete(
-                self._request(ctx, deadline, max_chars, "remote", single_line=not multiline)
-            )
+        # The prompt is planned once: the request, the record's context files and the
+        # privacy re-check of a call in flight all read this one.
+        request = self._request(ctx, deadline, max_chars, "remote", single_line=not multiline)
+        call = asyncio.ensure_future(self.remote.complete(request))
+        notes = tuple(
+            (path, len(text.encode("utf-8", "surrogatepass")), "remote")
+            for path, text in request.context_files
         )
-        notes = self._note_context(ctx, "remote", max_chars)
         ctx_bytes = sum(n[1] for n in notes)
         self._remote_calls[call] = ctx
-        if notes:
-            files = self.context_files(ctx, "remote", max_chars)
-            self._remote_context[call] = tuple(f.path for f in files)
+        self._remote_plans[call] = request.plan
 
         def ms() -> float:
             return (self._clock() - t_remote) * 1000
@@ -636,7 +639,7 @@ class Pipeline:
             )
         finally:
             self._remote_calls.pop(call, None)
-            self._remote_context.pop(call, None)
+            self._remote_plans.pop(call, None)
             self._revoked.discard(call)
         total_ms = ms()
         text, cut, gate_ms = await self._remote_text(ctx, result, deadline, multiline)

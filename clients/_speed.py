@@ -42,6 +42,12 @@ class Rates:
     samples: int = 0
 
 
+# A small model on two busy cores: what the embedded backend reports until it has
+# measured (its calibration at start-up runs in the background), so that its first
+# request is not sized for an unbounded machine.
+EMBEDDED_PRIOR = Rates(prompt_tps=100.0, decode_tps=25.0)
+
+
 class SpeedMeter:
     """Moving averages of prompt-evaluation and decode rates (thread-safe: the
     embedded backend's pipe reader thread feeds it)."""
@@ -88,4 +94,4 @@ def _blend(old: float | None, new: float) -> float:
     return new if old is None else (1 - ALPHA) * old + ALPHA * new
 
 
-__all__ = ["CALIBRATION_TEXT", "Rates", "SpeedMeter"]
+__all__ = ["CALIBRATION_TEXT", "EMBEDDED_PRIOR", "Rates", "SpeedMeter"]

@@ -45,7 +45,7 @@ from ._llama import (
     check_model_path,
     import_llama_cpp,
 )
-from ._speed import Rates, SpeedMeter
+from ._speed import EMBEDDED_PRIOR, Rates, SpeedMeter
 from ._stream import complete_streamed, next_before, within
 from .errors import BackendError, BackendUnavailable, RequestCancelled
 from .types import (
@@ -664,8 +664,14 @@ class EmbeddedBackend(ModelIdentity):
 
     @property
     def rates(self) -> Rates:
-        """Prompt-evaluation and decode rates measured so far."""
-        return self.speed.rates
+        """Prompt-evaluation and decode rates measured so far; a small model's on two
+        busy cores (EMBEDDED_PRIOR) for what is not measured yet."""
+        r = self.speed.rates
+        return Rates(
+            r.prompt_tps or EMBEDDED_PRIOR.prompt_tps,
+            r.decode_tps or EMBEDDED_PRIOR.decode_tps,
+            r.samples,
+        )
 
     async def calibrate(self) -> Rates:
         """Measure the prompt-evaluation and decode rates on a short piece of code (a

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from synconfroute.clients._speed import Rates, SpeedMeter
+from synconfroute.clients._speed import EMBEDDED_PRIOR, Rates, SpeedMeter
+from synconfroute.clients.embedded import EmbeddedBackend
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.types import CompletionRequest
 from synconfroute.server.routing.context import make_context
@@ -16,7 +17,6 @@ from synconfroute.server.routing.gate import make_gate
 from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.routing.request import CompletionContext
 from synconfroute.server.routing.time_budget import (
-    ASSUMED,
     GRID_STEPS,
     MIN_PROMPT_CHARS,
     PROMPT_STEPS,
@@ -144,12 +144,14 @@ def test_a_slow_machine_still_gets_a_few_lines_and_only_single_line_completions(
     assert not b.multiline  # 0.3 s x 20 tok/s = 6 tokens: not two lines
 
 
-def test_unmeasured_rates_are_assumed_slow_and_switched_off_the_character_cap_rules() -> None:
+def test_unmeasured_or_switched_off_the_character_cap_rules() -> None:
     s = Settings()
-    assumed = local_budget(s.local, s.completion, ASSUMED)
-    assert local_budget(s.local, s.completion, None) == assumed
-    assert local_budget(s.local, s.completion, Rates()) == assumed
-    assert assumed.prompt_chars < s.local.max_prompt_chars
+    assert local_budget(s.local, s.completion, None).prompt_chars == s.local.max_prompt_chars
+    assert local_budget(s.local, s.completion, Rates()).prompt_chars == s.local.max_prompt_chars
+    # The embedded backend reports a small model's rates until it has measured its own.
+    prior = local_budget(s.local, s.completion, EmbeddedBackend().rates)
+    assert prior == local_budget(s.local, s.completion, EMBEDDED_PRIOR)
+    assert prior.prompt_chars < s.local.max_prompt_chars
     s.local.first_token_target_ms = 0
     s.local.max_predict_ms = 0
     b = local_budget(s.local, s.completion, Rates(prompt_tps=320, decode_tps=72))

@@ -37,10 +37,6 @@ MIN_PROMPT_CHARS = 384
 # and a window that changed size at every request would move its start and lose the KV
 # cache. Between two steps the smaller is taken.
 PROMPT_STEPS = (384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
-# Until the first measurement (the calibration at start-up runs in the background): a
-# small model on two busy cores. Assumed, so that the first request is not sized for
-# an unbounded machine.
-ASSUMED = Rates(prompt_tps=100.0, decode_tps=25.0)
 # Tokens a multi-line completion needs to be worth asking for: two short lines.
 MULTILINE_MIN_TOKENS = 12
 # Grid steps of the window's start, in lines, coarse first: the start moves only when
@@ -66,14 +62,15 @@ def local_budget(
     local: LocalSettings, completion: CompletionSettings, rates: Rates | None
 ) -> TierBudget:
     """The local tier's budget from the settings and the measured rates (None or
-    unmeasured: the ASSUMED rates of a small model on a busy laptop)."""
+    unmeasured: the settings' character and token caps alone; the embedded backend
+    reports assumed rates until it has measured its own)."""
     chars = local.max_prompt_chars
     max_tokens = completion.max_tokens
     predict_s = local.max_predict_ms / 1000 if local.max_predict_ms > 0 else None
     multiline = True
     why: list[str] = []
-    p = rates.prompt_tps if rates is not None and rates.prompt_tps else ASSUMED.prompt_tps
-    d = rates.decode_tps if rates is not None and rates.decode_tps else ASSUMED.decode_tps
+    p = rates.prompt_tps if rates is not None else None
+    d = rates.decode_tps if rates is not None else None
     if p and local.first_token_target_ms > 0:
         # One decode step (the first token) comes out of the same target.
         step_s = 1 / d if d else 0.0

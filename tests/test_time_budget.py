@@ -110,6 +110,17 @@ def test_the_window_starts_on_a_grid_line_of_the_document() -> None:
         assert start % GRID_STEPS[-2] == 0 or len(prefix) >= 1000
 
 
+def test_a_short_context_is_not_rounded_away() -> None:
+    """`completion.context_lines = 3`: the window still holds the lines before the
+    cursor's (the grid step shrinks to keep at least half of them)."""
+    text = "".join(f"line_{i} = {i}\n" for i in range(100))
+    off = text.index("line_45")
+    ctx = make_context(text, off, context_lines=3)
+    assert 2 <= ctx.prefix.count("\n") <= 3
+    assert anchor_line(45, 3) in (42, 43) and anchor_line(45, 200) == 0
+    assert anchor_line(1000, 200) == 800 and anchor_line(1001, 200) == 832
+
+
 def test_a_prefix_only_model_gets_the_whole_budget_for_the_prefix() -> None:
     prefix = "".join(f"line_{i} = {i}\n" for i in range(400))
     suffix = "".join(f"after_{i} = {i}\n" for i in range(400))

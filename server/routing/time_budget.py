@@ -95,12 +95,14 @@ def local_budget(
 
 def anchor_line(line: int, context_lines: int) -> int:
     """The first line of a window that reaches `context_lines` back from `line`, moved
-    forward to the coarsest grid step (so it stays put while the cursor moves within a
-    step); never past `line`."""
+    forward to the coarsest grid step that keeps half of them (so it stays put while
+    the cursor moves within a step); never past `line`."""
     first = line - context_lines
     if first <= 0:
         return 0
-    step = GRID_STEPS[0]
+    # The coarsest step that keeps at least half the lines asked for (a short
+    # `context_lines` is not rounded away).
+    step = next((g for g in GRID_STEPS if 2 * g <= context_lines), 1)
     return min(line, -(-first // step) * step)
 
 

@@ -34,6 +34,7 @@ _INCOMPLETE = (
     "was never closed",
     "unexpected EOF",
     "unterminated triple-quoted string",
+    "expected 'except' or 'finally' block",  # a `try:` whose handler is further down
 )
 _INDENTATION = ("indent", "unindent")
 _MAX_UP = 400  # lines searched above the cursor for the enclosing headers
@@ -70,6 +71,10 @@ def _indent(line: bytes) -> bytes:
 _COMPOUND = re.compile(
     rb"(if|elif|else|for|while|with|try|except|finally|def|class|async|match|case)\b"
 )
+
+
+def _triple_quotes(line: bytes) -> int:
+    return line.count(b'"""') + line.count(b"'''")
 
 
 def _logical_start(data: bytes, ups: list[tuple[int, int]], k: int) -> int:
@@ -143,6 +148,13 @@ def _contexts(data: bytes, ls: int, nested: bool = False) -> list[tuple[bytes, i
     above = data[ups[k][0] : ups[k][1]]
     code = _code(above)
     j = _logical_start(data, ups, k)
+    if _triple_quotes(above) % 2:
+        # the line above closes a string over several lines: its statement starts where
+        # the string opened
+        for m in range(k + 1, min(len(ups), k + _MAX_UP)):
+            if _triple_quotes(data[ups[m][0] : ups[m][1]]) % 2:
+                j = _logical_start(data, ups, m)
+                break
     first = data[ups[j][0] : ups[j][1]]
     ind = _indent(first)
     keyword = bool(_COMPOUND.match(first.lstrip(b" \t")))
@@ -242,6 +254,7 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
         zone_end = last_end  # `finally:` of a statement above the window
     n_stub = stubs.count(b"\n")
     zone_lines = n_stub + data.count(b"\n", ws, zone_end) + 1
+    own_lines = n_stub + data.count(b"\n", ws, last_end) + 1  # through the completion's
     # The zone alone first: Python reports a tokenizer error further down (an unmatched
     # ')' that the completion orphaned) before a parser error in the zone.
     window = stubs + data[ws:zone_end]
@@ -251,7 +264,7 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
         pass
     elif not _incomplete(err, window) and err[1] <= zone_lines:
         return WindowVerdict(False, err[0], _at(data, ws, err[1] - n_stub, err[2]))
-    elif "was never closed" in err[0] and n_stub < err[1] <= zone_lines:
+    elif "was never closed" in err[0] and n_stub < err[1] <= own_lines:
         opened = err
     hi = _block_end(data, zone_end, len(_indent(first)))
     msg, line, col = "", 0, 0
@@ -280,7 +293,7 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
         # the user's lines further down did not close it cleanly: the completion's bracket
         msg, line, col = opened
     where = _at(data, ws, line - n_stub, col)
-    if line > zone_lines and "was never closed" in msg:
+    if line > own_lines and "was never closed" in msg:
         return WindowVerdict(True, f"python: {msg} (a bracket the user opened after it)")
     if line > zone_lines and not any(m in msg for m in _INDENTATION):
         # in the user's lines after the completion: the caller knows whether they were

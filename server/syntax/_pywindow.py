@@ -90,10 +90,25 @@ def _logical_start(data: bytes, ups: list[tuple[int, int]], k: int) -> int:
     return k
 
 
-def _open_bracket(data: bytes, ups: list[tuple[int, int]], k: int) -> int | None:
-    """Index of the line above (from line `k` up) that opens a bracket still open at the
-    cursor, looking no further than the enclosing header."""
-    net = 0
+def _suspicious(data: bytes, ups: list[tuple[int, int]], k: int) -> bool:
+    above = data[ups[k][0] : ups[k][1]]
+    code = _code(above).strip()
+    if code.endswith(b":"):
+        code += b" pass"
+    if _parse(code) is not None:
+        return True
+    for m in range(k + 1, min(len(ups), k + _MAX_GROW)):
+        line = data[ups[m][0] : ups[m][1]]
+        c = _code(line)
+        if c.strip():
+            return len(_indent(line)) < len(_indent(above)) and not c.endswith(b":")
+    return False
+
+
+def _open_brackets(data: bytes, ups: list[tuple[int, int]], k: int) -> list[int]:
+    """Indexes of the (at most two) closest lines above, from line `k` up, that open a
+    bracket still open at the cursor, looking no further than the enclosing header."""
+    net, top, out = 0, 0, []
     ind = len(_indent(data[ups[k][0] : ups[k][1]]))
     for j in range(k, min(len(ups), k + _MAX_GROW)):
         line = data[ups[j][0] : ups[j][1]]
@@ -101,11 +116,14 @@ def _open_bracket(data: bytes, ups: list[tuple[int, int]], k: int) -> int | None
         if not code.strip():
             continue
         net += _net(line)
-        if net > 0:
-            return j
+        if net > top:
+            top = net
+            out.append(j)
+            if len(out) == 2:
+                break
         if len(_indent(line)) < ind and code.endswith(b":"):
-            return None
-    return None
+            break
+    return out
 
 
 def _enclosing(data: bytes, ups: list[tuple[int, int]], j: int, cur: int) -> list[bytes]:
@@ -174,17 +192,17 @@ def _contexts(data: bytes, ls: int, nested: bool = False) -> list[tuple[bytes, i
     if not nested:
         # inside a bracket opened further up (the items of a dict over several lines), or
         # below a bracket the user left open: read it both ways
-        o = _open_bracket(data, ups, k)
-        if o is not None:
+        for o in _open_brackets(data, ups, k):
             out += _contexts(data, ups[_logical_start(data, ups, o)][0], True)
     if not header and keyword:
         out.append((build(ind, j, b"if 1:"), ls))
     if j != k:
         out.append((build(_indent(above), k, b"if 1:" if header else b"pass"), ls))
-    # the lines between are the user's, broken: stand for the closest line above that is
-    # no deeper than the cursor's line
+    # the line above looks broken (it does not parse alone, or it is indented as the
+    # rest of a statement whose bracket is gone): stand for the closest line above that
+    # is no deeper than the cursor's line
     cur = len(_indent(data[ls : _line_end(data, ls)]))
-    for m in range(k, min(len(ups), k + _MAX_GROW)):
+    for m in range(k, min(len(ups), k + _MAX_GROW) if _suspicious(data, ups, k) else k):
         line = data[ups[m][0] : ups[m][1]]
         c = _code(line)
         if c.strip() and len(_indent(line)) <= cur:

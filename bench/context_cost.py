@@ -17,7 +17,11 @@ the KV-cache reuse rate while typing (prompt tokens reused from the previous req
 prompt tokens), how often the context changed between two keystrokes, and whether the
 callee's header is in the tokens the model saw (decoded from the worker's prompt ids).
 
-    .venv/bin/python -m bench.context_cost [--tasks 10] [--keys 16]
+The total is fixed (--prompt-chars, default 4,500: what fits SmolLM2's window) so both
+sides get the same budget; --measured-budget lets the tier's measured speed set it
+instead (local.first_token_target_ms, issue 26), as the server does.
+
+    .venv/bin/python -m bench.context_cost [--tasks 10] [--keys 16] [--measured-budget]
 """
 
 from __future__ import annotations

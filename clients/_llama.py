@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import templates
+from ._speed import CALIBRATION_TEXT
 from ._stream import TokenStops, complete_streamed, next_before
 from .errors import BackendError, BackendUnavailable, RequestCancelled
 from .types import (
@@ -73,13 +74,6 @@ _PRE_MARK = "\x00synconfroute-prefix\x00"
 # a prefill is honoured between two calls (~0.1-0.2 s of SmolLM2 on 2 busy cores), and
 # what was evaluated stays in the KV cache. Larger chunks are only marginally faster.
 EVAL_CHUNK = 48
-# What the rates are measured on when the model loads: real code, ~70 tokens.
-_CALIBRATION_TEXT = (
-    "def parse_args(argv):\n    parser = argparse.ArgumentParser(prog='tool')\n"
-    "    parser.add_argument('--verbose', action='store_true')\n"
-    "    for name in sorted(argv):\n        if name.startswith('-'):\n"
-    "            continue\n    return parser.parse_args(argv)\n"
-)
 _SUF_MARK = "\x00synconfroute-suffix\x00"
 
 
@@ -767,7 +761,7 @@ def _calibrate(llm: Llama, stop: Callable[[], bool]) -> tuple[float | None, floa
     """Prompt-evaluation and decode rates (tokens/s) on a short piece of code, in small
     steps that stop as soon as `stop()` says a generation waits; the cache is empty
     afterwards."""
-    ids = llm.tokenize(_CALIBRATION_TEXT.encode(), add_bos=True, special=False)
+    ids = llm.tokenize(CALIBRATION_TEXT.encode(), add_bos=True, special=False)
     chunk = 16
     try:
         llm.reset()  # type: ignore[no-untyped-call]

@@ -23,7 +23,7 @@ import httpx
 
 from . import templates
 from ._backoff import Backoff, Kind, kind_of_status, retry_after
-from ._speed import Rates, SpeedMeter
+from ._speed import CALIBRATION_TEXT, Rates, SpeedMeter
 from ._status import Failure, status_error
 from ._stream import Sent, TokenCap, TokenStops, complete_streamed, next_before, within
 from .errors import (
@@ -494,6 +494,30 @@ class OllamaBackend:
     @property
     def rates(self) -> Rates:
         """Prompt-evaluation and decode rates measured so far (from Ollama's timings)."""
+        return self.speed.rates
+
+    async def calibrate(self) -> Rates:
+        """One short generation run to its end (not streamed, so its final figures
+        come): Ollama's timings give the prompt-evaluation and decode rates, and the
+        model is loaded by then. Streams of real requests rarely reach Ollama's final
+        line (a single line ends early); a failure leaves the rates as they were."""
+        payload = {
+            "model": self._model,
+            "prompt": CALIBRATION_TEXT,
+            "raw": True,
+            "stream": False,
+            "keep_alive": self._keep_alive,
+            # The same option keys as every request: a changed num_ctx reloads the model.
+            "options": {"temperature": 0.0, "num_predict": 8, "stop": [], "num_ctx": self._num_ctx},
+        }
+        try:
+            resp = await self._client.post("/api/generate", json=payload)
+            data = resp.json() if resp.status_code == 200 else None
+        except (httpx.HTTPError, ValueError) as exc:
+            log.info("could not measure Ollama's speed: %s", exc)
+            return self.speed.rates
+        if isinstance(data, dict) and data.get("done") is True:
+            self._observe_speed({k: v for k, v in data.items() if _is_timing(k, v)})
         return self.speed.rates
 
     def _observe_speed(self, t: dict[str, int]) -> None:

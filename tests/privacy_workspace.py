@@ -115,6 +115,7 @@ def write_settings(
     context: str = "workspace",
     never_send: list[str] | None = None,
     extra: str = "",
+    first_token_ms: int = 400,
 ) -> Path:
     """A settings file: fake tiers, a short local first-token budget (the timeout path)."""
     pats = ", ".join(f'"{p}"' for p in (NEVER_SEND if never_send is None else never_send))
@@ -124,13 +125,14 @@ backend = "ollama"
 url = "{local_url}"
 model = "qwen2.5-coder:3b"
 timeout = 5
-first_token_ms = 400
-total_ms = 1500
+first_token_ms = {first_token_ms}
+total_ms = {first_token_ms + 1100}
 [remote]
 url = "{remote_url}"
 model = "Qwen/Qwen2.5-Coder-32B-Instruct"
 api_key_env = ""
 timeout = 5
+send_context = true
 [completion]
 context = "{context}"
 [privacy]

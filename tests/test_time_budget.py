@@ -16,8 +16,10 @@ from synconfroute.server.routing.gate import make_gate
 from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.routing.request import CompletionContext
 from synconfroute.server.routing.time_budget import (
+    ASSUMED,
     GRID_STEPS,
     MIN_PROMPT_CHARS,
+    PROMPT_STEPS,
     anchor_line,
     anchored_window,
     local_budget,
@@ -142,14 +144,28 @@ def test_a_slow_machine_still_gets_a_few_lines_and_only_single_line_completions(
     assert not b.multiline  # 0.3 s x 20 tok/s = 6 tokens: not two lines
 
 
-def test_unmeasured_or_switched_off_the_character_cap_rules() -> None:
+def test_unmeasured_rates_are_assumed_slow_and_switched_off_the_character_cap_rules() -> None:
     s = Settings()
-    assert local_budget(s.local, s.completion, None).prompt_chars == s.local.max_prompt_chars
+    assumed = local_budget(s.local, s.completion, ASSUMED)
+    assert local_budget(s.local, s.completion, None) == assumed
+    assert local_budget(s.local, s.completion, Rates()) == assumed
+    assert assumed.prompt_chars < s.local.max_prompt_chars
     s.local.first_token_target_ms = 0
     s.local.max_predict_ms = 0
     b = local_budget(s.local, s.completion, Rates(prompt_tps=320, decode_tps=72))
     assert b.prompt_chars == s.local.max_prompt_chars and b.max_predict_s is None
     assert b.max_tokens == s.completion.max_tokens
+
+
+def test_small_changes_of_the_rate_keep_the_window_size() -> None:
+    """The window's size moves in coarse steps: a rate that drifts by a few percent
+    (it does, on a shared machine) does not resize the window and lose the KV cache."""
+    s = Settings()
+    sizes = {
+        local_budget(s.local, s.completion, Rates(prompt_tps=r, decode_tps=72)).prompt_chars
+        for r in range(330, 380, 5)
+    }
+    assert len(sizes) == 1 and sizes <= set(PROMPT_STEPS)
 
 
 def test_the_meter_ignores_tiny_samples_and_follows_the_load() -> None:
@@ -177,6 +193,10 @@ async def test_ollama_rates_come_from_its_timings_and_cap_a_multiline_prediction
         local = OllamaBackend(fake.url, "qwen2.5-coder:3b", timeout=5)
         p = Pipeline(s, local, None, make_gate(s.routing))
         try:
+            # At start (the server warms the tier): one generation to its end, timed.
+            r = await local.calibrate()
+            assert r.prompt_tps is not None and 200 < r.prompt_tps < 450
+            assert r.decode_tps is not None and 40 < r.decode_tps < 90
             # A block that ends by itself: Ollama's final line carries its timings.
             fake.script(TokenScript.of("    a = 1\n", "    b = 2\n", "    c = 3\n"))
             one = await p.complete(CompletionContext(prefix=LONG_PREFIX, suffix="\n"))

@@ -30,6 +30,7 @@ from typing import Literal
 import attrs
 
 from synconfroute.clients import trim_tokens
+from synconfroute.clients._speed import Rates
 from synconfroute.clients.errors import (
     BackendError,
     BackendUnavailable,
@@ -50,6 +51,7 @@ from ..routing.text_rules import (
     shown_text,
     wants_multiline,
 )
+from ..routing.time_budget import anchored_window, local_budget
 from ..settings.config import Settings
 from ..vocab.kinds import GateMode
 from ..vocab.verdict import Verdict
@@ -183,6 +185,35 @@ async def _complete(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def local_request(
+    request: CompletionRequest, settings: Settings, local: Backend
+) -> CompletionRequest:
+    """The local tier's request as the pipeline sizes it (`routing.time_budget`): the
+    window its measured speed allows, anchored on the line grid; a multi-line
+    prediction capped in time and tokens, or a single line when several cannot arrive
+    in time. So the evaluation measures the quality of what the server would show."""
+    rates = getattr(local, "rates", None)
+    budget = local_budget(
+        settings.local, settings.completion, rates if isinstance(rates, Rates) else None
+    )
+    prefix, suffix = anchored_window(
+        request.prefix,
+        request.suffix,
+        budget.prompt_chars,
+        prefix_only=getattr(local, "prompt_mode", None) == "prefix-only",
+    )
+    out = attrs.evolve(request, prefix=prefix, suffix=suffix)
+    if request.single_line:
+        return out
+    if not budget.multiline:
+        return attrs.evolve(out, single_line=True, stop=request_stops(single_line=True))
+    return attrs.evolve(
+        out,
+        max_tokens=min(request.max_tokens, budget.max_tokens),
+        max_predict_s=budget.max_predict_s,
+    )
+
+
 async def generate_record(
     task: Task,
     settings: Settings,
@@ -218,7 +249,11 @@ async def generate_record(
             )
         return treat(task, gen, settings, gate, tier=tier)
 
-    loc = finish(await _complete(local, request, "local", timeout_s), local, "local")
+    loc = finish(
+        await _complete(local, local_request(request, settings, local), "local", timeout_s),
+        local,
+        "local",
+    )
     rem: Generation | None = None
     if remote_kind == "config":
         assert remote is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future
@@ -10,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from lsprotocol import types as t
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
 from pygls.protocol.language_server import lsp_method
 
@@ -30,6 +31,10 @@ CMD_ACCEPT = "synconfroute.accept"
 CMD_TOGGLE_LOCAL_ONLY = "synconfroute.toggleLocalOnly"
 CMD_STATUS = "synconfroute.status"
 ROUTE_NOTIFICATION = "synconfroute/route"
+# Client -> server: where the cursor rests ({textDocument: {uri}, position}), sent by our
+# editor plugins when a document gains focus and when the cursor pauses; the server
+# prefills the local model's prompt there (server/session/prefill.py).
+CURSOR_NOTIFICATION = "synconfroute/cursor"
 
 _ENCODINGS: dict[str, Encoding] = {
     t.PositionEncodingKind.Utf8: "utf-8",
@@ -106,6 +111,9 @@ class _Protocol(TransportProtocol):
 class SynConfRouteServer(LanguageServer):
     session: Session
     watching: bool = False  # registered for workspace/didChangeWatchedFiles
+    # `serve --tcp` with a token: the client must name it in initializationOptions
+    # (`tcpToken`), or it is refused and the server ends (its settings are user scope).
+    tcp_token: str | None = None
 
 
 class _ClientLogHandler(logging.Handler):
@@ -180,6 +188,7 @@ def create_server(
     server.feature(t.TEXT_DOCUMENT_DID_SAVE)(did_save)
     server.feature(t.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
     server.feature(t.TEXT_DOCUMENT_DID_CLOSE)(did_close)
+    server.feature(CURSOR_NOTIFICATION)(cursor)
     server.feature(t.TEXT_DOCUMENT_INLINE_COMPLETION, t.InlineCompletionOptions())(
         inline_completion
     )
@@ -197,7 +206,16 @@ def create_server(
 def initialize(ls: SynConfRouteServer, params: t.InitializeParams) -> None:
     enc = ls.workspace.position_encoding or t.PositionEncodingKind.Utf16
     ls.session.negotiated(_ENCODINGS.get(str(enc), "utf-16"))
-    issues = ls.session.apply_overrides(init=_options(params.initialization_options) or {})
+    raw = params.initialization_options
+    options = dict(raw) if isinstance(raw, dict) else {}
+    given = options.pop("tcpToken", None)
+    if ls.tcp_token is not None and not (
+        isinstance(given, str) and hmac.compare_digest(given.encode(), ls.tcp_token.encode())
+    ):
+        log.error("synconfroute: a TCP client without the right token was refused")
+        ls.protocol.exit_code = 3  # type: ignore[attr-defined]  # end the read loop
+        raise JsonRpcInvalidRequest("synconfroute: this server wants its TCP token (tcpToken)")
+    issues = ls.session.apply_overrides(init=_options(options) or {})
     _report_issues(ls, ls.session.settings_state.load_issues + issues)
     ws_caps = params.capabilities.workspace
     if ws_caps is not None and ws_caps.configuration:
@@ -247,6 +265,18 @@ def did_change(ls: SynConfRouteServer, params: t.DidChangeTextDocumentParams) ->
         ls.text_document_publish_diagnostics(
             t.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )
+
+
+def cursor(ls: SynConfRouteServer, params: Any) -> None:
+    """`synconfroute/cursor`: a custom notification (pygls hands it over as nested
+    namedtuples); a malformed one is ignored, as a notification cannot be answered."""
+    try:
+        uri = str(params.textDocument.uri)
+        line, character = int(params.position.line), int(params.position.character)
+    except (AttributeError, TypeError, ValueError):
+        log.debug("ignored a malformed %s notification", CURSOR_NOTIFICATION)
+        return
+    ls.session.cursor(uri, line, character)
 
 
 def did_save(ls: SynConfRouteServer, params: t.DidSaveTextDocumentParams) -> None:

@@ -103,7 +103,10 @@ async def warm(backend: Backend) -> None:
     request to report."""
     from synconfroute.clients.embedded import EmbeddedBackend
     from synconfroute.clients.errors import BackendError
+    from synconfroute.clients.ollama import OllamaBackend
 
+    if isinstance(backend, OllamaBackend):
+        await backend.calibrate()  # loads the model too; never raises
     if isinstance(backend, EmbeddedBackend):
         try:
             await backend.load()

@@ -33,6 +33,14 @@ CHARS_PER_TOKEN = 3.5
 # Never less prompt than this, however slow the machine: a few lines of code, below
 # which a completion is a guess.
 MIN_PROMPT_CHARS = 384
+# The prompt sizes a budget takes, coarse steps: the measured rates move all the time,
+# and a window that changed size at every request would move its start and lose the KV
+# cache. Between two steps the smaller is taken.
+PROMPT_STEPS = (384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
+# Until the first measurement (the calibration at start-up runs in the background): a
+# small model on two busy cores. Assumed, so that the first request is not sized for
+# an unbounded machine.
+ASSUMED = Rates(prompt_tps=100.0, decode_tps=25.0)
 # Tokens a multi-line completion needs to be worth asking for: two short lines.
 MULTILINE_MIN_TOKENS = 12
 # Grid steps of the window's start, in lines, coarse first: the start moves only when
@@ -58,19 +66,20 @@ def local_budget(
     local: LocalSettings, completion: CompletionSettings, rates: Rates | None
 ) -> TierBudget:
     """The local tier's budget from the settings and the measured rates (None or
-    unmeasured rates: the settings' character and token caps alone)."""
+    unmeasured: the ASSUMED rates of a small model on a busy laptop)."""
     chars = local.max_prompt_chars
     max_tokens = completion.max_tokens
     predict_s = local.max_predict_ms / 1000 if local.max_predict_ms > 0 else None
     multiline = True
     why: list[str] = []
-    p = rates.prompt_tps if rates is not None else None
-    d = rates.decode_tps if rates is not None else None
+    p = rates.prompt_tps if rates is not None and rates.prompt_tps else ASSUMED.prompt_tps
+    d = rates.decode_tps if rates is not None and rates.decode_tps else ASSUMED.decode_tps
     if p and local.first_token_target_ms > 0:
         # One decode step (the first token) comes out of the same target.
         step_s = 1 / d if d else 0.0
         tokens = p * max(0.0, local.first_token_target_ms / 1000 - step_s)
         fit = max(MIN_PROMPT_CHARS, int(tokens * CHARS_PER_TOKEN))
+        fit = max(s for s in PROMPT_STEPS if s <= fit) if fit < PROMPT_STEPS[-1] else fit
         chars = min(chars, fit)
         why.append(f"prompt {p:.0f} tok/s: {chars} chars")
     if d and predict_s is not None:

@@ -36,7 +36,7 @@ from ..routing.rules import resolve_rules
 from ..settings import config
 from ..settings.settings_state import SettingsState
 from ..vocab.card import route_card, summary
-from ..vocab.positions import Encoding, word_before
+from ..vocab.positions import Encoding, PositionOutOfRange, word_before
 from ..vocab.record import RouteDecision
 from ..workspace.documents import (
     DocState,
@@ -49,6 +49,7 @@ from ..workspace.documents import (
 )
 from ..workspace.workspace_index import WorkspaceIndex
 from .context_builder import ContextBuilder
+from .prefill import Prefiller
 from .tracker import RequestTracker
 
 __all__ = ["Completed", "DocState", "DocumentNotOpen", "Edit", "Session", "path_of", "uri_key"]
@@ -102,6 +103,10 @@ class Session:
         self.local_choice = ""
         self._last_local_model = ""
         self.tracker = RequestTracker()
+        self.prefiller = Prefiller()
+        # Where the cursor last rested in each document (`synconfroute/cursor`, or the
+        # last request): reopened, the document is prefilled there.
+        self._cursors: dict[str, tuple[int, int]] = {}
         self.context = ContextBuilder(self.docs, roots, self._spawn)
         self._sync_adaptive()
 
@@ -275,6 +280,44 @@ class Session:
 
     def open(self, uri: str, text: str, language_id: str | None, path: str | None = None) -> None:
         self.context.opened(self.docs.open(uri, text, language_id, path))
+        if (at := self._cursors.get(uri_key(uri))) is not None:
+            self.cursor(uri, *at)
+
+    def cursor(self, uri: str, line: int, character: int) -> None:
+        """The editor's cursor rests at (line, character) of `uri` (focus, or a pause):
+        prefill the local prompt a completion there would need, in the background."""
+        key = uri_key(uri)
+        if self.docs.documents.get(key) is None:
+            return
+        self._remember_cursor(key, (line, character))
+        self.prefiller.schedule(lambda: self._prefill(key, line, character))
+
+    def _remember_cursor(self, key: str, at: tuple[int, int]) -> None:
+        self._cursors.pop(key, None)
+        self._cursors[key] = at
+        while len(self._cursors) > 256:  # the oldest go
+            del self._cursors[next(iter(self._cursors))]
+
+    async def _prefill(self, key: str, line: int, character: int) -> None:
+        st = self.docs.documents.get(key)
+        if st is None:
+            return
+        settings = self.settings
+        try:
+            offset = st.text.offset(line, character)
+        except PositionOutOfRange:
+            return  # the document changed since: the next rest tells where
+        snapshot = st.text.text, st.text.version
+        window = self.context.window(st, offset, settings)
+        ctx = self.context.build(
+            window, st, snapshot, offset, (line, character), settings, blocking_gate=False
+        )
+        pipeline = await self.pipeline()
+        pipeline.hold()
+        try:
+            await pipeline.prefill(ctx)
+        finally:
+            pipeline.release()
 
     def change(self, uri: str, edits: Sequence[Edit]) -> bool:
         """Apply edits (LSP line rule, negotiated encoding) to the document's one text;
@@ -322,6 +365,8 @@ class Session:
             raise DocumentNotOpen(f"{uri} is not open (send didOpen first)")
         settings = self.settings
         offset = st.text.offset(line, character)
+        self.prefiller.cancel()  # the request evaluates its prompt itself, first
+        self._remember_cursor(key, (line, character))
         snapshot = st.text.text, st.text.version  # the request's (a str: immutable)
         window = self.context.window(st, offset, settings)
         self.docs.touch(key, settings.routing.syntax_max_bytes)
@@ -338,6 +383,8 @@ class Session:
         ctx = self.context.build(
             window, st, snapshot, offset, at, self.settings, blocking_gate=pipeline.gate_blocks
         )
+        if invoked:
+            ctx = attrs.evolve(ctx, invoked=True)
         rec = await self.tracker.run(st, pipeline, ctx, self.rules())
         if rec is None:
             return None
@@ -399,8 +446,16 @@ class Session:
     def status(self) -> Status:
         rules = self.rules()
         return self.decision_log.status(
-            rules.policy, rules.threshold, self.local_choice, os.getpid(), self._worker_status()
+            rules.policy,
+            rules.threshold,
+            self.local_choice,
+            os.getpid(),
+            self._worker_status(),
+            self._cluster_status(),
         )
+
+    def _cluster_status(self) -> dict[str, object] | None:
+        return self._pipeline.load_status() if self._pipeline is not None else None
 
     def _worker_status(self) -> WorkerStatus | None:
         """The embedded tier's worker process (llama.cpp runs there, not in the server)."""
@@ -409,8 +464,15 @@ class Session:
         if local is None or pid is None:
             return None
         rss = local.worker_rss_bytes()  # type: ignore[attr-defined]
+        rates = getattr(local, "rates", None)
         return WorkerStatus(
             pid=pid,
             rss_mb=round(rss / 2**20, 1) if rss else None,
             restarts=getattr(local, "restarts", 0),
+            prompt_tps=getattr(rates, "prompt_tps", None),
+            decode_tps=getattr(rates, "decode_tps", None),
+            prompt_tokens=getattr(local, "prompt_tokens_total", 0),
+            cached_tokens=getattr(local, "cached_tokens_total", 0),
+            prefills=self.prefiller.done,
+            protocol_errors=getattr(local, "protocol_errors", 0),
         )

@@ -227,14 +227,16 @@ def gitignored(real: str, root: str, *, fold: bool = False) -> bool:
     if not rel:
         return False
     parts = rel.split("/")
+    top = root.rstrip("/")
+    # The .gitignore of each folder from the root down (one stat each).
+    rules = [_folder_rules("/".join([top, *parts[:i]]), fold) for i in range(len(parts))]
     for depth in range(1, len(parts) + 1):  # each folder above the file, then the file
         is_dir = depth < len(parts)
         target = parts[:depth]
         ignored = False
         for base_depth in range(depth):
-            folder = "/".join([root.rstrip("/"), *parts[:base_depth]])
             sub = "/".join(target[base_depth:])
-            for regex, dir_only, negate in _folder_rules(folder, fold):
+            for regex, dir_only, negate in rules[base_depth]:
                 if dir_only and not is_dir:
                     continue
                 if regex.fullmatch(sub):

@@ -114,12 +114,38 @@ def patterns(never: Sequence[str], secret_files: bool) -> tuple[str, ...]:
     return (*never, *SECRET_PATTERNS) if secret_files else tuple(never)
 
 
+@functools.lru_cache(maxsize=256)
+def _combined(patterns: tuple[str, ...]) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+    """All of `patterns` as two regexes (any entry, folders only): one match per prefix
+    instead of one per pattern (the egress gate asks this for every source)."""
+    files: list[str] = []
+    dirs: list[str] = []
+    for p in patterns:
+        compiled = _compile(p)
+        if compiled is not None:
+            (dirs if compiled[1] else files).append(compiled[0].pattern)
+
+    def one(xs: list[str]) -> re.Pattern[str] | None:
+        return re.compile("|".join(f"(?:{x})" for x in xs)) if xs else None
+
+    return one(files), one(dirs)
+
+
 def never_send(patterns: Sequence[str], path: str, roots: Iterable[str] = ()) -> bool:
     """True when a pattern covers `path` (absolute, '/'-separated) in any root or at all."""
     if not path or not patterns:
         return False
-    candidates = [*relative_paths(path, roots), path]
-    return any(_matches(p, c) for p in patterns for c in candidates)
+    files, dirs = _combined(tuple(patterns))
+    for candidate in (*relative_paths(path, roots), path):
+        parts = [part for part in candidate.split("/") if part]
+        # The file itself, and each folder above it (a matched folder covers its content).
+        for n in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:n])
+            if files is not None and files.fullmatch(prefix):
+                return True
+            if dirs is not None and n < len(parts) and dirs.fullmatch(prefix):
+                return True
+    return False
 
 
 # -- resolved paths: the privacy question is asked of what a path really names ------------

@@ -77,6 +77,8 @@ class FakeOllama(ScriptedServer):
         # evaluated. A token is taken as 4 characters.
         self.speed: tuple[float, float] | None = None
         self._cached = ""  # the text the fake's "KV cache" holds
+        self.prompt_chars_total = 0  # prompt characters of the timed generations
+        self.cached_chars_total = 0  # of them found in the "KV cache"
         self.routes.update(
             {
                 ("POST", "/api/generate"): self._generate,
@@ -318,6 +320,8 @@ class FakeOllama(ScriptedServer):
                 break
             common += 1
         todo = len(text) - common
+        self.prompt_chars_total += len(text)
+        self.cached_chars_total += common
         chars_per_s = self.speed[0] * 4
         t0 = time.monotonic()
         done = 0

@@ -117,3 +117,22 @@ def test_window_judge_reports_where() -> None:
     assert v.valid is False
     line_start = data.rfind(b"\n", 0, v.where) + 1
     assert data[line_start:].startswith(b"        if c ==")  # the glued line
+
+
+def test_a_string_over_several_lines_above_the_cursor() -> None:
+    """The line above closes a string whose text sits at column 0: its statement starts
+    where the string opened, not at that column."""
+    prefix = 'def main():\n    USAGE = """usage:\nrun it\n"""\n\n'
+    suffix = "        print(USAGE)\n\n    usage(0)\n"
+    assert status(prefix, "    def usage(code):\n", suffix) == "valid"
+    assert status(prefix, "    def usa", suffix) == "invalid"
+
+
+def test_a_try_whose_handler_is_further_down() -> None:
+    prefix = "def f(p):\n    x = 1\n"
+    suffix = (
+        "        raise ValueError(p)\n    y = 2\n    try:\n        z = 3\n"
+        + "        z += 1\n" * 45
+        + "    except OSError:\n        pass\n"
+    )
+    assert status(prefix, "    if not p:\n", suffix) == "valid"

@@ -34,6 +34,7 @@ _INCOMPLETE = (
     "was never closed",
     "unexpected EOF",
     "unterminated triple-quoted string",
+    "expected 'except' or 'finally' block",  # a `try:` whose handler is further down
 )
 _INDENTATION = ("indent", "unindent")
 _MAX_UP = 400  # lines searched above the cursor for the enclosing headers
@@ -72,6 +73,10 @@ _COMPOUND = re.compile(
 )
 
 
+def _triple_quotes(line: bytes) -> int:
+    return line.count(b'"""') + line.count(b"'''")
+
+
 def _logical_start(data: bytes, ups: list[tuple[int, int]], k: int) -> int:
     """Index (in `ups`) of the first line of the statement that line `k` ends: walk up
     while the lines close more brackets than they open."""
@@ -85,10 +90,25 @@ def _logical_start(data: bytes, ups: list[tuple[int, int]], k: int) -> int:
     return k
 
 
-def _open_bracket(data: bytes, ups: list[tuple[int, int]], k: int) -> int | None:
-    """Index of the line above (from line `k` up) that opens a bracket still open at the
-    cursor, looking no further than the enclosing header."""
-    net = 0
+def _suspicious(data: bytes, ups: list[tuple[int, int]], k: int) -> bool:
+    above = data[ups[k][0] : ups[k][1]]
+    code = _code(above).strip()
+    if code.endswith(b":"):
+        code += b" pass"
+    if _parse(code) is not None:
+        return True
+    for m in range(k + 1, min(len(ups), k + _MAX_GROW)):
+        line = data[ups[m][0] : ups[m][1]]
+        c = _code(line)
+        if c.strip():
+            return len(_indent(line)) < len(_indent(above)) and not c.endswith(b":")
+    return False
+
+
+def _open_brackets(data: bytes, ups: list[tuple[int, int]], k: int) -> list[int]:
+    """Indexes of the (at most two) closest lines above, from line `k` up, that open a
+    bracket still open at the cursor, looking no further than the enclosing header."""
+    net, top, out = 0, 0, []
     ind = len(_indent(data[ups[k][0] : ups[k][1]]))
     for j in range(k, min(len(ups), k + _MAX_GROW)):
         line = data[ups[j][0] : ups[j][1]]
@@ -96,11 +116,14 @@ def _open_bracket(data: bytes, ups: list[tuple[int, int]], k: int) -> int | None
         if not code.strip():
             continue
         net += _net(line)
-        if net > 0:
-            return j
+        if net > top:
+            top = net
+            out.append(j)
+            if len(out) == 2:
+                break
         if len(_indent(line)) < ind and code.endswith(b":"):
-            return None
-    return None
+            break
+    return out
 
 
 def _enclosing(data: bytes, ups: list[tuple[int, int]], j: int, cur: int) -> list[bytes]:
@@ -143,6 +166,13 @@ def _contexts(data: bytes, ls: int, nested: bool = False) -> list[tuple[bytes, i
     above = data[ups[k][0] : ups[k][1]]
     code = _code(above)
     j = _logical_start(data, ups, k)
+    if _triple_quotes(above) % 2:
+        # the line above closes a string over several lines: its statement starts where
+        # the string opened
+        for m in range(k + 1, min(len(ups), k + _MAX_UP)):
+            if _triple_quotes(data[ups[m][0] : ups[m][1]]) % 2:
+                j = _logical_start(data, ups, m)
+                break
     first = data[ups[j][0] : ups[j][1]]
     ind = _indent(first)
     keyword = bool(_COMPOUND.match(first.lstrip(b" \t")))
@@ -162,17 +192,17 @@ def _contexts(data: bytes, ls: int, nested: bool = False) -> list[tuple[bytes, i
     if not nested:
         # inside a bracket opened further up (the items of a dict over several lines), or
         # below a bracket the user left open: read it both ways
-        o = _open_bracket(data, ups, k)
-        if o is not None:
+        for o in _open_brackets(data, ups, k):
             out += _contexts(data, ups[_logical_start(data, ups, o)][0], True)
     if not header and keyword:
         out.append((build(ind, j, b"if 1:"), ls))
     if j != k:
         out.append((build(_indent(above), k, b"if 1:" if header else b"pass"), ls))
-    # the lines between are the user's, broken: stand for the closest line above that is
-    # no deeper than the cursor's line
+    # the line above looks broken (it does not parse alone, or it is indented as the
+    # rest of a statement whose bracket is gone): stand for the closest line above that
+    # is no deeper than the cursor's line
     cur = len(_indent(data[ls : _line_end(data, ls)]))
-    for m in range(k, min(len(ups), k + _MAX_GROW)):
+    for m in range(k, min(len(ups), k + _MAX_GROW) if _suspicious(data, ups, k) else k):
         line = data[ups[m][0] : ups[m][1]]
         c = _code(line)
         if c.strip() and len(_indent(line)) <= cur:
@@ -242,6 +272,7 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
         zone_end = last_end  # `finally:` of a statement above the window
     n_stub = stubs.count(b"\n")
     zone_lines = n_stub + data.count(b"\n", ws, zone_end) + 1
+    own_lines = n_stub + data.count(b"\n", ws, last_end) + 1  # through the completion's
     # The zone alone first: Python reports a tokenizer error further down (an unmatched
     # ')' that the completion orphaned) before a parser error in the zone.
     window = stubs + data[ws:zone_end]
@@ -251,7 +282,7 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
         pass
     elif not _incomplete(err, window) and err[1] <= zone_lines:
         return WindowVerdict(False, err[0], _at(data, ws, err[1] - n_stub, err[2]))
-    elif "was never closed" in err[0] and n_stub < err[1] <= zone_lines:
+    elif "was never closed" in err[0] and n_stub < err[1] <= own_lines:
         opened = err
     hi = _block_end(data, zone_end, len(_indent(first)))
     msg, line, col = "", 0, 0
@@ -280,7 +311,7 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
         # the user's lines further down did not close it cleanly: the completion's bracket
         msg, line, col = opened
     where = _at(data, ws, line - n_stub, col)
-    if line > zone_lines and "was never closed" in msg:
+    if line > own_lines and "was never closed" in msg:
         return WindowVerdict(True, f"python: {msg} (a bracket the user opened after it)")
     if line > zone_lines and not any(m in msg for m in _INDENTATION):
         # in the user's lines after the completion: the caller knows whether they were

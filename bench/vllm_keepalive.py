@@ -18,8 +18,8 @@ The arms take turns request by request (A B C, then C B A), so drift on a loaded
 hits all alike. Loopback has no TLS: on a real cluster a
 new connection costs a TLS handshake (one or two round trips) more than here.
 
-    .venv/bin/python scripts/bench_vllm_keepalive.py --n 100
-    SYNCONFROUTE_TEST_VLLM=port:log .venv/bin/python scripts/bench_vllm_keepalive.py
+    .venv/bin/python -m bench.vllm_keepalive --n 100
+    SYNCONFROUTE_TEST_VLLM=port:log .venv/bin/python -m bench.vllm_keepalive
 """
 
 from __future__ import annotations
@@ -35,14 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import httpx
 
-import httpx  # noqa: E402
-
-from synconfroute.clients.openai import LINE_STOP, OpenAIBackend  # noqa: E402
-from synconfroute.clients.types import CompletionRequest  # noqa: E402
-from tests.vllm_server import VllmServer, attached  # noqa: E402
+from synconfroute.clients.openai import LINE_STOP, OpenAIBackend
+from synconfroute.clients.types import CompletionRequest
+from tests.vllm_server import VllmServer, attached
 
 KEY_ENV = "SYNCONFROUTE_BENCH_VLLM_KEY"
 # Lines that end within a few tokens: a request that runs for seconds would leave the
@@ -157,6 +154,7 @@ def main() -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(f"{args.n} single-line escalations per arm, real vLLM on 127.0.0.1 (no TLS)")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'arm':<15}{'requests':>9}{'connections':>13}{'aborted':>9}{'p50 ms':>9}{'p90 ms':>9}")
     for arm, r in result.items():
         print(

@@ -46,6 +46,15 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SKIP_LINE = re.compile(r"^\s*(import|from|package|#|//|\*|/\*|@|def |class |public |private )")
 
 
+_WS = re.compile(r"\s+")
+
+
+def _head(text: str, name: str) -> str:
+    sig = crossfile.signature(text)
+    m = re.search(rf"\b{re.escape(name)}\b", sig)
+    return _WS.sub(" ", sig[: m.end()]) if m else ""
+
+
 def build(root: str, traced: bool) -> tuple[WorkspaceIndex, float, int]:
     """(index, build seconds, bytes retained per tracemalloc or 0)."""
     gc.collect()
@@ -88,7 +97,9 @@ def tasks_for(root: str, index: WorkspaceIndex, limit: int, rng: random.Random) 
                         "prefix": "\n".join(lines[:i]) + "\n" + line[:indent],
                         "suffix": "\n" + "\n".join(lines[i + 1 :]),
                         "name": name,
-                        "signatures": [s.text.split("\n")[0].strip() for s in defs],
+                        # The header up to the name, whitespace collapsed: found in a
+                        # one-line signature and in a body alike (annotations aside).
+                        "signatures": [_head(s.text, name) for s in defs],
                     }
                 )
                 break  # the first cross-file symbol of the line
@@ -163,7 +174,8 @@ def recall(name: str, root: str, n_tasks: int) -> None:
                 ctx = assemble(
                     t, index if setting == "workspace" else None, docs[t["path"]], cache, budget
                 )
-                hits += any(sig and sig in ctx for sig in t["signatures"])
+                flat = _WS.sub(" ", ctx)
+                hits += any(sig and sig in flat for sig in t["signatures"])
             row.append(f"{100 * hits / max(1, len(tasks)):.1f}% ({hits}/{len(tasks)})")
         print(f"| {setting} | " + " | ".join(row) + " |")
     times = []

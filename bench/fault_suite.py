@@ -871,6 +871,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=270.0,
         help="phases not started within this many seconds are skipped (and reported)",
     )
+    ap.add_argument(
+        "--hostile",
+        action="store_true",
+        help="the hostile-input phases instead (bench/fault_hostile.py): worker pipe garbage, "
+        "a hostile ledger, NaN and extreme settings",
+    )
     ap.add_argument("--soak", type=int, default=0, metavar="N", help="soak with N completions")
     ap.add_argument("--fault-rate", type=float, default=0.2, help="soak: share of faulty answers")
     ap.add_argument("--max-growth-mb", type=float, default=5.0, help="soak: RSS growth limit")
@@ -880,6 +886,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
+    if args.hostile:
+        from bench import fault_hostile  # its phases reuse this module's client
+
+        return fault_hostile.main(args)
     if args.soak:
         args.concurrency = max(args.concurrency, 2)
         fig, problems, _ = asyncio.run(run_soak(args))

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import templates
+from ._speed import CALIBRATION_TEXT
 from ._stream import TokenStops, complete_streamed, next_before
 from .errors import BackendError, BackendUnavailable, RequestCancelled
 from .types import (
@@ -69,6 +70,10 @@ BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Stand-ins for the prefix and suffix when splitting a rendered template into
 # sentinels and text; NUL never occurs in a template's own text.
 _PRE_MARK = "\x00synconfroute-prefix\x00"
+# Prompt tokens evaluated per llama.cpp call: a cancel or a user request waiting behind
+# a prefill is honoured between two calls (~0.1-0.2 s of SmolLM2 on 2 busy cores), and
+# what was evaluated stays in the KV cache. Larger chunks are only marginally faster.
+EVAL_CHUNK = 48
 _SUF_MARK = "\x00synconfroute-suffix\x00"
 
 
@@ -140,6 +145,10 @@ class GenerationStats:
 
     prompt_ids: tuple[int, ...] = ()  # the tokens the model saw (after trimming)
     cached_tokens: int = 0  # prompt tokens reused from the KV cache of the previous request
+    # Prompt tokens evaluated by this request (in chunks: a cancel stops between two, and
+    # what was evaluated stays in the KV cache for the next request).
+    evaluated_tokens: int = 0
+    eval_s: float = 0.0  # seconds those took
     tokens_generated: int = 0  # tokens sampled, including a final end-of-generation token
     tokens_at_cancel: int | None = None  # tokens_generated when cancel() was called
     prompt_s: float | None = None  # prompt evaluation + first sample
@@ -253,6 +262,12 @@ class LlamaRunner(ModelIdentity):
         self._loaded: _Loaded | None = None
         self.last_generation: GenerationStats | None = None
         self._active: set[GenerationStats] = set()  # submitted and not yet closed by the stream
+        # Generations submitted so far, and prefills: a prefill stops at its next chunk
+        # once a generation was submitted after it, or a newer prefill (only the latest
+        # position matters).
+        self._generations = 0
+        self._prefills = 0
+        self.last_prefill: PrefillStats | None = None
 
     @property
     def loaded(self) -> bool:
@@ -329,7 +344,7 @@ class LlamaRunner(ModelIdentity):
         template, warning, sentinel_ids = self._choose_template(llm, vocab, path)
         if warning:
             log.warning("%s", warning)
-        self._loaded = _Loaded(
+        loaded = _Loaded(
             llm=llm,
             vocab=vocab,
             n_vocab=llm.n_vocab(),
@@ -339,6 +354,7 @@ class LlamaRunner(ModelIdentity):
             sentinel_ids=sentinel_ids,
             load_s=time.monotonic() - started,
         )
+        self._loaded = loaded
         log.info(
             "loaded %s in %.2fs (%s)",
             path,
@@ -436,6 +452,68 @@ class LlamaRunner(ModelIdentity):
                 out += text(piece)
         return out
 
+    def _prompt_budget(self, max_tokens: int) -> int:
+        """Leave room for the answer, but never less than half the window for the prompt."""
+        return max(self._n_ctx - max(1, max_tokens), self._n_ctx // 2)
+
+    # -- speed and prefill (worker thread, low priority) -------------------------
+
+    async def calibrate(self) -> tuple[float | None, float | None]:
+        """Prompt-evaluation and decode rates (tokens/s) measured on a short piece of
+        code; (None, None) when a generation came meanwhile (it goes first: the rates
+        then come from the generations themselves). Loads the model if needed."""
+        await self.load()
+        seen = self._generations
+
+        def run() -> tuple[float | None, float | None]:
+            with self._lock:
+                return _calibrate(self._load_sync().llm, lambda: self._generations != seen)
+
+        return await asyncio.get_running_loop().run_in_executor(self._pool(), run)
+
+    async def prefill(self, request: CompletionRequest) -> PrefillStats:
+        """Evaluate `request`'s prompt into the KV cache without generating, so that the
+        request that follows (same prompt, or one that extends it) starts at once.
+
+        Low priority: it stops at its next chunk as soon as a generation is submitted,
+        or a newer prefill (what it evaluated so far stays in the cache)."""
+        self._check_path()
+        self._prefills += 1
+        seq, seen = self._prefills, self._generations
+        return await asyncio.get_running_loop().run_in_executor(
+            self._pool(), self._prefill_work, request, seq, seen
+        )
+
+    def _prefill_work(self, request: CompletionRequest, seq: int, seen: int) -> PrefillStats:
+        stats = PrefillStats()
+
+        def stop() -> bool:
+            return self._generations != seen or self._prefills != seq
+
+        def why() -> str:
+            return "superseded" if self._prefills != seq else "preempted"
+
+        if stop():  # don't even wait for the lock
+            stats.outcome = why()
+            return stats
+        with self._lock:
+            state = self._load_sync()
+            llm = state.llm
+            ids = self._prompt_ids(state, request, self._prompt_budget(request.max_tokens))
+            stats.prompt_tokens = len(ids)
+            stats.cached_tokens = min(
+                len(ids), llm.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), ids)
+            )
+            try:
+                stats.evaluated_tokens, stats.eval_s, done = _eval_prompt(llm, ids, stop)
+            except Exception:
+                llm.reset()  # type: ignore[no-untyped-call]
+                raise
+            if not done:
+                stats.outcome = why()
+        self.last_prefill = stats
+        return stats
+
     # -- generation (worker thread) ---------------------------------------------
 
     def _work(self, job: _Job) -> None:
@@ -475,9 +553,7 @@ class LlamaRunner(ModelIdentity):
 
         llm, request, gen = state.llm, job.request, job.generation
         max_tokens = max(1, request.max_tokens)
-        # Leave room for the answer, but never less than half the window for the prompt.
-        budget = max(self._n_ctx - max_tokens, self._n_ctx // 2)
-        ids = self._prompt_ids(state, request, budget)
+        ids = self._prompt_ids(state, request, self._prompt_budget(max_tokens))
         gen.prompt_ids = tuple(ids)
         if not ids:  # nothing to continue (empty prefix, no BOS token)
             gen.finish_reason = "stop"
@@ -489,6 +565,14 @@ class LlamaRunner(ModelIdentity):
         if common >= len(ids):
             common = len(ids) if llm.n_tokens == len(ids) else len(ids) - 1
         gen.cached_tokens = common
+        # The prompt in chunks, so that a cancel (the next key) stops it within a chunk
+        # and keeps what was evaluated for the next request; generate() then finds all
+        # but the last token in the cache.
+        gen.evaluated_tokens, gen.eval_s, done = _eval_prompt(llm, ids, lambda: gen.cancelled)
+        if not done:
+            gen.finish_reason = "cancelled"
+            job.push(_closed_error())
+            return
 
         stops = TokenStops((*(state.template.stop if state.template else ()), *request.stop))
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -498,9 +582,10 @@ class LlamaRunner(ModelIdentity):
                 job.push(Chunk(text=text, tokens=tokens, finish_reason=finish))
 
         temperature = max(0.0, request.temperature)
-        started = time.monotonic()
+        started = time.monotonic() - gen.eval_s
         first_at: float | None = None
         finish = "length"
+        predict_s = request.max_predict_s
         tokens = llm.generate(ids, temp=temperature, reset=True)
         try:
             while True:
@@ -509,6 +594,12 @@ class LlamaRunner(ModelIdentity):
                     break
                 if gen.tokens_generated >= limit:
                     break
+                if (
+                    predict_s is not None
+                    and first_at is not None
+                    and time.monotonic() - first_at >= predict_s
+                ):
+                    break  # the time cap: "length", like a token cap
                 token = next(tokens)
                 gen.tokens_generated += 1
                 if first_at is None:
@@ -567,6 +658,7 @@ class LlamaRunner(ModelIdentity):
         queue: asyncio.Queue[Chunk | BaseException | None] = asyncio.Queue()
         job = _Job(request, gen, loop, queue)
         self._active.add(gen)
+        self._generations += 1  # preempts a running prefill at its next chunk
         self._pool().submit(self._work, job)
         try:
             while True:
@@ -628,6 +720,75 @@ class LlamaRunner(ModelIdentity):
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
+
+
+@attrs.define
+class PrefillStats:
+    """What one prefill did."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0  # already in the KV cache when it started
+    evaluated_tokens: int = 0
+    eval_s: float = 0.0
+    outcome: str = "done"  # "done" | "preempted" (a generation came) | "superseded"
+
+
+def _eval_prompt(llm: Llama, ids: list[int], stop: Callable[[], bool]) -> tuple[int, float, bool]:
+    """Evaluate all of `ids` but its last token into the KV cache, in chunks of
+    EVAL_CHUNK, after what the cache already holds of them; stop between two chunks
+    when `stop()` says so. Returns (tokens evaluated, seconds, finished?).
+
+    The last token is left to `Llama.generate`, which evaluates it and samples from its
+    logits (it reuses the rest as a cached prefix)."""
+    started = time.monotonic()
+    target = len(ids) - 1
+    have = llm.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), ids)
+    if have >= target:
+        return 0, 0.0, True
+    llm.n_tokens = have  # eval() drops the cache past this point before writing
+    done = 0
+    while have < target:
+        if stop():
+            return done, time.monotonic() - started, False
+        n = min(EVAL_CHUNK, target - have)
+        llm.eval(ids[have : have + n])
+        have += n
+        done += n
+    return done, time.monotonic() - started, True
+
+
+def _calibrate(llm: Llama, stop: Callable[[], bool]) -> tuple[float | None, float | None]:
+    """Prompt-evaluation and decode rates (tokens/s) on a short piece of code, in small
+    steps that stop as soon as `stop()` says a generation waits; the cache is empty
+    afterwards."""
+    ids = llm.tokenize(CALIBRATION_TEXT.encode(), add_bos=True, special=False)
+    chunk = 16
+    try:
+        llm.reset()  # type: ignore[no-untyped-call]
+        llm.eval(ids[:4])  # the first call allocates: not part of the rate
+        llm.reset()  # type: ignore[no-untyped-call]
+        spent = 0.0
+        for i in range(0, len(ids), chunk):
+            if stop():
+                return None, None
+            t = time.monotonic()
+            llm.eval(ids[i : i + chunk])
+            spent += time.monotonic() - t
+        prompt = len(ids) / max(1e-6, spent)
+        spent = 0.0
+        for tok in ids[1:5]:
+            if stop():
+                return prompt, None
+            t = time.monotonic()
+            llm.eval([tok])
+            spent += time.monotonic() - t
+        decode = 4 / max(1e-6, spent)
+    except Exception:  # a rate is a hint: never fail over it
+        log.warning("could not measure the model's speed", exc_info=True)
+        return None, None
+    finally:
+        llm.reset()  # type: ignore[no-untyped-call]
+    return prompt, decode
 
 
 def _closed_error() -> RequestCancelled:

@@ -6,9 +6,11 @@ protocol pipe (the original stdout; fd 1 then points at stderr, so a print from
 llama.cpp or a library cannot corrupt the stream). It exits when stdin closes: the
 server closed the pipe, or died.
 
-Requests: {"op": "load"|"generate"|"cancel"|"detokenize", "id": N, ...}.
+Requests: {"op": "load"|"calibrate"|"generate"|"prefill"|"cancel"|"detokenize"|"head",
+           "id": N, ...}.
 Events:   {"id": N, "loaded": {...}} | {"id": N, "chunk": {...}} | {"id": N, "text": ...}
-          | {"id": N, "error": {"type", "message", "hint"}} | {"id": N, "done": {stats}}.
+          | {"id": N, "error": {"type", "message", "hint"}} | {"id": N, "done": {stats}}
+          | {"id": N, "prefilled": {stats}} | {"id": N, "rates": {prompt_tps, decode_tps}}.
 A generate always ends with "done" (after its chunks, or after its error), carrying what
 the generation did (tokens, cancel point, timings), so the server's record is exact.
 """
@@ -23,6 +25,8 @@ import sys
 import threading
 from pathlib import Path
 from typing import IO, Any
+
+import attrs
 
 from ._llama import GenerationStats, LlamaRunner
 from .errors import BackendError, BackendUnavailable
@@ -60,6 +64,10 @@ class _Server:
             return
         if op == "generate":
             self.tasks[rid] = asyncio.create_task(self._generate(rid, msg["request"]))
+        elif op == "calibrate":
+            self.tasks[rid] = asyncio.create_task(self._calibrate(rid))
+        elif op == "prefill":
+            self.tasks[rid] = asyncio.create_task(self._prefill(rid, msg["request"]))
         elif op == "load":
             self.tasks[rid] = asyncio.create_task(self._load(rid))
         elif op == "detokenize":
@@ -105,14 +113,26 @@ class _Server:
         finally:
             self.tasks.pop(rid, None)
 
+    async def _calibrate(self, rid: int) -> None:
+        try:
+            prompt, decode = await self.runner.calibrate()
+            self.send({"id": rid, "rates": {"prompt_tps": prompt, "decode_tps": decode}})
+        except Exception as exc:
+            self.error(rid, exc)
+        finally:
+            self.tasks.pop(rid, None)
+
+    async def _prefill(self, rid: int, fields: dict[str, Any]) -> None:
+        try:
+            stats = await self.runner.prefill(_request(fields))
+            self.send({"id": rid, "prefilled": attrs.asdict(stats)})
+        except Exception as exc:
+            self.error(rid, exc)
+        finally:
+            self.tasks.pop(rid, None)
+
     async def _generate(self, rid: int, fields: dict[str, Any]) -> None:
-        request = CompletionRequest(
-            prefix=fields["prefix"],
-            suffix=fields.get("suffix", ""),
-            max_tokens=int(fields.get("max_tokens", 64)),
-            stop=tuple(fields.get("stop", ())),
-            temperature=float(fields.get("temperature", 0.0)),
-        )
+        request = _request(fields)
         gen = GenerationStats()
         try:
             async with contextlib.aclosing(self.runner.stream(request, gen)) as chunks:
@@ -129,6 +149,18 @@ class _Server:
             self.tasks.pop(rid, None)
 
 
+def _request(fields: dict[str, Any]) -> CompletionRequest:
+    predict = fields.get("max_predict_s")
+    return CompletionRequest(
+        prefix=fields["prefix"],
+        suffix=fields.get("suffix", ""),
+        max_tokens=int(fields.get("max_tokens", 64)),
+        stop=tuple(fields.get("stop", ())),
+        temperature=float(fields.get("temperature", 0.0)),
+        max_predict_s=None if predict is None else float(predict),
+    )
+
+
 def _chunk(chunk: Chunk) -> dict[str, Any]:
     return {
         "text": chunk.text,
@@ -141,6 +173,8 @@ def _stats(gen: GenerationStats) -> dict[str, Any]:
     return {
         "prompt_ids": list(gen.prompt_ids),
         "cached_tokens": gen.cached_tokens,
+        "evaluated_tokens": gen.evaluated_tokens,
+        "eval_s": gen.eval_s,
         "tokens_generated": gen.tokens_generated,
         "tokens_at_cancel": gen.tokens_at_cancel,
         "prompt_s": gen.prompt_s,

@@ -45,6 +45,7 @@ from ._llama import (
     check_model_path,
     import_llama_cpp,
 )
+from ._speed import Rates, SpeedMeter
 from ._stream import complete_streamed, next_before, within
 from .errors import BackendError, BackendUnavailable, RequestCancelled
 from .types import (
@@ -87,8 +88,16 @@ STOP_TIMEOUT_S = 30.0
 Event = dict[str, Any] | BaseException
 
 
-def death_message(returncode: int, *, hung: bool = False) -> tuple[str, str]:
-    """What a worker exit status means for the user: (message, fix)."""
+def death_message(
+    returncode: int, *, hung: bool = False, broken: str | None = None
+) -> tuple[str, str]:
+    """What a worker exit status means for the user: (message, fix). `broken`: why we
+    stopped a worker that broke the pipe's protocol."""
+    if broken is not None:
+        return (
+            f"the llama.cpp worker was restarted: {broken}",
+            "retry; if it persists, the server log has the messages it could not read",
+        )
     if hung:
         return (
             "the llama.cpp worker did not stop after a cancel and was restarted",
@@ -135,16 +144,18 @@ class _Call:
         loop: asyncio.AbstractEventLoop,
         queue: asyncio.Queue[Event],
         generation: GenerationStats | None = None,
+        backend: EmbeddedBackend | None = None,
     ) -> None:
         self._loop = loop
         self._queue = queue
         self.generation = generation
+        self._backend = backend  # its meter and counters learn from the generation
 
     def ends_with(self, event: dict[str, Any]) -> bool:
         """Whether `event` is this request's last (a generate always ends with "done")."""
         if self.generation is not None:
             return "done" in event
-        return any(k in event for k in ("loaded", "text", "error"))
+        return any(k in event for k in ("loaded", "text", "error", "prefilled", "rates"))
 
     def push(self, item: Event) -> None:
         """From the reader thread. A generate's final stats land on its GenerationStats even
@@ -153,6 +164,15 @@ class _Call:
         if gen is not None:
             if isinstance(item, dict) and "done" in item:
                 _apply_stats(gen, item["done"])
+                if (b := self._backend) is not None:
+                    b.prompt_tokens_total += len(gen.prompt_ids)
+                    b.cached_tokens_total += gen.cached_tokens
+                    b.speed.observe(
+                        prompt_tokens=len(gen.prompt_ids) - gen.cached_tokens,
+                        prompt_s=gen.prompt_s,
+                        decode_tokens=gen.tokens_generated - 1,
+                        decode_s=gen.decode_s,
+                    )
                 gen.finished.set()
             elif isinstance(item, BaseException):
                 gen.finish_reason = gen.finish_reason or (
@@ -163,9 +183,67 @@ class _Call:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
 
 
+# A flood of malformed messages is a broken worker (or something else writing into its
+# pipe): past this many within _PROTOCOL_WINDOW_S, the worker is restarted.
+MAX_PROTOCOL_ERRORS = 20
+_PROTOCOL_WINDOW_S = 10.0
+_NUMBER = (int, float)
+
+
+def _optional(value: Any, kinds: type | tuple[type, ...]) -> bool:
+    return value is None or (isinstance(value, kinds) and not isinstance(value, bool))
+
+
+def _valid_event(event: Any) -> bool:
+    """Whether `event` has the shape of a worker event (`clients._llama_worker`): the
+    reader trusts nothing else, whatever writes into the pipe."""
+    if not isinstance(event, dict):
+        return False
+    rid = event.get("id")
+    if not isinstance(rid, int) or isinstance(rid, bool):
+        return False
+    if "chunk" in event:
+        c = event["chunk"]
+        return (
+            isinstance(c, dict)
+            and isinstance(c.get("text"), str)
+            and _optional(c.get("finish"), str)
+            and isinstance(c.get("tokens"), list)
+            and all(
+                isinstance(tok, list)
+                and len(tok) == 2
+                and isinstance(tok[0], str)
+                and _optional(tok[1], _NUMBER)
+                for tok in c["tokens"]
+            )
+        )
+    if "done" in event:
+        d = event["done"]
+        return (
+            isinstance(d, dict)
+            and isinstance(d.get("prompt_ids", []), list)
+            and all(isinstance(i, int) for i in d.get("prompt_ids", []))
+            and all(
+                _optional(d.get(k), _NUMBER)
+                for k in ("cached_tokens", "tokens_generated", "tokens_at_cancel")
+            )
+            and all(_optional(d.get(k), _NUMBER) for k in ("prompt_s", "decode_s"))
+            and _optional(d.get("finish_reason"), str)
+        )
+    if "error" in event:
+        return isinstance(event["error"], dict)
+    if "loaded" in event:
+        return isinstance(event["loaded"], dict)
+    if "text" in event:
+        return _optional(event["text"], str)
+    return False
+
+
 def _apply_stats(gen: GenerationStats, done: dict[str, Any]) -> None:
     gen.prompt_ids = tuple(done.get("prompt_ids", ()))
     gen.cached_tokens = int(done.get("cached_tokens", 0))
+    gen.evaluated_tokens = int(done.get("evaluated_tokens", 0))
+    gen.eval_s = float(done.get("eval_s") or 0.0)
     gen.tokens_generated = int(done.get("tokens_generated", 0))
     gen.tokens_at_cancel = done.get("tokens_at_cancel")
     gen.prompt_s = done.get("prompt_s")
@@ -186,6 +264,9 @@ class _Worker:
         self._on_exit = on_exit
         self.closing = False
         self.hung = False  # killed by us for not stopping after a cancel
+        self.broken: str | None = None  # killed by us for breaking the pipe's protocol
+        self.protocol_errors = 0  # malformed messages read (and skipped)
+        self._recent_errors: list[float] = []
         self._stop_timeout_s = stop_timeout_s
         self.gone: BackendError | None = None  # set once the process has ended
         self.info: dict[str, Any] | None = None  # what "loaded" reported
@@ -228,30 +309,84 @@ class _Worker:
         log.error(
             "the llama.cpp worker ignored a cancel for %.0f s: killing it", self._stop_timeout_s
         )
-        with contextlib.suppress(OSError):
-            self.proc.kill()
+        # Not waiting for the end of its pipe: whoever else holds the pipe open (a child,
+        # another process) would keep that end from ever coming, and the tier wedged.
+        self._end()
 
     def _read(self) -> None:
+        """The reader thread. It never dies silently: whatever stops it ends the worker,
+        and the next request starts a new one."""
+        try:
+            self._read_events()
+        except BaseException:
+            log.exception("the llama.cpp worker's reader failed: restarting the worker")
+            self.broken = self.broken or "its reader failed (the server log has why)"
+        finally:
+            self._end()
+
+    def _read_events(self) -> None:
         out = self.proc.stdout
         assert out is not None
         for line in out:
+            if self.gone is not None:
+                return  # ended meanwhile (the stop timeout); the pipe stays someone's
             try:
                 event = json.loads(line)
-            except ValueError:
-                log.warning("llama.cpp worker wrote a line that is not JSON: %.200r", line)
+            except (ValueError, RecursionError):
+                event = None
+            if not _valid_event(event):
+                if self._protocol_error(line):
+                    return
                 continue
-            rid = event.get("id")
+            rid = event["id"]
             with self._lock:
                 call = self._pending.get(rid)
                 if call is not None and call.ends_with(event):
                     del self._pending[rid]
             if call is not None:
                 call.push(event)
-        code = self.proc.wait()
+
+    def _protocol_error(self, line: bytes) -> bool:
+        """Count one malformed message; True when there are so many that the worker must
+        go (then it is being stopped)."""
+        self.protocol_errors += 1
+        now = time.monotonic()
+        recent = [t for t in self._recent_errors if now - t < _PROTOCOL_WINDOW_S] + [now]
+        self._recent_errors = recent
+        if len(recent) <= MAX_PROTOCOL_ERRORS:
+            # The text is not logged: it may hold completion text (code).
+            log.warning(
+                "llama.cpp worker: skipped a malformed message (%d bytes; %d so far)",
+                len(line),
+                self.protocol_errors,
+            )
+            return False
+        self.broken = (
+            f"{len(recent)} malformed messages on its pipe within {_PROTOCOL_WINDOW_S:.0f} s"
+        )
+        log.error("the llama.cpp worker broke its protocol (%s): restarting it", self.broken)
+        return True
+
+    def _end(self) -> None:
+        """The worker is over (its pipe ended, it was killed, its reader failed): stop
+        the process, fail what is in flight, and let the backend start a new one. Once."""
+        with self._lock:
+            if self.gone is not None:
+                return
+            self.gone = _closed_error()  # no new calls from here on
+        try:
+            # A pipe that ended means a worker that is exiting: give it a moment, so its
+            # own exit status (a signal, say) is what the user reads.
+            grace = 0.0 if (self.hung or self.broken) else 5.0
+            code = self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            code = self.proc.wait()
         if self.closing:
             err: BackendError = _closed_error()
         else:
-            message, hint = death_message(code, hung=self.hung)
+            message, hint = death_message(code, hung=self.hung, broken=self.broken)
             err = BackendUnavailable(message, backend=BACKEND, hint=hint)
             log.error("%s (%s)", message, hint)
         with self._lock:
@@ -346,7 +481,14 @@ class EmbeddedBackend(ModelIdentity):
         self._restart_at = 0.0
         self._last_death: str | None = None
         self.restarts = 0  # workers started after the first
+        self._protocol_errors_before = 0  # in the workers before the current one
         self.last_generation: GenerationStats | None = None
+        # Measured when the worker loads the model, then after every generation: the
+        # server sizes the local prompt and prediction from it (`server.routing.time_budget`).
+        self.speed = SpeedMeter()
+        # Prompt tokens of the generations so far, and of them reused from the KV cache.
+        self.prompt_tokens_total = 0
+        self.cached_tokens_total = 0
 
     @property
     def loaded(self) -> bool:
@@ -371,6 +513,12 @@ class EmbeddedBackend(ModelIdentity):
         """The FIM template in use once loaded; None for prefix-only prompting."""
         info = self._info()
         return info["template"] if info else None
+
+    @property
+    def protocol_errors(self) -> int:
+        """Malformed messages read from the workers' pipes (each skipped)."""
+        w = self._worker
+        return self._protocol_errors_before + (w.protocol_errors if w is not None else 0)
 
     @property
     def worker_pid(self) -> int | None:
@@ -416,7 +564,8 @@ class EmbeddedBackend(ModelIdentity):
             if worker.closing:
                 return
             self._deaths += 1
-            self._last_death = death_message(code, hung=worker.hung)[0]
+            self._last_death = death_message(code, hung=worker.hung, broken=worker.broken)[0]
+            self._protocol_errors_before += worker.protocol_errors
             delay = _BACKOFF_S[min(self._deaths, len(_BACKOFF_S)) - 1]
             self._restart_at = time.monotonic() + delay
 
@@ -466,19 +615,11 @@ class EmbeddedBackend(ModelIdentity):
         rid = next(self._ids)
         gen = GenerationStats(on_cancel=lambda: worker.cancel(rid))
         self.last_generation = gen
-        fields = {
-            # Context in comment headers before the prefix: the worker trims the start
-            # of the prefix first when the window is short, so context goes first.
-            "prefix": templates.with_context(request),
-            "suffix": request.suffix,
-            "max_tokens": request.max_tokens,
-            "stop": list(request.stop),
-            "temperature": request.temperature,
-        }
+        fields = _fields(request)
         worker.call(
             rid,
             {"op": "generate", "id": rid, "request": fields},
-            _Call(asyncio.get_running_loop(), queue, gen),
+            _Call(asyncio.get_running_loop(), queue, gen, self),
         )
         try:
             while True:
@@ -502,6 +643,31 @@ class EmbeddedBackend(ModelIdentity):
             # Don't wait for the worker: it stops before its next token by itself, and
             # a caller that timed out should escalate now, not after llama.cpp's step.
             gen.cancel()
+
+    @property
+    def rates(self) -> Rates:
+        """Prompt-evaluation and decode rates measured so far."""
+        return self.speed.rates
+
+    async def calibrate(self) -> Rates:
+        """Measure the prompt-evaluation and decode rates on a short piece of code (a
+        generation that comes meanwhile goes first, and this measures nothing); loads
+        the model if needed. Returns the rates known afterwards."""
+        await self.load()
+        found = (await self._ask({"op": "calibrate"}))["rates"]
+        self.speed.seed(found.get("prompt_tps"), found.get("decode_tps"))
+        return self.speed.rates
+
+    async def prefill(self, request: CompletionRequest) -> dict[str, Any]:
+        """Evaluate `request`'s prompt into the worker's KV cache, at low priority: any
+        generation preempts it (what it evaluated stays cached). Returns its stats
+        (`clients._llama.PrefillStats` as a dict). Loads the model if needed."""
+        await self.load()
+        event = await self._ask({"op": "prefill", "request": _fields(request)})
+        stats: dict[str, Any] = event["prefilled"]
+        if stats.get("evaluated_tokens", 0) and stats.get("outcome") == "done":
+            self.speed.observe(prompt_tokens=stats["evaluated_tokens"], prompt_s=stats["eval_s"])
+        return stats
 
     async def complete(self, request: CompletionRequest) -> Completion:
         return await complete_streamed(
@@ -573,6 +739,20 @@ class EmbeddedBackend(ModelIdentity):
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
+
+
+def _fields(request: CompletionRequest) -> dict[str, Any]:
+    """A request as the worker reads it (generate and prefill alike: the same prompt)."""
+    return {
+        # Context in comment headers before the prefix: the worker trims the start
+        # of the prefix first when the window is short, so context goes first.
+        "prefix": templates.with_context(request),
+        "suffix": request.suffix,
+        "max_tokens": request.max_tokens,
+        "stop": list(request.stop),
+        "temperature": request.temperature,
+        "max_predict_s": request.max_predict_s,
+    }
 
 
 def _llama_cpp_version() -> str | None:

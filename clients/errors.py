@@ -71,6 +71,10 @@ class BackendError(Exception):
         # `complete()` fills it in), so the ledger counts only what was really sent.
         self.bytes_sent = 0
         self.sent_nothing = sent_nothing
+        # The server's HTTP status and Retry-After (seconds) when it refused (429/503):
+        # what the router's backpressure watches.
+        self.status: int | None = None
+        self.retry_after_s: float | None = None
 
 
 class BackendUnavailable(BackendError):
@@ -105,12 +109,22 @@ class ProtocolError(BackendError):
     """The server answered something we cannot understand (bad JSON, wrong shape)."""
 
 
+class EgressRefused(BackendError):
+    """The egress check refused to send the request: a source of its prompt is private
+    (or cannot be resolved) under the privacy settings of this moment. Nothing was sent."""
+
+    def __init__(self, message: str, *, backend: str = "", reason: str = "") -> None:
+        super().__init__(message, backend=backend, sent_nothing=True)
+        self.reason = reason
+
+
 __all__ = [
     "REDACTED",
     "BackendError",
     "BackendTimeout",
     "BackendUnavailable",
     "BadCredentials",
+    "EgressRefused",
     "FimUnsupported",
     "ModelNotFound",
     "ProtocolError",

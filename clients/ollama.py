@@ -14,6 +14,7 @@ import functools
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -22,6 +23,7 @@ import httpx
 
 from . import templates
 from ._backoff import Backoff, Kind, kind_of_status, retry_after
+from ._speed import CALIBRATION_TEXT, Rates, SpeedMeter
 from ._status import Failure, status_error
 from ._stream import Sent, TokenCap, TokenStops, complete_streamed, next_before, within
 from .errors import (
@@ -139,6 +141,10 @@ class OllamaBackend:
         # A settings change builds a new backend, which ends an "until the settings change" hold.
         self._backoff = Backoff(BACKEND, log)
         self.last_timings: dict[str, int] = {}  # the last generation's server figures (ns)
+        # Prompt-evaluation and decode rates from those figures: the server sizes the
+        # local prompt and prediction from them (`server.routing.time_budget`).
+        self.speed = SpeedMeter()
+        self._timed = False  # the current stream's final line gave the timings
 
     # -- identity ----------------------------------------------------------
     @property
@@ -420,7 +426,26 @@ class OllamaBackend:
     async def _chunks(
         self, resp: httpx.Response, plan: _Plan, request: CompletionRequest
     ) -> AsyncGenerator[Chunk, None]:
-        """One Chunk per NDJSON line, cut client-side at the stop strings and max_tokens too."""
+        """One Chunk per NDJSON line, cut client-side at the stop strings and max_tokens
+        too. Ollama's timings come in its final line only: a stream closed before it
+        (a single line ends, a time cap) still tells the decode rate, measured here."""
+        seen = [0, 0.0, 0.0]  # tokens, first and last arrival
+        try:
+            async with contextlib.aclosing(self._lines(resp, plan, request)) as lines:
+                async for chunk in lines:
+                    if chunk.text:
+                        now = time.monotonic()
+                        seen = [seen[0] + 1, seen[1] or now, now]
+                    yield chunk
+        finally:
+            n, first, last = seen
+            if n and not self._timed:
+                self.speed.observe(decode_tokens=int(n) - 1, decode_s=last - first)
+
+    async def _lines(
+        self, resp: httpx.Response, plan: _Plan, request: CompletionRequest
+    ) -> AsyncGenerator[Chunk, None]:
+        self._timed = False
         deadline = request.deadline
         lines = resp.aiter_lines()
         stops = TokenStops(plan.stop)
@@ -454,6 +479,8 @@ class OllamaBackend:
                 reason = obj.get("done_reason") if done else "length"
                 if done:
                     self.last_timings = {k: v for k, v in obj.items() if _is_timing(k, v)}
+                    self._observe_speed(self.last_timings)
+                    self._timed = True
                 yield Chunk(
                     text=out + rest,
                     tokens=tokens + more,
@@ -463,6 +490,44 @@ class OllamaBackend:
                 return
             if out or tokens or not has_lp:
                 yield Chunk(text=out, tokens=tokens, logprobs=has_lp)
+
+    @property
+    def rates(self) -> Rates:
+        """Prompt-evaluation and decode rates measured so far (from Ollama's timings)."""
+        return self.speed.rates
+
+    async def calibrate(self) -> Rates:
+        """One short generation run to its end (not streamed, so its final figures
+        come): Ollama's timings give the prompt-evaluation and decode rates, and the
+        model is loaded by then. Streams of real requests rarely reach Ollama's final
+        line (a single line ends early); a failure leaves the rates as they were."""
+        payload = {
+            "model": self._model,
+            "prompt": CALIBRATION_TEXT,
+            "raw": True,
+            "stream": False,
+            "keep_alive": self._keep_alive,
+            # The same option keys as every request: a changed num_ctx reloads the model.
+            "options": {"temperature": 0.0, "num_predict": 8, "stop": [], "num_ctx": self._num_ctx},
+        }
+        try:
+            resp = await self._client.post("/api/generate", json=payload)
+            data = resp.json() if resp.status_code == 200 else None
+        except (httpx.HTTPError, ValueError) as exc:
+            log.info("could not measure Ollama's speed: %s", exc)
+            return self.speed.rates
+        if isinstance(data, dict) and data.get("done") is True:
+            self._observe_speed({k: v for k, v in data.items() if _is_timing(k, v)})
+        return self.speed.rates
+
+    def _observe_speed(self, t: dict[str, int]) -> None:
+        # prompt_eval_count counts only the tokens Ollama evaluated (not its cached ones).
+        self.speed.observe(
+            prompt_tokens=t.get("prompt_eval_count", 0),
+            prompt_s=t.get("prompt_eval_duration", 0) / 1e9,
+            decode_tokens=t.get("eval_count", 0),
+            decode_s=t.get("eval_duration", 0) / 1e9,
+        )
 
     @staticmethod
     def _parse_line(line: str) -> dict[str, Any]:

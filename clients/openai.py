@@ -42,6 +42,7 @@ from .errors import (
     excerpt,
     register_secret,
 )
+from .plan import EgressCheck, PromptPlan
 from .types import (
     Chunk,
     Completion,
@@ -175,6 +176,9 @@ class OpenAIBackend:
         self._backoff = Backoff(BACKEND, log)
         self._ctx: int | None = None
         self._ctx_known = False
+        # The remote tier's egress check (server/egress.py): with one set, no request
+        # leaves without its prompt plan passing it. None: a local server.
+        self._egress: EgressCheck | None = None
 
     # -- identity ----------------------------------------------------------
     @property
@@ -209,6 +213,19 @@ class OpenAIBackend:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+    def set_egress(self, check: EgressCheck) -> None:
+        """Make every completion request pass `check(body, plan)` before it is sent."""
+        self._egress = check
+
+    async def _send(
+        self, req: httpx.Request, data: bytes, plan: PromptPlan | None
+    ) -> httpx.Response:
+        """The one place a completion request is sent: the egress check first, on the
+        final body and the request's prompt plan (it raises EgressRefused)."""
+        if self._egress is not None:
+            self._egress(data, plan)
+        return await self._client.send(req, stream=True)
 
     # -- requests ----------------------------------------------------------
     def _headers(self) -> dict[str, str]:
@@ -341,12 +358,15 @@ class OpenAIBackend:
                 hint=held[0].hint,
                 sent_nothing=True,
             )
-        raise BackendUnavailable(
+        err = BackendUnavailable(
             "no OpenAI-compatible server answered: " + "; ".join(failures),
             backend=BACKEND,
             hint="check that the vLLM server(s) are up and the remote URL(s) are right",
             sent_nothing=sent.n == 0,
-        ) from cause
+        )
+        if isinstance(cause, _Retry):  # the last server refused: say how, for backpressure
+            err.status, err.retry_after_s = cause.status, cause.retry_after
+        raise err from cause
 
     def _failed(self, url: str, exc: _Retry, rest: Sequence[str]) -> None:
         """Back off from `url` when the failure will repeat; say so once, not per request."""
@@ -389,7 +409,7 @@ class OpenAIBackend:
             nonlocal asked
             asked = True
             try:
-                got.append(await self._client.send(req, stream=True))
+                got.append(await self._send(req, data, request.plan))
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 raise _Retry(f"cannot connect ({_describe(exc)})", connect=True) from exc
             sent.n += len(data)

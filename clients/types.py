@@ -9,6 +9,7 @@ from typing import Literal, Protocol, runtime_checkable
 import attrs
 
 from .errors import scrub
+from .plan import PromptPlan
 
 
 @attrs.frozen(kw_only=True)
@@ -36,6 +37,13 @@ class CompletionRequest:
     repo: str = ""
     repo_path: str = ""
     single_line: bool = False
+    # Cap on the prediction's time from its first token (seconds): the backend ends the
+    # generation there with finish reason "length" (a first line shown fast beats five
+    # lines shown late). None: only max_tokens and the deadline bound it.
+    max_predict_s: float | None = None
+    # What the prompt is made of, by resolved real path (server/egress.py): the remote
+    # client's send path hands it to the egress check; no plan, no remote send.
+    plan: PromptPlan | None = None
     # vLLM's request priority (lower is served first; the server must run with
     # `--scheduling-policy priority`, which rejects none); None: the field is not sent.
     priority: int | None = None

@@ -5,6 +5,7 @@ Shared by the LSP end-to-end tests and the LSP latency benchmark.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -24,8 +25,10 @@ def write_config(
     remote_url: str | None = None,
     local_backend: str = "ollama",
     extra: str = "",
+    remote_extra: str = "",
 ) -> Path:
-    """A settings file pointing the tiers at the given (fake) servers."""
+    """A settings file pointing the tiers at the given (fake) servers (`remote_extra`:
+    more lines of the [remote] table)."""
     lines = ["[local]", f'backend = "{local_backend}"']
     if local_url:
         lines += [f'url = "{local_url}"', 'model = "qwen2.5-coder:3b"', "timeout = 5"]
@@ -36,6 +39,7 @@ def write_config(
             'model = "Qwen/Qwen2.5-Coder-32B-Instruct"',
             'api_key_env = ""',
             "timeout = 5",
+            remote_extra,
         ]
     lines += ["[editor]", "debounce_ms = 0", "adaptive_debounce = false", extra]
     path = folder / "config.toml"
@@ -70,6 +74,7 @@ async def start(
     configuration: Any = None,
     root: Path = ROOT,
     server_args: Sequence[str] = (),
+    configuration_delay_s: float = 0.0,
 ) -> tuple[LanguageClient, t.InitializeResult]:
     """`configuration` is what the client answers workspace/configuration with, from the
     server's first pull (at `initialized`) on. `root` is the workspace folder."""
@@ -100,6 +105,13 @@ async def start(
 
     if configuration is not None:
         client.set_configuration(configuration)
+    if configuration_delay_s:
+        # A slow editor: it answers workspace/configuration this much later.
+        async def slow_configuration(params: t.ConfigurationParams) -> list[Any]:
+            await asyncio.sleep(configuration_delay_s)
+            return [client.get_configuration(section=i.section) for i in params.items]
+
+        client.protocol.fm.features[t.WORKSPACE_CONFIGURATION] = slow_configuration
     result = await client.initialize_session(
         t.InitializeParams(
             capabilities=caps,

@@ -93,3 +93,28 @@ def test_near_the_cap_only_the_likeliest_helps_go_out() -> None:
 def test_budget_share_is_checked() -> None:
     with pytest.raises(ValueError, match=r"within 0\.\.1"):
         EscalationBudget(1.5)
+
+
+def test_a_request_that_cannot_start_in_time_does_not_queue() -> None:
+    bp = Backpressure(Limits(ttft_target_s=0.5))
+    for i in range(5):
+        bp.answered(float(i), 3.0)  # the cluster takes 3 s to a first token
+    p = bp.pressure(5.0)
+    assert p.can_escalate(5.0)  # no deadline given: nothing holds it
+    # It must start in the first half of the time left, to be written in the second.
+    assert not p.can_escalate(5.0, deadline=10.0)  # 5 s left: 3 s to a first token
+    assert p.can_escalate(5.0, deadline=12.0)
+
+
+def test_failures_in_a_row_double_the_hold_and_an_answer_resets_it() -> None:
+    bp = Backpressure(Limits(default_retry_s=5, max_hold_s=30))
+    holds = []
+    t = 0.0
+    for _ in range(5):
+        bp.unreachable(t)
+        holds.append(bp.pressure(t).hold_until - t)
+        t = bp.pressure(t).hold_until
+    assert holds == [5, 10, 20, 30, 30]
+    bp.answered(t, 0.1)
+    bp.unreachable(t + 1)
+    assert bp.pressure(t + 1).hold_until == t + 1 + 5

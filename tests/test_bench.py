@@ -50,6 +50,20 @@ def test_no_benchmark_edits_sys_path() -> None:
     assert not offenders, f"run with `python -m` instead (scripts/README.md): {offenders}"
 
 
+def test_tests_run_benchmarks_but_never_import_them() -> None:
+    """One direction: benchmarks may use the test doubles (tests.fakes); a test may start a
+    benchmark as a process (`python -m bench.fault_suite`) but never imports one."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if line.lstrip().startswith(
+            ("from bench", "import bench", "from studies", "import studies")
+        )
+    ]
+    assert not offenders, offenders
+
+
 def test_there_are_benchmarks_and_studies() -> None:
     assert len([m for m in MODULES if m.startswith("bench.")]) >= 10, MODULES
     assert len([m for m in MODULES if m.startswith("studies.")]) >= 3, MODULES

@@ -85,6 +85,8 @@ def test_precedence_file_env_overrides(tmp_path: Path) -> None:
         ('[local]\nmodle = "x"\n', "local.modle", "did you mean local.model?"),
         ('[rooting]\npolicy = "local"\n', "rooting", "did you mean [routing]?"),
         ('[routing.thresholds]\n"m" = "x"\n', "routing.thresholds", "table of numbers"),
+        ("[routing]\nthreshold = nan\n", "routing.threshold", "finite number"),
+        ("[completion]\ndeadline_ms = inf\n", "completion.deadline_ms", "finite number"),
     ],
 )
 def test_bad_values_name_the_key_and_keep_defaults(
@@ -95,13 +97,19 @@ def test_bad_values_name_the_key_and_keep_defaults(
     issue = loaded.issues[0]
     assert issue.key == key and fragment in issue.message, issue
     assert str(tmp_path) in str(issue)
-    assert loaded.settings == config.load(tmp_path / "none.toml", environ={}).settings
+    defaults = config.load(tmp_path / "none.toml", environ={}).settings
+    # A privacy-affecting value that cannot be read fails closed (issue 27 item 5).
+    closes = config.privacy_affecting(key)
+    assert issue.fail_closed is closes and ("local-only" in issue.message) is closes
+    defaults.privacy.local_only = closes
+    assert loaded.settings == defaults
 
 
 def test_unreadable_toml_falls_back(tmp_path: Path) -> None:
     loaded = config.load(write(tmp_path, "[routing\nthreshold = "), environ={})
     assert loaded.issues and "cannot read" in loaded.issues[0].message
     assert loaded.settings.routing.threshold == -0.5
+    assert loaded.settings.privacy.local_only and loaded.issues[0].fail_closed
 
 
 def test_per_model_threshold(tmp_path: Path) -> None:

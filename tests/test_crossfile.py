@@ -221,6 +221,13 @@ def _pipeline(local: FakeOllama, remote: FakeOpenAI, s: Settings) -> Pipeline:
     )
 
 
+def _sending() -> Settings:
+    """Settings with which the user sends context to the cluster too."""
+    s = Settings()
+    s.remote.send_context = True
+    return s
+
+
 def _ctx(never: str) -> CompletionContext:
     found = crossfile.candidates(
         prefix=CUR, suffix="\n", path=f"{WS}/app/main.py", language="python", index=_index(),
@@ -250,6 +257,7 @@ async def test_never_send_definitions_feed_only_the_local_tier(
     remote.script(REMOTE)
     s = Settings()
     s.privacy.never_send = ["app/util.py"]
+    s.remote.send_context = True  # the user chose to send context to the cluster
     p = _pipeline(local, remote, s)
     try:
         rec = await p.complete(_ctx("app/util.py"))
@@ -277,7 +285,7 @@ async def test_file_mode_prompts_are_unchanged(fakes: tuple[FakeOllama, FakeOpen
     local, remote = fakes
     local.script(LOW)
     remote.script(REMOTE)
-    p = _pipeline(local, remote, Settings())
+    p = _pipeline(local, remote, _sending())
     ctx = CompletionContext(prefix=CUR, suffix="\n", language="python", path=f"{WS}/app/main.py")
     try:
         rec = await p.complete(ctx)
@@ -287,7 +295,7 @@ async def test_file_mode_prompts_are_unchanged(fakes: tuple[FakeOllama, FakeOpen
     assert (
         _prompt(remote, "/v1/completions") == f"<|fim_prefix|>{CUR}<|fim_suffix|>\n<|fim_middle|>"
     )
-    assert rec.context_files == [] and rec.context_bytes_sent == 0
+    assert rec.context_files == () and rec.context_bytes_sent == 0
 
 
 # -- eval: context size per request ------------------------------------------------
@@ -342,18 +350,27 @@ def test_workspace_settings_cannot_widen_context() -> None:
     from synconfroute.server.settings.config import merge_workspace
 
     user = Settings()
+    user.completion.context = "file"
+    user.completion.recent_edits = False
     ws, issues = merge_workspace(
         user,
         {
-            "completion": {"context": "workspace"},
-            "remote": {"context_tokens": 99999},
+            "completion": {"context": "workspace", "recent_edits": True},
+            "remote": {"context_tokens": 99999, "send_context": True},
             "privacy": {"secret_files": False},
         },
     )
     assert ws.completion.context == "file" and ws.remote.context_tokens == 2048
-    assert ws.privacy.secret_files is True
+    assert ws.privacy.secret_files is True and not ws.remote.send_context
+    assert not ws.completion.recent_edits
     refused = {i.key for i in issues if i.message.startswith("refused")}
-    assert refused == {"completion.context", "remote.context_tokens", "privacy.secret_files"}
+    assert refused == {
+        "completion.context",
+        "completion.recent_edits",
+        "remote.context_tokens",
+        "remote.send_context",
+        "privacy.secret_files",
+    }
     user.completion.context = "workspace"
     ws, issues = merge_workspace(user, {"completion": {"context": "file"}})
     assert ws.completion.context == "file" and not issues  # tightening is fine
@@ -380,7 +397,9 @@ def test_secret_files_never_escalate(path: str, blocked: bool) -> None:
     remote = OpenAIBackend(["http://127.0.0.1:9/v1"], "m", api_key_env=None)
     assert (remote_access(s, remote, path, ("/w",)) == "privacy-blocked") is blocked
     s.privacy.secret_files = False
-    assert remote_access(s, remote, path, ("/w",)) == "ok"
+    # Outside every workspace folder, a file stays on the machine anyway (issue 27).
+    inside = path.startswith("/w/")
+    assert (remote_access(s, remote, path, ("/w",)) == "ok") is inside
 
 
 # -- the session keeps the index current ------------------------------------------------
@@ -398,6 +417,7 @@ async def test_session_index_follows_open_edit_save_close_and_disk(tmp_path: Pat
         config.Loaded(settings, (), config.default_config_path(), False),
         roots=lambda: [tmp_path.as_uri()],
     )
+    settings.completion.context = "file"
     assert session.start_index() is None  # "file": no index, nothing read
     settings.completion.context = "workspace"
     index = session.start_index()
@@ -433,7 +453,7 @@ async def test_a_file_made_private_mid_request_cancels_the_remote_call_that_carr
     local, remote = fakes
     local.script(LOW)
     remote.script(TokenScript.of("sign_request(req, key)", logprob=-0.01, first_delay=2.0))
-    p = _pipeline(local, remote, Settings())
+    p = _pipeline(local, remote, _sending())
     try:
         task = asyncio.ensure_future(p.complete(_ctx("")))
         for _ in range(200):  # until the remote request is on its way

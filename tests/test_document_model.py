@@ -145,7 +145,7 @@ def tree_nodes(tree: Any) -> list[tuple[Any, ...]]:
 
 def new_session(encoding: Encoding) -> Session:
     session = Session(config.Loaded(config.Settings(), (), config.default_config_path(), False))
-    session.encoding = encoding
+    session.negotiated(encoding)
     return session
 
 
@@ -159,7 +159,7 @@ def test_u2028_then_an_edit_on_line_1() -> None:
     uri = "file:///w/a.py"
     session.open(uri, "a = 1\u2028b = 2\nc = 3\n", "python")
     session.change(uri, [Edit("X", (1, 0), (1, 0))])
-    st = session.documents[uri]
+    st = session.docs.documents[uri]
     assert st.text.text == "a = 1\u2028b = 2\nXc = 3\n"
     assert st.syntax.text == st.text.text
     assert st.syntax.data == st.text.text.encode()
@@ -191,7 +191,7 @@ def test_incremental_edit_fuzzer(encoding: Encoding) -> None:
         uri = f"file:///fuzz/{round_}.py"
         text = STARTS[round_ % len(STARTS)]
         session.open(uri, text, "python")
-        st = session.documents[uri]
+        st = session.docs.documents[uri]
         assert st.syntax.tree is not None  # keep a tree, so every edit edits it
         for step in range(90):
             edit, text = random_edit(rng, text, encoding)

@@ -22,9 +22,10 @@ from synconfroute.server.evaluation.execute import (
     output_matches,
     syntax_match,
 )
-from synconfroute.server.evaluation.records import GateResult, Generation, Record, RunFolder
+from synconfroute.server.evaluation.records import Generation, Record, RunFolder
 from synconfroute.server.evaluation.scoring import Point
 from synconfroute.server.settings.config import Settings, load
+from synconfroute.server.vocab.verdict import Verdict
 
 K = 3
 T = -0.5
@@ -71,7 +72,11 @@ def make_folder(
             text=f"remote_{name}",
             oracle=True,
         )
-        gate = {"tree-sitter": GateResult(status=syntax)} if syntax else {}
+        gate = (
+            {"tree-sitter": Verdict(valid=syntax == "valid", status=syntax, mode="tree-sitter")}
+            if syntax
+            else {}
+        )
         folder.add_record(Record(task=task, local=local, remote=rem, gate=gate))
         for text, ok in ((local.text, local_ok), (rem.text, remote_ok)):
             outcome = "passed" if ok else "wrong-answer"
@@ -530,7 +535,10 @@ def test_refresh_derives_texts_with_the_current_pipeline(tmp_path: Path) -> None
         raw = "".join(t for t, _ in tokens)
         gen = Generation(backend="embedded", model="m", raw=raw, text="stale", tokens=tokens)
         return Record(
-            task=task, local=gen, remote=None, gate={"tree-sitter": GateResult(status="invalid")}
+            task=task,
+            local=gen,
+            remote=None,
+            gate={"tree-sitter": Verdict(valid=False, status="invalid", mode="tree-sitter")},
         )
 
     folder = RunFolder(tmp_path)

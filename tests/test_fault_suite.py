@@ -172,3 +172,21 @@ def test_short_soak_answers_every_request(tmp_path: Path) -> None:
     assert soak["requests"] == 240, proc.stdout
     assert soak["unanswered"] == 0 and soak["crashes"] == 0, proc.stdout
     assert "RSS after warm-up" in proc.stdout and "RSS at the end" in proc.stdout
+
+
+def test_hostile_phases_hold_the_invariants(tmp_path: Path) -> None:
+    """`--hostile` in miniature: worker pipe garbage, a hostile ledger at start and while
+    running, NaN and extreme settings: every request answered, no crash, no traceback
+    sent to the client or printed by the CLI (issue 20)."""
+    out = tmp_path / "hostile.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, *SUITE, "--hostile", "--requests", "2", "--json", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert out.exists(), f"the suite did not finish:\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    data = json.loads(out.read_text())
+    rows = {r["phase"]: r for r in data["hostile"]}
+    assert set(rows) >= {"ledger-at-start", "ledger-while-running", "settings-nan-extreme"}
+    assert data["problems"] == [] and proc.returncode == 0, proc.stdout
+    for r in rows.values():
+        assert r["answered"] == r["requests"] and r["crashes"] == 0, r
+        assert r["client_tracebacks"] == 0, r

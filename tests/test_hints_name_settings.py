@@ -32,6 +32,7 @@ def test_no_client_module_names_a_setting_that_does_not_exist() -> None:
         text = path.read_text()
         for m in KEY.finditer(text):
             section, name = m.groups()
-            if name in ("py", "toml") or text[m.end() : m.end() + 1] == "(":
-                continue  # a file name or a method call, not a setting
+            around = text[m.start() - 1 : m.start()] + text[m.end() : m.end() + 1]
+            if name in ("py", "toml") or "(" in around[1:] or "." in around:
+                continue  # a file name, a module path or a method call, not a setting
             assert _known(section, name), f"{path.name}: {m.group(0)}"

@@ -18,7 +18,7 @@ from synconfroute.server.learning.ledger import Ledger, load
 from synconfroute.server.learning.stats import bucket, compute, wilson
 from synconfroute.server.settings import config
 from synconfroute.server.vocab.kinds import Reason as R
-from synconfroute.server.vocab.record import RouteDecision
+from synconfroute.server.vocab.record import Latency, RouteDecision
 
 STEP = -1.0  # local completions at or above this confidence are good, below bad
 P_GOOD, P_BAD, P_REMOTE = 0.9, 0.2, 0.6
@@ -36,7 +36,7 @@ def rec(route: str, conf: float, threshold: float, language: str = "python") -> 
         syntax=None,
         local_model="qwen2.5-coder:3b",
         remote_model="big",
-        latency_ms={"total": 100.0 if route == "local" else 400.0},
+        latency=Latency(total=100.0 if route == "local" else 400.0),
         bytes_sent=0 if route == "local" else 1000,
         language=language,
         path="/home/me/secret/a.py",
@@ -279,11 +279,11 @@ async def test_session_adaptive_moves_show_in_status_hover_ledger_and_routing(
     for i in range(400):  # local completions always dismissed, remote ones accepted
         conf = rnd.uniform(-1.5, 0.0)
         route = "local" if conf >= s.status().threshold else "remote"
-        s.decisions[f"c{i}"] = rec(route, conf, s.status().threshold)
+        s.decision_log.decisions[f"c{i}"] = rec(route, conf, s.status().threshold)
         s._resolve(f"c{i}", accepted=route == "remote")
     st = s.status()
     assert st.threshold == -0.3  # raised to its bound, never past it
-    assert "raised" in " ".join(m.why for m in s.adaptive.moves)  # type: ignore[union-attr]
+    assert "raised" in " ".join(m.why for m in s.decision_log.adaptive.moves)  # type: ignore[union-attr]
     assert "bound" in st.adaptive["why"]
     await s.pipeline()
     assert s.rules().threshold == -0.3  # the routing uses it

@@ -11,7 +11,7 @@ from lsprotocol import types as t
 from synconfroute.server.commands.cli import main
 from synconfroute.server.learning.ledger import Ledger, read, summarize
 from synconfroute.server.vocab.kinds import Reason
-from synconfroute.server.vocab.record import RouteDecision
+from synconfroute.server.vocab.record import Latency, RouteDecision
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import (
     capabilities,
@@ -38,7 +38,7 @@ def decision(route: str, reasons: list[str], sent: int = 0) -> RouteDecision:
         syntax=None,
         local_model="m",
         remote_model="r",
-        latency_ms={"total": 10.0},
+        latency=Latency(total=10.0),
         bytes_sent=sent,
         path="/secret/project/file.py",
     )

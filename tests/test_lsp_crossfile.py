@@ -60,6 +60,7 @@ async def test_private_files_never_reach_a_remote_prompt(tmp_path: Path) -> None
             local_url=local.url,
             remote_url=remote.base_url,
             extra='[completion]\ncontext = "workspace"\n[privacy]\nnever_send = ["app/keys.py"]',
+            remote_extra="send_context = true",
         )
         client, _ = await start(cfg, capabilities("visual-studio-code", inline=True), root=ws)
         try:

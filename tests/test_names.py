@@ -11,7 +11,7 @@ from synconfroute.clients.openai import OpenAIBackend
 from synconfroute.server.evaluation import report, scoring
 from synconfroute.server.evaluation.datasets import Task
 from synconfroute.server.evaluation.execute import ExecResult, exec_key
-from synconfroute.server.evaluation.records import GateResult, Generation, Record, RunFolder
+from synconfroute.server.evaluation.records import Generation, Record, RunFolder
 from synconfroute.server.routing import router
 from synconfroute.server.routing.gate import Anchor, make_gate
 from synconfroute.server.routing.pipeline import CompletionContext, Pipeline
@@ -21,6 +21,7 @@ from synconfroute.server.syntax import SyntaxDocument, check_completion
 from synconfroute.server.syntax.languages import parser_for
 from synconfroute.server.syntax.names import undefined_names
 from synconfroute.server.vocab.card import route_card
+from synconfroute.server.vocab.verdict import Verdict
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 
@@ -285,7 +286,7 @@ def test_scoring_replays_synconf_with_and_without_names(tmp_path: Path) -> None:
             backend="embedded", model="m", raw=text, text=text, tokens=(("t", -0.1),) * 3
         )
         rem = Generation(backend="oracle", model="t", raw="a + b", text="a + b", oracle=True)
-        gate = {"tree-sitter": GateResult(status="valid")}
+        gate = {"tree-sitter": Verdict(valid=True, status="valid", mode="tree-sitter")}
         folder.add_record(Record(task=task, local=local, remote=rem, gate=gate))
         for t, passed in ((text, ok), ("a + b", True)):
             folder.add_exec(exec_key(task, t), task.key, ExecResult(passed=passed, outcome="x"))

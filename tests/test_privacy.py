@@ -120,7 +120,6 @@ def test_workspace_may_tighten() -> None:
         user,
         {
             "privacy": {"local_only": True, "never_send": ["*.pem"]},
-            "remote": {"url": "http://backup:8000/v1", "urls": [], "api_key_env": ""},
             "routing": {"policy": "syntax", "threshold": -1.0, "thresholds": {"m": -0.9}},
             "completion": {"context_lines": 20},
         },
@@ -128,9 +127,11 @@ def test_workspace_may_tighten() -> None:
     assert not issues, issues
     assert ws.privacy.local_only is True
     assert ws.privacy.never_send == ["secrets/**", "*.pem"]  # added to, never replaced
-    assert ws.remote.all_urls == ["http://backup:8000/v1"] and ws.remote.api_key_env == ""
     assert (ws.routing.policy, ws.routing.threshold) == ("syntax", -1.0)
     assert ws.completion.context_lines == 20
+    # Where code goes is user-only now, even a narrower list of the user's own servers.
+    _, issues = config.merge_workspace(user, {"remote": {"urls": [], "api_key_env": ""}})
+    assert {i.key for i in issues} == {"remote.urls", "remote.api_key_env"}
 
 
 @pytest.mark.parametrize(

@@ -141,7 +141,7 @@ def session_with_offer(tmp_path: Path) -> tuple[Session, str]:
     assert st is not None
     from synconfroute.server.vocab.record import RouteDecision
 
-    s.decisions["c1"] = RouteDecision(
+    s.decision_log.decisions["c1"] = RouteDecision(
         completion="a + b",
         route="local",
         reasons=("confident-and-valid",),
@@ -159,7 +159,7 @@ def session_with_offer(tmp_path: Path) -> tuple[Session, str]:
 def test_session_tracks_the_accepted_text_through_edits(tmp_path: Path) -> None:
     s, uri = session_with_offer(tmp_path)
     s.change(uri, [Edit("a + b", (1, 11), (1, 11))])  # the editor inserts the item
-    assert s.accepted == {"c1"}
+    assert s.decision_log.accepted == {"c1"}
     s.change(uri, [Edit("# top\n", (0, 0), (0, 0))])  # a line before
     s.change(uri, [Edit("c", (2, 15), (2, 16))])  # b -> c inside it
     st = s.document(uri)
@@ -174,7 +174,7 @@ def test_session_tracks_the_accepted_text_through_edits(tmp_path: Path) -> None:
     assert bad == 0 and len(decisions) == 2
     # "a + b" -> "a + c * 2": 1 substitution + 4 insertions over 5 characters.
     assert all('"ratio":0.0' in d or '"ratio":0' in d for d in decisions)
-    assert s.retention.timers() == 0
+    assert s.decision_log.retention.timers() == 0
 
 
 def test_session_retention_ratio_after_a_small_edit(tmp_path: Path) -> None:

@@ -14,9 +14,17 @@ import pytest
 from lsprotocol import types as t
 
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
-from tests.lsp_harness import capabilities, inline_request, open_doc, start, stop, write_config
+from tests.lsp_harness import (
+    ROOT,
+    capabilities,
+    inline_request,
+    open_doc,
+    start,
+    stop,
+    write_config,
+)
 
-URI = "file:///work/project/calc.py"
+URI = (ROOT / "project" / "calc.py").as_uri()  # inside the workspace folder
 TEXT = "def add(a, b):\n    return \n\n\nprint(add(1, 2))\n"
 CURSOR = t.Position(1, 11)
 

@@ -52,16 +52,16 @@ async def test_only_recent_documents_keep_trees(fake: FakeOllama) -> None:
     texts = [f"def f{i}(x):\n    return \n" for i in range(n)]  # distinct: no cache hits
     for i in range(n):
         session.open(f"file:///d{i}.py", texts[i], "python", None)
-    assert not any(st.syntax.has_tree for st in session.documents.values())  # lazy at open
+    assert not any(st.syntax.has_tree for st in session.docs.documents.values())  # lazy at open
     for i in range(n):
         done = await session.complete(f"file:///d{i}.py", 1, 11, invoked=True)
         assert done is not None and done.insert_text == " x"
-    kept = [uri for uri, st in session.documents.items() if st.syntax.has_tree]
+    kept = [uri for uri, st in session.docs.documents.items() if st.syntax.has_tree]
     assert kept == [f"file:///d{i}.py" for i in range(n - _TREES_KEPT, n)]
     # An evicted document still follows edits and checks correctly.
     session.change("file:///d0.py", [Edit("y +", (1, 11), (1, 11))])
     again = await session.complete("file:///d0.py", 1, 14, invoked=True)
-    assert session.documents["file:///d0.py"].text.text == "def f0(x):\n    return y +\n"
+    assert session.docs.documents["file:///d0.py"].text.text == "def f0(x):\n    return y +\n"
     assert again is not None and again.decision.syntax is not None
     assert again.decision.syntax.status == "valid", (again.decision.syntax, again.insert_text)
     await session.shutdown()
@@ -72,7 +72,7 @@ def test_adaptive_debounce_follows_typing_rhythm() -> None:
     settings.editor.debounce_ms = 100
     session = Session(config.Loaded(settings, (), config.default_config_path(), False))
     session.open("file:///a.py", TEXT, "python", None)
-    st = session.documents["file:///a.py"]
+    st = session.docs.documents["file:///a.py"]
     assert session.debounce_s(st) == pytest.approx(0.1)  # no rhythm yet: the setting
     st.keystrokes.extend([0.0, 0.04, 0.08, 0.12, 0.16])  # 40 ms between keys
     assert session.debounce_s(st) == pytest.approx(0.06)
@@ -84,7 +84,7 @@ def test_adaptive_debounce_follows_typing_rhythm() -> None:
 
 def test_change_keeps_the_tree_text_in_sync_utf16() -> None:
     session = Session(config.Loaded(config.Settings(), (), config.default_config_path(), False))
-    session.encoding = "utf-16"
+    session.negotiated("utf-16")
     session.open("file:///e.py", "s = '😀'\nx = 1\r\n", "python", None)
     session.change(
         "file:///e.py",
@@ -94,7 +94,7 @@ def test_change_keeps_the_tree_text_in_sync_utf16() -> None:
             Edit("\nz = 2", (1, 6), (1, 6)),
         ],
     )
-    assert session.documents["file:///e.py"].syntax.text == "s = '😀漢'\nyy = 1\nz = 2\r\n"
+    assert session.docs.documents["file:///e.py"].syntax.text == "s = '😀漢'\nyy = 1\nz = 2\r\n"
 
 
 async def test_accepting_the_offer_keeps_the_hover_card(fake: FakeOllama) -> None:
@@ -145,11 +145,11 @@ async def test_a_file_over_the_size_limit_skips_the_gate_and_keeps_no_tree(
     assert rec.reasons == ("syntax-skipped", "no-remote-configured", "kept-local-unconfirmed")
     card = session.hover("file:///big.py", line)
     assert card is not None and "skipped" in card and "syntax_max_bytes" in card
-    assert not session.documents["file:///big.py"].syntax.has_tree
+    assert not session.docs.documents["file:///big.py"].syntax.has_tree
     small = await session.complete("file:///small.py", 1, 11, invoked=True)
     assert small is not None and small.decision.syntax is not None
     assert small.decision.syntax.status == "valid"
-    assert session.documents["file:///small.py"].syntax.has_tree
+    assert session.docs.documents["file:///small.py"].syntax.has_tree
     await session.shutdown()
 
 
@@ -174,7 +174,7 @@ async def test_kept_trees_are_bounded_by_text_size(
         done = await session.complete(f"file:///m{i}.py", 1201, 11, invoked=True)
         assert done is not None and done.decision.syntax is not None
         assert done.decision.syntax.status == "valid"
-    kept = [uri for uri, st in session.documents.items() if st.syntax.has_tree]
+    kept = [uri for uri, st in session.docs.documents.items() if st.syntax.has_tree]
     assert kept == ["file:///m2.py", "file:///m3.py"]  # 2 x 10 KB fit in 25 KB, 3 do not
     await session.shutdown()
 
@@ -199,6 +199,6 @@ def test_status_record_keeps_the_command_json_keys() -> None:
     st = session.status().to_json()
     assert list(st) == [
         "local_only", "local", "remote", "policy", "threshold", "adaptive", "completions",
-        "routes", "accepted", "last", "pid", "local_worker",
+        "routes", "accepted", "last", "pid", "local_worker", "cluster",
     ]  # fmt: skip
     assert st["routes"] == {"local": 0, "remote": 0, "none": 0} and st["local_worker"] is None

@@ -11,7 +11,8 @@ import pytest
 from synconfroute.server.learning.ledger import Ledger
 from synconfroute.server.routing.router import Reason
 from synconfroute.server.vocab.card import WHY, route_card
-from synconfroute.server.vocab.record import RouteDecision, SyntaxInfo
+from synconfroute.server.vocab.record import Latency, RouteDecision
+from synconfroute.server.vocab.verdict import Verdict
 
 
 def _rec(reasons: list[str], **kw: object) -> RouteDecision:
@@ -22,7 +23,7 @@ def _rec(reasons: list[str], **kw: object) -> RouteDecision:
         "policy": "synconf",
         "confidence": -0.2,
         "threshold": -0.5,
-        "syntax": SyntaxInfo(status="valid", mode="tree-sitter", checker="tree-sitter"),
+        "syntax": Verdict(valid=True, status="valid", mode="tree-sitter", checker="tree-sitter"),
         "local_model": "smollm2",
         "remote_model": None,
     }
@@ -45,7 +46,8 @@ def test_card_for_each_reason_says_why_in_words(reason: str) -> None:
 
 
 def test_card_names_the_mode_once_and_the_checker_only_when_it_differs() -> None:
-    bad = SyntaxInfo(
+    bad = Verdict(
+        valid=False,
         status="invalid",
         mode="tree-sitter",
         checker="tree-sitter",
@@ -56,7 +58,7 @@ def test_card_names_the_mode_once_and_the_checker_only_when_it_differs() -> None
     card = route_card(_rec(["syntax-invalid", "remote-ok"], route="remote", syntax=bad))
     assert "- syntax: invalid (tree-sitter) at line 2, column 12: missing ')'" in card
     assert "tree-sitter, tree-sitter" not in card
-    confirmed = SyntaxInfo(status="invalid", mode="confirm", checker="g++", message="x")
+    confirmed = Verdict(valid=False, status="invalid", mode="confirm", checker="g++", message="x")
     assert "- syntax: invalid (confirm: g++): x" in route_card(
         _rec(["syntax-invalid"], syntax=confirmed)
     )
@@ -65,7 +67,7 @@ def test_card_names_the_mode_once_and_the_checker_only_when_it_differs() -> None
 def test_stats_prints_latency_percentiles_on_one_line(tmp_path: Path) -> None:
     led = Ledger(tmp_path / "l.jsonl")
     for i, ms in enumerate((10.0, 20.0, 30.0, 400.0)):
-        rec = _rec(["confident-and-valid"], latency_ms={"total": ms})
+        rec = _rec(["confident-and-valid"], latency=Latency(total=ms))
         led.decision(f"c{i}", rec)
     out = subprocess.run(
         [sys.executable, "-m", "synconfroute", "stats", "--ledger", str(tmp_path / "l.jsonl")],
@@ -126,3 +128,14 @@ def test_settings_reads_as_text_with_sources(tmp_path: Path) -> None:
         check=True,
     )
     assert '"threshold": -0.8' in j.stdout
+
+
+def test_card_lists_latency_in_the_order_things_happen() -> None:
+    rec = _rec(
+        ["confident-and-valid"],
+        latency=Latency(total=9.0, gate=1.0, local_total=8.0, local_first_token=3.0),
+    )
+    (line,) = [ln for ln in route_card(rec).splitlines() if ln.startswith("- latency")]
+    assert line == (
+        "- latency: local first token 3 ms, local total 8 ms, syntax gate 1 ms, total 9 ms"
+    )

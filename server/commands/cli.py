@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import logging
 import os
@@ -131,6 +132,28 @@ def _seconds(value: str) -> tuple[float, ...]:
     return out
 
 
+def tcp_refusal(host: str, expose: bool, token_env: str | None) -> str | None:
+    """Why `serve --tcp` must not listen on `host` (None: it may). The first TCP client is
+    treated as the user: beyond this machine, only with an explicit flag and a token."""
+    if token_env and not os.environ.get(token_env, "").strip():
+        return f"--tcp-token-env {token_env}: that environment variable is empty or unset"
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False  # a host name may resolve to any interface
+    if loopback:
+        return None
+    if not expose:
+        return (
+            f"--tcp {host}: not a loopback address. Anyone who reaches it could drive the "
+            "server as you and receive your workspace's code; pass --tcp-expose-to-network "
+            "and --tcp-token-env NAME if that is what you want"
+        )
+    if not token_env:
+        return "--tcp-expose-to-network needs --tcp-token-env NAME (a token the client sends)"
+    return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from ..protocol.lsp import create_server
     from ..protocol.transport import serve_stdio, serve_tcp
@@ -158,7 +181,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not port.isdigit():
             print(f"synconfroute serve: --tcp wants HOST:PORT, got {args.tcp!r}", file=sys.stderr)
             return 2
-        return serve_tcp(server, host or "127.0.0.1", int(port))
+        host = host.strip("[]") or "127.0.0.1"
+        refusal = tcp_refusal(host, args.tcp_expose_to_network, args.tcp_token_env)
+        if refusal:
+            print(f"synconfroute serve: {refusal}", file=sys.stderr)
+            return 2
+        if args.tcp_token_env:
+            server.tcp_token = os.environ[args.tcp_token_env].strip()
+        return serve_tcp(server, host, int(port))
     return serve_stdio(server)
 
 
@@ -184,7 +214,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         )
         return 1
     decisions, moves, bad = ledger.load(path)
-    summary = stats.compute(decisions, moves)
+    summary = stats.compute(decisions, moves, unreadable=bad)
     if bad:
         print(f"warning: skipped {bad} unreadable lines in {path}", file=sys.stderr)
     if args.plot:
@@ -245,7 +275,24 @@ def build_parser() -> argparse.ArgumentParser:
         description="Language server over stdio (the default) or TCP for debugging.",
     )
     sv.add_argument("--stdio", action="store_true", help="use stdio (the default)")
-    sv.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    sv.add_argument(
+        "--tcp",
+        metavar="HOST:PORT",
+        help="listen on TCP instead of stdio (loopback only, unless --tcp-expose-to-network)",
+    )
+    sv.add_argument(
+        "--tcp-expose-to-network",
+        action="store_true",
+        help="allow a non-loopback --tcp address: whoever connects first drives the server "
+        "as you (its settings are yours) and receives your workspace's code in prompts; "
+        "needs --tcp-token-env",
+    )
+    sv.add_argument(
+        "--tcp-token-env",
+        metavar="NAME",
+        help="environment variable holding a token the TCP client must send as "
+        "initializationOptions.tcpToken",
+    )
     sv.add_argument("--ledger", metavar="PATH", help="ledger file (default: platform state dir)")
     sv.add_argument(
         "--retention-after",

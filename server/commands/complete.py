@@ -6,8 +6,8 @@ from pathlib import Path
 
 from ..routing.backends import build_tiers, warm
 from ..routing.context import make_context
-from ..routing.gate import language_of, make_gate
-from ..routing.pipeline import Pipeline
+from ..routing.gate import language_of
+from ..routing.pipeline import build_pipeline
 from ..routing.request import Anchor, CompletionContext
 from ..settings.config import Settings
 from ..syntax import SyntaxDocument
@@ -58,7 +58,7 @@ async def run(settings: Settings, ctx: CompletionContext) -> RouteDecision:
     tiers = await build_tiers(settings)
     try:
         await warm(tiers.local)  # a one-shot command: the model's start is not the request's
-        pipeline = Pipeline(settings, tiers.local, tiers.remote, make_gate(settings.routing))
+        pipeline = build_pipeline(settings, tiers)
         return await pipeline.complete(ctx)
     finally:
         await tiers.aclose()

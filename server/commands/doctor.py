@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from synconfroute.clients.errors import BackendError
+from synconfroute.clients.plan import dataset_plan
 from synconfroute.clients.types import Backend, CompletionRequest, ProbeReport, Problem
 
 from ..routing.backends import LocalChoice, choose_local, make_local, make_remote
@@ -24,7 +25,12 @@ from ..settings.config import Loaded
 
 PROBE_TIMEOUT_S = 180.0  # the embedded model's first load can take a while on a cold disk
 GENERATION_S = 60.0  # the tiny generation's deadline (the backends' own timeouts apply too)
-PROBE_REQUEST = CompletionRequest(prefix="def add(a, b):\n    return", suffix="\n", max_tokens=8)
+PROBE_REQUEST = CompletionRequest(
+    prefix="def add(a, b):\n    return",
+    suffix="\n",
+    max_tokens=8,
+    plan=dataset_plan("doctor's probe", 28),
+)
 NO_TEXT_FIX = "check that the model is a code model and that its prompt mode (template) fits it"
 NO_LOGPROBS_FIX = (
     "use a server that returns per-token log-probs (vLLM, llama.cpp, Ollama 0.12.11 or "

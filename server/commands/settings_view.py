@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from ..settings import config
+from ..workspace.prompt_split import sharing
 
 
 def _file_data(loaded: config.Loaded) -> Mapping[str, Any]:
@@ -23,7 +24,7 @@ def _file_data(loaded: config.Loaded) -> Mapping[str, Any]:
         return {}
     try:
         data = tomllib.loads(loaded.config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
         return {}  # `load` reported it already
     return data
 
@@ -55,6 +56,7 @@ def egress_summary(s: config.Settings) -> list[str]:
         )
         if s.privacy.never_send:
             out.append("never sent: " + ", ".join(s.privacy.never_send))
+    out.append(f"other files' code (cross-file context, recent edits): {sharing(s)}")
     return out
 
 

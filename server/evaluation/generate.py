@@ -30,6 +30,7 @@ from typing import Literal
 import attrs
 
 from synconfroute.clients import trim_tokens
+from synconfroute.clients._speed import Rates
 from synconfroute.clients.errors import (
     BackendError,
     BackendUnavailable,
@@ -37,6 +38,7 @@ from synconfroute.clients.errors import (
     FimUnsupported,
     ModelNotFound,
 )
+from synconfroute.clients.plan import dataset_plan
 from synconfroute.clients.types import Backend, CompletionRequest, TokenLogprob, line_end
 
 from ..routing.context import make_context
@@ -49,10 +51,13 @@ from ..routing.text_rules import (
     shown_text,
     wants_multiline,
 )
+from ..routing.time_budget import anchored_window, local_budget
 from ..settings.config import Settings
+from ..vocab.kinds import GateMode
+from ..vocab.verdict import Verdict
 from .datasets import Task
 from .progress import Progress
-from .records import GateResult, Generation, Record, RunFolder
+from .records import Generation, Record, RunFolder
 
 RemoteKind = Literal["config", "oracle", "none"]
 ORACLE_BACKEND = "oracle"
@@ -180,6 +185,35 @@ async def _complete(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def local_request(
+    request: CompletionRequest, settings: Settings, local: Backend
+) -> CompletionRequest:
+    """The local tier's request as the pipeline sizes it (`routing.time_budget`): the
+    window its measured speed allows, anchored on the line grid; a multi-line
+    prediction capped in time and tokens, or a single line when several cannot arrive
+    in time. So the evaluation measures the quality of what the server would show."""
+    rates = getattr(local, "rates", None)
+    budget = local_budget(
+        settings.local, settings.completion, rates if isinstance(rates, Rates) else None
+    )
+    prefix, suffix = anchored_window(
+        request.prefix,
+        request.suffix,
+        budget.prompt_chars,
+        prefix_only=getattr(local, "prompt_mode", None) == "prefix-only",
+    )
+    out = attrs.evolve(request, prefix=prefix, suffix=suffix)
+    if request.single_line:
+        return out
+    if not budget.multiline:
+        return attrs.evolve(out, single_line=True, stop=request_stops(single_line=True))
+    return attrs.evolve(
+        out,
+        max_tokens=min(request.max_tokens, budget.max_tokens),
+        max_predict_s=budget.max_predict_s,
+    )
+
+
 async def generate_record(
     task: Task,
     settings: Settings,
@@ -203,6 +237,7 @@ async def generate_record(
         priority=settings.remote.request_priority(background=True),  # local tiers ignore it
         context_files=task.context_files,
         repo_path=f"{task.task_id}.{_EXT.get(task.language, 'txt')}" if task.context_files else "",
+        plan=dataset_plan(f"task {task.task_id}", len(ctx.prefix) + len(ctx.suffix)),
     )
 
     def finish(
@@ -214,7 +249,11 @@ async def generate_record(
             )
         return treat(task, gen, settings, gate, tier=tier)
 
-    loc = finish(await _complete(local, request, "local", timeout_s), local, "local")
+    loc = finish(
+        await _complete(local, local_request(request, settings, local), "local", timeout_s),
+        local,
+        "local",
+    )
     rem: Generation | None = None
     if remote_kind == "config":
         assert remote is not None
@@ -234,20 +273,13 @@ async def generate_record(
                 backend=ORACLE_BACKEND, model=ORACLE_MODEL, raw=task.truth, text="", oracle=True
             )
             rem = treat(task, truth, settings)
-    gates: dict[str, GateResult] = {}
+    gates: dict[GateMode, Verdict] = {}
     if loc.ok and loc.text:
         # The whole file, as the server's gate sees an open document.
         whole = CompletionContext(prefix=task.prefix, suffix=task.suffix, language=task.language)
         t0 = time.perf_counter()
-        info = gate.check(whole, loc.text)
-        gates[gate.mode] = GateResult(
-            status=info.status,
-            checker=info.checker,
-            line=info.line,
-            column=info.column,
-            message=info.message,
-            elapsed_s=round(time.perf_counter() - t0, 6),
-        )
+        verdict = gate.check(whole, loc.text)
+        gates[gate.mode] = verdict.with_elapsed(round(time.perf_counter() - t0, 6))
     return Record(task=task, local=loc, remote=rem, gate=gates)
 
 

@@ -32,6 +32,8 @@ from typing import IO, Any
 
 import attrs
 
+from ..vocab.kinds import GateMode
+from ..vocab.verdict import Verdict
 from .datasets import Task
 from .execute import ExecResult
 
@@ -92,21 +94,11 @@ class Generation:
 
 
 @attrs.frozen(kw_only=True)
-class GateResult:
-    status: str  # valid | invalid | timeout | unsupported-language | error
-    checker: str = ""
-    line: int | None = None
-    column: int | None = None
-    message: str = ""
-    elapsed_s: float = 0.0
-
-
-@attrs.frozen(kw_only=True)
 class Record:
     task: Task
     local: Generation
     remote: Generation | None
-    gate: dict[str, GateResult] = attrs.field(factory=dict)  # by gate mode
+    gate: dict[GateMode, Verdict] = attrs.field(factory=dict)  # by gate mode
 
     @property
     def key(self) -> str:
@@ -129,7 +121,7 @@ class Record:
             task=Task.from_json(d["task"]),
             local=Generation.from_json(d["local"]),
             remote=Generation.from_json(remote) if remote else None,
-            gate={m: GateResult(**g) for m, g in (d.get("gate") or {}).items()},
+            gate={m: Verdict.from_json(g, mode=m) for m, g in (d.get("gate") or {}).items()},
         )
 
 

@@ -157,6 +157,7 @@ async def _probe_local(local: Backend, err: TextIO) -> str | None:
 
     if isinstance(local, EmbeddedBackend):
         await local.load()
+        await local.calibrate()  # the speed the local budget is sized from, as the server
         mode = local.prompt_mode
     else:
         report_ = await local.discover()

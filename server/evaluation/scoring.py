@@ -30,8 +30,10 @@ from ..routing.router import LocalEvidence, Rules, SyntaxStatus
 from ..syntax import check_completion
 from ..syntax.names import LANGUAGES as NAMES_LANGUAGES
 from ..vocab.errors import UserError
+from ..vocab.kinds import GateMode
+from ..vocab.verdict import Verdict
 from .execute import exec_key
-from .records import GateResult, Record, RunFolder
+from .records import Record, RunFolder
 
 _STATUSES: dict[str, SyntaxStatus] = {
     s: s for s in ("valid", "invalid", "timeout", "unsupported-language", "error")
@@ -130,7 +132,7 @@ def outcomes(
     *,
     k: int,
     missing_logprobs: str,
-    gate_mode: str,
+    gate_mode: GateMode,
     gate: SyntaxGate | None = None,
     require_exec: bool = True,
     regate: bool = False,
@@ -179,7 +181,7 @@ def outcomes(
     return out, incomplete
 
 
-def _gate(rec: Record, mode: str, gate: SyntaxGate | None, regate: bool) -> GateResult | None:
+def _gate(rec: Record, mode: GateMode, gate: SyntaxGate | None, regate: bool) -> Verdict | None:
     if not rec.local.ok or not rec.local.text:
         return None
     if mode in rec.gate and not (regate and gate is not None):
@@ -192,8 +194,7 @@ def _gate(rec: Record, mode: str, gate: SyntaxGate | None, regate: bool) -> Gate
     ctx = CompletionContext(
         prefix=rec.task.prefix, suffix=rec.task.suffix, language=rec.task.language
     )
-    info = gate.check(ctx, rec.local.text)
-    return GateResult(status=info.status, checker=info.checker, line=info.line, column=info.column)
+    return gate.check(ctx, rec.local.text)
 
 
 def undefined_in(rec: Record) -> tuple[str, ...]:

@@ -70,7 +70,8 @@ class Adaptive:
             if route in ("local", "remote") and math.isfinite(conf):
                 self._obs.append((conf, route == "local", ok))
         old = self.current
-        self.current = min(max(value, self.lo), self.hi)
+        if math.isfinite(value):  # NaN would pass the clamp and never escalate
+            self.current = min(max(value, self.lo), self.hi)
         if self.current != old:
             self.why = f"resumed at {self.current:.2f} from an earlier session ({why})"
 

@@ -33,6 +33,14 @@ class WorkerStatus:
     pid: int
     rss_mb: float | None
     restarts: int
+    # Measured speed (tokens/s) and the prompt tokens of the generations so far, of which
+    # reused from the KV cache (typing, prefill): what the time budget works with.
+    prompt_tps: float | None = None
+    decode_tps: float | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    prefills: int = 0  # background prefills handed to the worker (cursor rests)
+    protocol_errors: int = 0  # malformed messages read from its pipe, each skipped
 
 
 @attrs.frozen
@@ -51,6 +59,9 @@ class Status:
     last: str | None  # summary of the latest decision
     pid: int
     local_worker: WorkerStatus | None
+    # The cluster's load as the router sees it (routing.backpressure / escalation_budget):
+    # state ("ok", "slow", "shedding", "down"), why, lift of the bar, budget used.
+    cluster: dict[str, object] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -61,14 +72,15 @@ class DecisionLog:
         self,
         settings: Callable[[], config.Settings],
         ledger: Ledger | None = None,
-        retention_delays: Sequence[float] = DEFAULT_DELAYS,
+        retention_delays: Sequence[float] | None = None,  # None: DEFAULT_DELAYS
     ) -> None:
         self._settings = settings  # the session's current settings
         self.decisions: LRUCache[str, RouteDecision] = LRUCache(_DECISIONS_KEPT)
         self.accepted: set[str] = set()
         self._ids = itertools.count(1)
         self.ledger = ledger or Ledger(None)
-        self.retention = Retention(self._retained, retention_delays)
+        delays = DEFAULT_DELAYS if retention_delays is None else retention_delays
+        self.retention = Retention(self._retained, delays)
         self.adaptive: Adaptive | None = None  # the owner calls sync_adaptive
 
     @property
@@ -159,7 +171,13 @@ class DecisionLog:
             a.resume(a.current, "", observed)
 
     def status(
-        self, policy: str, threshold: float, local: str, pid: int, worker: WorkerStatus | None
+        self,
+        policy: str,
+        threshold: float,
+        local: str,
+        pid: int,
+        worker: WorkerStatus | None,
+        cluster: dict[str, object] | None = None,
     ) -> Status:
         """The session's state; `policy` and `threshold` from the rules the next request
         routes by (the session resolves them)."""
@@ -184,4 +202,5 @@ class DecisionLog:
             last=summary(last) if last else None,
             pid=pid,
             local_worker=worker,
+            cluster=cluster,
         )

@@ -19,7 +19,7 @@ import math
 import secrets
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ import platformdirs
 
 from ..settings.config import APP
 from ..vocab.record import RouteDecision
+from . import ledger_schema as schema
 
 log = logging.getLogger(__name__)
 
@@ -109,16 +110,32 @@ class Ledger:
         )
 
 
-EVENTS = ("shown", "accepted", "dismissed", "retained")
+EVENTS = schema.EVENTS
+
+
+def _lines(raw: str) -> Iterator[dict[str, Any] | None]:
+    """Each non-blank line as a JSON object, or None for one that is not (broken JSON,
+    another JSON value, nesting deep enough to exhaust the recursion limit)."""
+    for line in raw.split("\n"):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            yield None
+            continue
+        yield obj if isinstance(obj, dict) else None
 
 
 def load(
     path: Path, *, tail_bytes: int | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-    """(decisions, adaptive moves, unreadable lines). Each decision gets its events:
-    `shown`, `accepted`, `dismissed` (bools) and `retained` ({after_s: ratio}); an event
-    joins the latest decision with its id (older ledgers reused ids across runs).
-    `tail_bytes`: read only the end of the file (the server, at start)."""
+    """(decisions, adaptive moves, unreadable lines). Each line is checked against its
+    schema (`ledger_schema`): one that does not fit is counted and skipped. Each decision
+    gets its events: `shown`, `accepted`, `dismissed` (bools) and `retained`
+    ({after_s: ratio}); an event joins the latest decision with its id (older ledgers
+    reused ids across runs). `tail_bytes`: read only the end of the file (the server,
+    at start)."""
     decisions: list[dict[str, Any]] = []
     moves: list[dict[str, Any]] = []
     latest: dict[str, dict[str, Any]] = {}
@@ -130,34 +147,28 @@ def load(
         else:
             fb.seek(0)
         raw = fb.read().decode("utf-8", errors="replace")
-    for line in raw.split("\n"):
-        if not line.strip():
-            continue
+    for obj in _lines(raw):
+        kind = None if obj is None else _kind(obj)
         try:
-            obj = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        if not isinstance(obj, dict):
-            bad += 1
-        elif "route" in obj:
-            obj.update(shown=False, accepted=False, dismissed=False, retained={})
-            decisions.append(obj)
-            latest[str(obj.get("id"))] = obj
-        elif "adaptive" in obj:
-            moves.append(obj)
-        elif (kind := next((k for k in EVENTS if k in obj), None)) is not None:
-            d = latest.get(str(obj[kind]))
-            if d is None:
-                continue  # its decision was in a rotated-away part of the file
-            if kind == "retained":
-                try:
-                    d["retained"][float(obj["after_s"])] = float(obj["ratio"])
-                except (KeyError, TypeError, ValueError):
-                    bad += 1
+            if obj is None or kind is None:
+                raise schema.BadLine("not a ledger line")
+            if kind == "route":
+                d = schema.decision(obj)
+                d.update(shown=False, accepted=False, dismissed=False, retained={})
+                decisions.append(d)
+                latest[d["id"]] = d
+            elif kind == "adaptive":
+                moves.append(schema.adaptive(obj))
             else:
-                d[kind] = True
-        else:
+                ev = schema.event(kind, obj)
+                target = latest.get(ev["id"])
+                if target is None:
+                    continue  # its decision was in a rotated-away part of the file
+                if kind == "retained":
+                    target["retained"][ev["after_s"]] = ev["ratio"]
+                else:
+                    target[kind] = True
+        except schema.BadLine:
             bad += 1
     if not any(d["shown"] for d in decisions):
         for d in decisions:  # a ledger from before `shown` was recorded
@@ -165,24 +176,31 @@ def load(
     return decisions, moves, bad
 
 
+def _kind(obj: dict[str, Any]) -> str | None:
+    if "route" in obj:
+        return "route"
+    if "adaptive" in obj:
+        return "adaptive"
+    return next((k for k in EVENTS if k in obj), None)
+
+
 def read(path: Path) -> tuple[list[dict[str, Any]], set[str], int]:
-    """(decisions, accepted ids, unreadable lines) from a ledger file."""
+    """(decisions, accepted ids, unreadable lines) from a ledger file, each line checked
+    as `load` does."""
     decisions: list[dict[str, Any]] = []
     accepted: set[str] = set()
     bad = 0
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                bad += 1
-                continue
-            if isinstance(obj, dict) and "accepted" in obj:
-                accepted.add(str(obj["accepted"]))
-            elif isinstance(obj, dict) and "route" in obj:
-                decisions.append(obj)
+    for obj in _lines(path.read_text(encoding="utf-8", errors="replace")):
+        kind = None if obj is None else _kind(obj)
+        try:
+            if obj is None or kind not in ("route", "accepted"):
+                raise schema.BadLine("not a decision or an acceptance")
+            if kind == "accepted":
+                accepted.add(schema.event("accepted", obj)["id"])
             else:
-                bad += 1
+                decisions.append(schema.decision(obj))
+        except schema.BadLine:
+            bad += 1
     return decisions, accepted, bad
 
 

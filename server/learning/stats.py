@@ -80,7 +80,10 @@ def _bucket_order(name: str) -> float:
     return float(name.split(",")[0].strip("[").replace("-inf", "-1e9"))
 
 
-def compute(decisions: list[dict[str, Any]], moves: list[dict[str, Any]]) -> dict[str, Any]:
+def compute(
+    decisions: list[dict[str, Any]], moves: list[dict[str, Any]], unreadable: int = 0
+) -> dict[str, Any]:
+    """The figures `stats` prints; `unreadable`: the ledger lines `ledger.load` skipped."""
     accepted_ids = {str(d.get("id")) for d in decisions if d["accepted"]}
     overall = ledger.summarize(decisions, accepted_ids)
     by_conf: dict[str, Any] = {}
@@ -89,6 +92,7 @@ def compute(decisions: list[dict[str, Any]], moves: list[dict[str, Any]]) -> dic
         by_conf[route] = dict(sorted(rows.items(), key=lambda kv: _bucket_order(kv[0])))
     return {
         **overall,
+        "unreadable_lines": unreadable,
         "by_route": _by(decisions, lambda d: str(d["route"])),
         "by_language": _by(decisions, lambda d: str(d.get("language") or "unknown")),
         "by_confidence": by_conf,
@@ -127,6 +131,8 @@ def _table(title: str, rows: dict[str, Any], checks: list[str]) -> list[str]:
 
 def format_text(s: dict[str, Any], path: Path) -> str:
     base = ledger.format_summary(s, path)
+    if s.get("unreadable_lines"):
+        base += f"\nunreadable lines  {s['unreadable_lines']} (skipped: not in the ledger's format)"
     if not s["completions"]:
         return base
     groups = [*s["by_route"].values(), *s["by_language"].values()]

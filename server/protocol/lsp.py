@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future
@@ -10,13 +11,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from lsprotocol import types as t
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
 from pygls.protocol.language_server import lsp_method
 
 from .. import __version__
 from ..learning.ledger import Ledger
-from ..learning.retention import DEFAULT_DELAYS
 from ..session.session import Completed, DocumentNotOpen, Edit, Session
 from ..settings import config
 from ..syntax.languages import LANGUAGES
@@ -31,6 +31,10 @@ CMD_ACCEPT = "synconfroute.accept"
 CMD_TOGGLE_LOCAL_ONLY = "synconfroute.toggleLocalOnly"
 CMD_STATUS = "synconfroute.status"
 ROUTE_NOTIFICATION = "synconfroute/route"
+# Client -> server: where the cursor rests ({textDocument: {uri}, position}), sent by our
+# editor plugins when a document gains focus and when the cursor pauses; the server
+# prefills the local model's prompt there (server/session/prefill.py).
+CURSOR_NOTIFICATION = "synconfroute/cursor"
 
 _ENCODINGS: dict[str, Encoding] = {
     t.PositionEncodingKind.Utf8: "utf-8",
@@ -107,6 +111,9 @@ class _Protocol(TransportProtocol):
 class SynConfRouteServer(LanguageServer):
     session: Session
     watching: bool = False  # registered for workspace/didChangeWatchedFiles
+    # `serve --tcp` with a token: the client must name it in initializationOptions
+    # (`tcpToken`), or it is refused and the server ends (its settings are user scope).
+    tcp_token: str | None = None
 
 
 class _ClientLogHandler(logging.Handler):
@@ -115,6 +122,17 @@ class _ClientLogHandler(logging.Handler):
     def __init__(self, server: LanguageServer) -> None:
         super().__init__(logging.WARNING)
         self.server = server
+
+    def format(self, record: logging.LogRecord) -> str:
+        # Never a traceback to the client: the message, and the exception's name and text
+        # (pygls puts tracebacks in the message itself); the server log has the rest.
+        text = record.getMessage().split("\nTraceback (most recent call last):", 1)[0]
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            text += f": {type(exc).__name__}: {exc}"
+        if record.exc_info or text != record.getMessage():
+            text += " (the server log has the details)"
+        return text
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -129,6 +147,10 @@ def _show(server: LanguageServer, level: str, text: str) -> None:
 
 
 def _report_issues(server: LanguageServer, issues: list[config.SettingsIssue]) -> None:
+    closed = [i for i in issues if i.fail_closed]
+    if closed:  # one clear error: which privacy value could not be read
+        _show(server, "error", "synconfroute: " + "; ".join(str(i) for i in closed))
+        issues = [i for i in issues if not i.fail_closed]
     if issues:
         text = "synconfroute settings: " + "; ".join(str(i) for i in issues)
         _show(server, "warning", text)
@@ -154,7 +176,7 @@ def create_server(
         show_message=lambda level, text: _show(server, level, text),
         ledger=Ledger(ledger_path),
         roots=lambda: _workspace_roots(server),
-        retention_delays=DEFAULT_DELAYS if retention_after is None else retention_after,
+        retention_delays=retention_after,
     )
     logging.getLogger().addHandler(_ClientLogHandler(server))
 
@@ -166,6 +188,7 @@ def create_server(
     server.feature(t.TEXT_DOCUMENT_DID_SAVE)(did_save)
     server.feature(t.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
     server.feature(t.TEXT_DOCUMENT_DID_CLOSE)(did_close)
+    server.feature(CURSOR_NOTIFICATION)(cursor)
     server.feature(t.TEXT_DOCUMENT_INLINE_COMPLETION, t.InlineCompletionOptions())(
         inline_completion
     )
@@ -182,9 +205,21 @@ def create_server(
 
 def initialize(ls: SynConfRouteServer, params: t.InitializeParams) -> None:
     enc = ls.workspace.position_encoding or t.PositionEncodingKind.Utf16
-    ls.session.encoding = _ENCODINGS.get(str(enc), "utf-16")
-    issues = ls.session.apply_overrides(init=_options(params.initialization_options) or {})
-    _report_issues(ls, ls.session.load_issues + issues)
+    ls.session.negotiated(_ENCODINGS.get(str(enc), "utf-16"))
+    raw = params.initialization_options
+    options = dict(raw) if isinstance(raw, dict) else {}
+    given = options.pop("tcpToken", None)
+    if ls.tcp_token is not None and not (
+        isinstance(given, str) and hmac.compare_digest(given.encode(), ls.tcp_token.encode())
+    ):
+        log.error("synconfroute: a TCP client without the right token was refused")
+        ls.protocol.exit_code = 3  # type: ignore[attr-defined]  # end the read loop
+        raise JsonRpcInvalidRequest("synconfroute: this server wants its TCP token (tcpToken)")
+    issues = ls.session.apply_overrides(init=_options(options) or {})
+    _report_issues(ls, ls.session.settings_state.load_issues + issues)
+    ws_caps = params.capabilities.workspace
+    if ws_caps is not None and ws_caps.configuration:
+        ls.session.expect_workspace_configuration()  # pulled at `initialized`
     caps = params.capabilities.text_document
     if caps is None or caps.inline_completion is None:
         # Emacs/eglot, Helix, Neovim < 0.12: offer the same completion through
@@ -230,6 +265,18 @@ def did_change(ls: SynConfRouteServer, params: t.DidChangeTextDocumentParams) ->
         ls.text_document_publish_diagnostics(
             t.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )
+
+
+def cursor(ls: SynConfRouteServer, params: Any) -> None:
+    """`synconfroute/cursor`: a custom notification (pygls hands it over as nested
+    namedtuples); a malformed one is ignored, as a notification cannot be answered."""
+    try:
+        uri = str(params.textDocument.uri)
+        line, character = int(params.position.line), int(params.position.character)
+    except (AttributeError, TypeError, ValueError):
+        log.debug("ignored a malformed %s notification", CURSOR_NOTIFICATION)
+        return
+    ls.session.cursor(uri, line, character)
 
 
 def did_save(ls: SynConfRouteServer, params: t.DidSaveTextDocumentParams) -> None:
@@ -289,7 +336,7 @@ async def completion(ls: SynConfRouteServer, params: t.CompletionParams) -> t.Co
         return t.CompletionList(is_incomplete=True, items=[])
     rec = done.decision
     line, col = done.start
-    word_start = t.Position(line, col - advance(0, 0, done.word, ls.session.encoding)[1])
+    word_start = t.Position(line, col - advance(0, 0, done.word, ls.session.docs.encoding)[1])
     new_text = done.word + done.insert_text
     first = done.insert_text.strip().split("\n", 1)[0]
     item = t.CompletionItem(
@@ -404,7 +451,8 @@ async def _pull_configuration(ls: SynConfRouteServer) -> None:
             t.ConfigurationParams(items=[t.ConfigurationItem(section=SECTION)])
         )
     except Exception as exc:  # a client that fails the request must not stop us
-        log.warning("workspace/configuration failed: %s", exc)
+        log.warning("workspace/configuration failed: %s; no workspace settings apply", exc)
+        ls.session.apply_overrides(workspace={})
         return
     pulled = _options(result[0]) if result else None
     _report_issues(ls, ls.session.apply_overrides(workspace=pulled or {}))

@@ -290,6 +290,16 @@ class TransportProtocol(LanguageServerProtocol):
         error = {"code": code, "message": message}
         self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": error})
 
+    def _send_response(
+        self, msg_id: Any, result: Any | None = None, error: t.ResponseError | None = None
+    ) -> None:
+        # pygls answers a handler's crash with its traceback in `data`: the traceback is
+        # in our log (pygls logs it), the client gets the message only.
+        if error is not None and isinstance(error.data, dict) and "traceback" in error.data:
+            text = f"synconfroute: internal error: {error.message} (the server log has the details)"
+            error = t.ResponseError(code=error.code, message=text)
+        super()._send_response(msg_id, result, error)
+
     def structure_message(self, data: dict[str, Any]) -> Any:
         if "jsonrpc" in data:  # a message, not an object inside one
             problem = envelope_problem(data)

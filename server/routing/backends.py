@@ -8,6 +8,7 @@ import logging
 import attrs
 import httpx
 
+from synconfroute.clients.plan import PromptPlan
 from synconfroute.clients.types import Backend
 
 from ..settings.config import LocalSettings, RemoteSettings, Settings
@@ -102,10 +103,15 @@ async def warm(backend: Backend) -> None:
     request to report."""
     from synconfroute.clients.embedded import EmbeddedBackend
     from synconfroute.clients.errors import BackendError
+    from synconfroute.clients.ollama import OllamaBackend
 
+    if isinstance(backend, OllamaBackend):
+        await backend.calibrate()  # loads the model too; never raises
     if isinstance(backend, EmbeddedBackend):
         try:
             await backend.load()
+            # The speed the first request's budget is sized from (`time_budget`).
+            await backend.calibrate()
         except BackendError as exc:
             log.info("could not load the embedded model ahead of time: %s", exc)
 
@@ -116,10 +122,25 @@ def make_remote(remote: RemoteSettings) -> Backend | None:
         return None
     from synconfroute.clients.openai import OpenAIBackend
 
-    return OpenAIBackend(
+    backend = OpenAIBackend(
         remote.all_urls,
         remote.model,
         api_key_env=remote.api_key_env or None,
         template=remote.template or None,
         timeout=remote.timeout,
     )
+    # Never without an egress check: until a pipeline installs its own (with the live
+    # settings), only text from no workspace file (benchmarks, doctor) may be sent.
+    backend.set_egress(refuse_workspace_code)
+    return backend
+
+
+def refuse_workspace_code(body: bytes, plan: PromptPlan | None) -> None:
+    from synconfroute.clients.errors import EgressRefused
+
+    if plan is None or not plan.sources or any(s.role != "dataset" for s in plan.sources):
+        raise EgressRefused(
+            "not sent: this remote client has no privacy settings to judge workspace code by",
+            backend="openai",
+            reason="no-pipeline",
+        )

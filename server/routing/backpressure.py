@@ -1,15 +1,21 @@
 """How busy the cluster is, and how much that raises the bar for escalating.
 
 Pure and clock-free (every call takes `now`, in seconds), so the server, the tests and the
-organisation simulator (studies/orgsim) drive the same code.
+organisation simulator (studies/org_load.py, its model in studies/_orgmodel.py) drive the
+same code.
 
 The routing rule stays SynConfRoute: escalate when confidence < threshold or the syntax is
 invalid. Under load the confidence bar moves down by `lift` (log-prob units, at most
 `max_lift`), so fewer unsure-but-valid local answers go out; an invalid one still escalates
-unless the cluster said "not now" (429/503 with Retry-After) or is unreachable. The lift
-rises additively on every congestion signal (time to first token over the target, 429,
-503, connection failure) and halves every `recover_s` seconds without one, so the bar
-comes back down when the cluster recovers even though fewer requests probe it.
+unless the cluster said "not now" (429/503 with Retry-After), is unreachable, or cannot
+start the answer in time (then the request answers empty at once instead of waiting). The lift
+rises by `step` on every congestion signal (a first token slower than the target, 429,
+503, a connection failure) and falls by `step` on every answer in time. One client sees
+only its own escalations, a few a minute, so the lift also halves every `recover_s`
+seconds without a signal: the bar comes back down after a busy spell even when the
+raised bar leaves few requests to probe the cluster. A request that would wait longer
+for its first token than its deadline allows (by the moving figure) keeps its valid
+local answer instead of queueing.
 
 The escalation budget is separate: at most `share` of the completions of the last
 `window_s` seconds escalate; near the cap, only the candidates most likely to help go out
@@ -24,6 +30,8 @@ from typing import Literal
 
 import attrs
 
+from ..vocab.kinds import Reason
+
 State = Literal["ok", "slow", "shedding", "down"]
 
 
@@ -33,10 +41,12 @@ class Limits:
 
     ttft_target_s: float = 0.5  # a first token slower than this is a congestion signal
     max_lift: float = 1.5  # the confidence bar moves down at most this far
-    step: float = 0.25  # lift added per congestion signal
-    recover_s: float = 10.0  # lift halves after this long without a signal
+    step: float = 0.5  # lift added per congestion signal
+    recover_s: float = 600.0  # lift halves after this long without a signal
     ewma: float = 0.3  # weight of the newest first-token time in the moving figure
-    default_retry_s: float = 5.0  # a 429/503 without Retry-After holds this long
+    default_retry_s: float = 5.0  # a 429/503 without Retry-After holds this long, at first
+    max_hold_s: float = 120.0  # consecutive failures double the hold up to this
+    relief: float = 1.0  # an answer in time takes this share of a step off the lift
 
 
 @attrs.frozen(kw_only=True)
@@ -49,8 +59,13 @@ class Pressure:
     why: str
     ttft_s: float | None  # the moving first-token time
 
-    def can_escalate(self, now: float) -> bool:
-        return now >= self.hold_until
+    def can_escalate(self, now: float, deadline: float | None = None) -> bool:
+        """False while the cluster said "not now", or when the moving first-token time
+        says the answer would start too late to be written by `deadline` (an instant)."""
+        if now < self.hold_until:
+            return False
+        # The answer must start early enough to be written too: half the time left.
+        return deadline is None or self.ttft_s is None or self.ttft_s < 0.5 * (deadline - now)
 
 
 class Backpressure:
@@ -63,8 +78,10 @@ class Backpressure:
         self._decayed_at = 0.0
         self._hold_until = -1e18
         self._ttft: float | None = None
+        self._ttft_at = 0.0  # when the moving first-token time last took a sample
         self._why = "cluster answering in time"
         self._state: State = "ok"
+        self._failures = 0  # in a row, without an answer between them
 
     def _decay(self, now: float) -> None:
         lim = self.limits
@@ -86,9 +103,11 @@ class Backpressure:
 
     def answered(self, now: float, ttft_s: float) -> None:
         """A remote answer started after `ttft_s` seconds."""
+        self._failures = 0
         a = self.limits.ewma
         self._ttft = ttft_s if self._ttft is None else (1 - a) * self._ttft + a * ttft_s
-        if self._ttft > self.limits.ttft_target_s:
+        self._ttft_at = now
+        if ttft_s > self.limits.ttft_target_s:
             self._signal(
                 now,
                 "slow",
@@ -97,17 +116,43 @@ class Backpressure:
             )
         else:
             self._decay(now)
+            self._lift = max(0.0, self._lift - self.limits.step * self.limits.relief)
+            if self._lift < self.limits.step / 8:
+                self._lift = 0.0
 
     def refused(self, now: float, status: int, retry_after_s: float | None) -> None:
         """The cluster shed the request (429 or 503), perhaps saying when to come back."""
-        wait = self.limits.default_retry_s if retry_after_s is None else max(0.0, retry_after_s)
+        wait = self._backoff() if retry_after_s is None else max(0.0, retry_after_s)
         self._hold_until = max(self._hold_until, now + wait)
         self._signal(now, "shedding", f"cluster shedding load ({status}), retry in {wait:.0f} s")
 
-    def unreachable(self, now: float) -> None:
-        """A connection failure or timeout before any token."""
-        self._hold_until = max(self._hold_until, now + self.limits.default_retry_s)
-        self._signal(now, "down", "cluster unreachable")
+    def unreachable(self, now: float, waited_s: float | None = None) -> None:
+        """A connection failure, or no first token after `waited_s` (the request's deadline
+        passed): the wait counts in the moving first-token time as a lower bound."""
+        if waited_s is not None:
+            a = self.limits.ewma
+            self._ttft = waited_s if self._ttft is None else (1 - a) * self._ttft + a * waited_s
+            self._ttft_at = now
+        wait = self._backoff()
+        self._hold_until = max(self._hold_until, now + wait)
+        self._signal(now, "down", f"cluster unreachable or too slow, retry in {wait:.0f} s")
+
+    def _ttft_now(self, now: float) -> float | None:
+        """The moving first-token time, drifting back to the target without samples: a
+        client that stopped escalating because the cluster was slow tries again later
+        (one request then measures the cluster anew)."""
+        if self._ttft is None:
+            return None
+        target = self.limits.ttft_target_s
+        if self._ttft <= target:
+            return self._ttft
+        age = max(0.0, now - self._ttft_at)
+        return target + (self._ttft - target) * float(0.5 ** (age / self.limits.recover_s))
+
+    def _backoff(self) -> float:
+        self._failures += 1
+        lim = self.limits
+        return float(min(lim.max_hold_s, lim.default_retry_s * 2 ** (self._failures - 1)))
 
     def pressure(self, now: float) -> Pressure:
         self._decay(now)
@@ -118,7 +163,7 @@ class Backpressure:
             lift=round(self._lift, 4),
             hold_until=self._hold_until,
             why=self._why,
-            ttft_s=self._ttft,
+            ttft_s=self._ttft_now(now),
         )
 
 
@@ -175,3 +220,30 @@ class EscalationBudget:
         if confidence is not None:
             self._conf.append((now, confidence))
             bisect.insort(self._sorted, confidence)
+
+
+def load_hold(
+    *,
+    reasons: tuple[Reason, ...],
+    confidence: float | None,
+    threshold: float,
+    pressure: Pressure | None,
+    budget_ok: bool,
+    now: float,
+    deadline: float,
+) -> Reason | None:
+    """Why an escalation the SynConfRoute rule asks for stays home under load (None: it
+    goes out). `pressure` is None with backpressure off.
+
+    - The cluster said "not now", or cannot start the answer in time: `cluster-busy`.
+    - Unsure only (no syntax problem known) but above the raised bar: `cluster-busy`; the
+      caller still escalates it if the gate then finds it invalid.
+    - Over the escalation budget: `escalation-budget`.
+    """
+    if pressure is not None:
+        if not pressure.can_escalate(now, deadline):
+            return Reason.CLUSTER_BUSY
+        unsure_only = set(reasons) <= {Reason.LOW_CONFIDENCE}
+        if unsure_only and confidence is not None and confidence >= threshold - pressure.lift:
+            return Reason.CLUSTER_BUSY
+    return None if budget_ok else Reason.ESCALATION_BUDGET

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..vocab.positions import Text, scrub_surrogates
 from .request import Anchor, CompletionContext
+from .time_budget import anchor_line
 
 
 def make_context(
@@ -15,8 +16,8 @@ def make_context(
     path: str = "",
     document: Anchor | None = None,
 ) -> CompletionContext:
-    """Prefix = up to `context_lines` lines before the cursor's line, suffix = as many
-    after it; lines as LSP counts them (\\r\\n, \\r, \\n; not U+2028 or form feed).
+    """Prefix = up to `context_lines` lines before the cursor's line (from a grid line),
+    suffix = as many after it; lines as LSP counts them (\\r\\n, \\r, \\n; not U+2028 or form feed).
 
     Lone surrogates become U+FFFD (one code point each, so nothing moves): the
     window must be encodable to be sent and parsed.
@@ -24,7 +25,9 @@ def make_context(
     doc = text if isinstance(text, Text) else Text(text)
     starts, full = doc.starts, doc.text
     line = doc.line_of(offset)
-    first = starts[max(0, line - context_lines)]
+    # The start sits on a coarse line grid, so that it stays put while one types and
+    # the local model's KV cache keeps the prompt (`time_budget.anchor_line`).
+    first = starts[anchor_line(line, context_lines)]
     last = line + context_lines + 1
     end = starts[last] if last < len(starts) else len(full)
     return CompletionContext(

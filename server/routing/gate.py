@@ -1,4 +1,4 @@
-"""The syntax gate as the pipeline uses it: settings in, `SyntaxInfo` out."""
+"""The syntax gate as the pipeline uses it: settings in, `Verdict` out."""
 
 from __future__ import annotations
 
@@ -6,24 +6,11 @@ from ..settings.config import RoutingSettings
 from ..syntax import Verdict, check_completion, detect_language
 from ..syntax.verdict import Mode
 from ..vocab.kinds import Semantic
-from ..vocab.record import SyntaxInfo
 from .request import Anchor, CompletionContext
 
 
 def language_of(path: str, language_id: str | None = None) -> str:
     return detect_language(language_id, path) or ""
-
-
-def _info(v: Verdict) -> SyntaxInfo:
-    return SyntaxInfo(
-        status=v.status,
-        mode=v.mode,
-        line=v.line,
-        column=v.column,
-        message=v.message,
-        checker=v.checker,
-        undefined=v.undefined,
-    )
 
 
 class SyntaxGate:
@@ -44,13 +31,15 @@ class SyntaxGate:
         self.max_bytes = max_bytes
         self.names = semantic == "names"
 
-    def _skipped(self, size: int) -> SyntaxInfo | None:
+    def _skipped(self, size: int, language: str | None) -> Verdict | None:
         """The verdict for a file too large to check (None: check it)."""
         if not self.max_bytes or size <= self.max_bytes:
             return None
-        return SyntaxInfo(
+        return Verdict(
+            valid=False,
             status="skipped",
             mode=self.mode,
+            language=language,
             message=f"not checked: the file has {size:,} bytes, over "
             f"routing.syntax_max_bytes = {self.max_bytes:,}",
             checker="none",
@@ -60,19 +49,20 @@ class SyntaxGate:
     def blocking(self) -> bool:
         return self.mode != "tree-sitter"
 
-    def check(self, ctx: CompletionContext, completion: str) -> SyntaxInfo:
+    def check(self, ctx: CompletionContext, completion: str) -> Verdict:
         if isinstance(ctx.document, Anchor):
             doc, at = ctx.document.document, ctx.document.at
-            if (skipped := self._skipped(len(doc.data))) is not None:
+            if (skipped := self._skipped(len(doc.data), doc.language)) is not None:
                 doc.release_tree()  # the file may have grown past the limit since its parse
                 return skipped
-            v = doc.check(completion, at, mode=self.mode, budget_s=self.budget_s, names=self.names)
-            return _info(v)
+            return doc.check(
+                completion, at, mode=self.mode, budget_s=self.budget_s, names=self.names
+            )
         size = sum(len(t.encode("utf-8", "surrogatepass")) for t in (ctx.prefix, ctx.suffix))
-        if (skipped := self._skipped(size)) is not None:
-            return skipped
         language = ctx.language or None
-        v = check_completion(
+        if (skipped := self._skipped(size, language)) is not None:
+            return skipped
+        return check_completion(
             ctx.prefix,
             completion,
             ctx.suffix,
@@ -81,7 +71,6 @@ class SyntaxGate:
             budget_s=self.budget_s,
             names=self.names,
         )
-        return _info(v)
 
 
 def make_gate(routing: RoutingSettings) -> SyntaxGate:

@@ -9,22 +9,38 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
+from synconfroute.clients._speed import Rates
 from synconfroute.clients.errors import BackendError, BackendTimeout
+from synconfroute.clients.plan import PromptPlan
 from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
 
 from ..settings.config import PrivacySettings, Settings
 from ..vocab.positions import cap_window
-from ..vocab.record import RouteDecision, SyntaxInfo, Truncation
-from ..workspace import crossfile, privacy
-from . import router
-from .cache import CompletionCache
+from ..vocab.record import Latency, Problem, RouteDecision, Truncation
+from ..vocab.verdict import Verdict
+from ..workspace import crossfile, egress, privacy, prompt_split
+from . import router, time_budget
+from .backends import Tiers
+from .backpressure import Backpressure, EscalationBudget, Limits, Pressure, load_hold
+from .cache import CompletionCache, Hit
+from .gate import SyntaxGate, make_gate
 from .request import CompletionContext, Gate
 from .router import LocalEvidence, Reason, RemoteAccess, Rules
 from .rules import resolve_rules
+from .steps import (
+    ContextNote,
+    Gated,
+    LocalRun,
+    LocalStep,
+    Outcome,
+    RemoteStep,
+    decision,
+    local_outcome,
+)
 from .text_rules import (
     gate_trimmed,
     post_process,
@@ -33,6 +49,7 @@ from .text_rules import (
     truncation,
     wants_multiline,
 )
+from .time_budget import TierBudget
 
 log = logging.getLogger(__name__)
 
@@ -44,18 +61,9 @@ def remote_access(
         return "not-configured"
     if settings.privacy.local_only:
         return "local-only"
-    if privacy.never_send(_patterns(settings), path, roots):
+    if egress.check_path(path, roots, settings.privacy) is not None:
         return "privacy-blocked"
     return "ok"
-
-
-def _patterns(settings: Settings) -> tuple[str, ...]:
-    p = settings.privacy
-    return privacy.patterns(p.never_send, p.secret_files)
-
-
-def _private(patterns: tuple[str, ...], path: str, roots: tuple[str, ...]) -> bool:
-    return privacy.never_send(patterns, path, roots)
 
 
 def display_path(path: str, roots: tuple[str, ...]) -> str:
@@ -66,6 +74,8 @@ def display_path(path: str, roots: tuple[str, ...]) -> str:
 
 @attrs.define
 class _LocalRun:
+    """The local stream while it runs; `_run_local` returns it frozen (`LocalRun`)."""
+
     text: str = ""
     logprobs: list[float] = attrs.field(factory=list)
     has_logprobs: bool = True
@@ -73,17 +83,39 @@ class _LocalRun:
     error: BackendError | None = None
     first_token_s: float | None = None
     total_s: float = 0.0
-    timed_out: bool = False  # cut by the local budget (local.first_token_ms / total_ms)
-    finish_reason: str | None = None  # the tier's, "stop" when we stopped at a line end
+    timed_out: bool = False
+    finish_reason: str | None = None
 
-    @property
-    def cut(self) -> bool:
-        """We stopped the stream ourselves: the text is partial."""
-        return self.cancelled_early or self.timed_out
+    def frozen(self) -> LocalRun:
+        return LocalRun(**{**attrs.asdict(self, recurse=False), "logprobs": tuple(self.logprobs)})
 
-    @property
-    def available(self) -> bool:
-        return self.error is None
+
+@attrs.frozen(kw_only=True)
+class _Req:
+    """One request's constants, fixed when it starts."""
+
+    ctx: CompletionContext
+    rules: Rules
+    models: tuple[str | None, str | None]  # (local, remote) as the request saw them
+    t0: float
+    deadline: float
+    budget: TierBudget  # the local tier's
+    multiline: bool
+    notes: tuple[ContextNote, ...]  # the files that fed the local prompt
+
+
+def build_pipeline(settings: Settings, tiers: Tiers) -> Pipeline:
+    """A pipeline for `settings` over its tiers, with the gate the settings ask for."""
+    return Pipeline(settings, tiers.local, tiers.remote, make_gate(settings.routing))
+
+
+# How late the pipeline cuts a prediction past its time cap (`local.max_predict_ms`):
+# the embedded worker ends there by itself; Ollama does not know the cap.
+_PREDICT_SLACK_S = 0.05
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 class Pipeline:
@@ -113,13 +145,64 @@ class Pipeline:
         # Remote calls in flight, so a privacy change can stop them.
         self._remote_calls: dict[asyncio.Future[Completion], CompletionContext] = {}
         self._revoked: set[asyncio.Future[Completion]] = set()
-        # The other files whose code each remote call carries (cross-file context).
-        self._remote_context: dict[asyncio.Future[Completion], tuple[str, ...]] = {}
+        # Each remote call's prompt plan: the privacy re-check reads its context files.
+        self._remote_plans: dict[asyncio.Future[Completion], PromptPlan | None] = {}
         self.remote_revoked = False  # the settings no longer name this remote
+        # Every remote send passes this check, under the settings of its moment.
+        self.egress = egress.guard(remote, lambda: self.settings)
+        # The context each (document, tier) got last: kept while the ranking agrees.
+        self._sticky = prompt_split.Sticky()
+        # How busy the cluster is (routing.backpressure) and this machine's share of
+        # escalations (routing.escalation_budget): they live as long as this pipeline.
+        r = settings.routing
+        self.load = Backpressure(Limits(max_lift=r.max_lift, ttft_target_s=r.ttft_target_ms / 1000))
+        self.budget = EscalationBudget(r.escalation_budget, r.budget_window_s)
+
+    def pressure(self) -> Pressure | None:
+        """The cluster's state now, or None with backpressure off or no remote tier."""
+        if not self.settings.routing.backpressure or self.remote is None:
+            return None
+        return self.load.pressure(self._clock())
+
+    def load_status(self) -> dict[str, object] | None:
+        """The cluster's load for `synconfroute.status` (None: no remote tier)."""
+        if self.remote is None:
+            return None
+        p = self.pressure()
+        return {
+            "state": p.state if p else "not watched (routing.backpressure is off)",
+            "why": p.why if p else "",
+            "lift": p.lift if p else 0.0,
+            "first_token_ms": None if p is None or p.ttft_s is None else round(1000 * p.ttft_s),
+            "escalated_share": round(self.budget.used(self._clock()), 3),
+            "escalation_budget": self.budget.share,
+        }
+
+    def _observe(self, remote: RemoteStep, started: float) -> None:
+        """What the remote's answer (or failure) says about the cluster's load."""
+        now = self._clock()
+        if remote.ok and remote.first_token_ms is not None:
+            self.load.answered(now, remote.first_token_ms / 1000)
+            return
+        err = remote.problem.error if remote.problem is not None else None
+        if err is None or err.sent_nothing:
+            return  # held by the client's own backoff: nothing new was learnt
+        if err.status in (429, 503):
+            self.load.refused(now, err.status, err.retry_after_s)
+        elif isinstance(err, BackendTimeout):
+            self.load.unreachable(now, now - started)
+        elif err.status is None:
+            self.load.unreachable(now)  # a connection failure
 
     @property
     def settings(self) -> Settings:
         return self._settings
+
+    @property
+    def gate_blocks(self) -> bool:
+        """Its syntax gate's checks run in a thread (compiler modes): a request's text
+        is copied for them, as edits may arrive meanwhile."""
+        return isinstance(self.gate, SyntaxGate) and self.gate.blocking
 
     @property
     def local_model(self) -> str:
@@ -151,10 +234,11 @@ class Pipeline:
         before it escalates, and a remote call they no longer allow is cancelled."""
         self._settings = attrs.evolve(self._settings, privacy=privacy)
         self.remote_revoked = self.remote_revoked or remote_revoked
-        pats = _patterns(self.settings)
         for call, ctx in self._remote_calls.items():
-            carried = self._remote_context.get(call, ())
-            now_private = any(_private(pats, p, ctx.roots) for p in carried)
+            plan = self._remote_plans.get(call)
+            now_private = plan is not None and any(
+                egress.private_reason(c, plan, privacy) for c in plan.context
+            )
             if not call.done() and (self.access(ctx) != "ok" or now_private):
                 log.info("privacy settings changed: cancelling a remote request in flight")
                 self._revoked.add(call)
@@ -165,51 +249,84 @@ class Pipeline:
         passes its own to `complete`."""
         return resolve_rules(self._settings, self.local_model)
 
-    def context_files(
-        self, ctx: CompletionContext, tier: str, room: int
-    ) -> list[crossfile.ContextFile]:
-        """The cross-file context one tier gets: within its budget and the `room` its
-        prompt cap leaves after the prefix and suffix; for the remote tier, never a file
-        the privacy settings of this moment keep on the machine."""
-        if not ctx.crossfile:
-            return []
-        t = self.settings.remote if tier == "remote" else self.settings.local
-        budget = min(t.context_tokens * crossfile.CHARS_PER_TOKEN, room)
-        if budget <= 0:
-            return []
+    def context_allowed(self, ctx: CompletionContext, tier: str) -> Callable[[str], bool]:
+        """Which other files may feed `tier`'s prompt, under the settings of this moment:
+        any for the local tier; for the remote tier, none unless the user sends context
+        there (`remote.send_context`), and never a file privacy keeps on the machine."""
         if tier != "remote":
-            return crossfile.fit(ctx.crossfile, budget, lambda p: True)
-        if self.settings.privacy.local_only:
-            return []
-        pats = _patterns(self.settings)
-        return crossfile.fit(
-            ctx.crossfile, budget, lambda p: not privacy.never_send(pats, p, ctx.roots)
+            return lambda f: True
+        if self.settings.privacy.local_only or not self.settings.remote.send_context:
+            return lambda f: False
+        p = self.settings.privacy
+        return lambda f: not egress.check_path(f, ctx.roots, p, "context")
+
+    def tier_prompt(
+        self, ctx: CompletionContext, tier: str, total_chars: int
+    ) -> prompt_split.TierPrompt:
+        """`tier`'s prompt parts within its total budget `total_chars`: other files' code
+        and recent edits within their share, the window (cut by `_window`) the rest."""
+        t = self.settings.remote if tier == "remote" else self.settings.local
+        return prompt_split.assemble(
+            prefix=ctx.prefix,
+            suffix=ctx.suffix,
+            ranked=ctx.crossfile,
+            chunks=ctx.recent_edits,
+            total_chars=total_chars,
+            context_tokens=t.context_tokens,
+            allowed=self.context_allowed(ctx, tier),
+            sticky=self._sticky,
+            key=(ctx.path, tier),
+            cut_window=lambda _pre, _suf, chars: self._window(ctx, tier, chars),
         )
 
+    def context_files(
+        self, ctx: CompletionContext, tier: str, total_chars: int
+    ) -> list[crossfile.ContextFile]:
+        """Everything from other files that `tier`'s prompt holds, in prompt order."""
+        return list(self.tier_prompt(ctx, tier, total_chars).files)
+
     def _note_context(
-        self, rec: RouteDecision, ctx: CompletionContext, tier: str, max_chars: int
-    ) -> int:
-        """Record which files fed `tier`'s prompt (and how many bytes); returns the bytes."""
-        if not ctx.crossfile:
-            return 0
-        prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)
-        files = self.context_files(ctx, tier, max_chars - len(prefix) - len(suffix))
-        for f in files:
-            rec.context_files.append((display_path(f.path, ctx.roots), f.bytes, tier))
-        return sum(f.bytes for f in files)
+        self, ctx: CompletionContext, tier: str, max_chars: int
+    ) -> tuple[ContextNote, ...]:
+        """Which files fed `tier`'s prompt, and how many bytes of each."""
+        files = self.context_files(ctx, tier, max_chars)
+        return tuple((display_path(f.path, ctx.roots), f.bytes, tier) for f in files)
+
+    def local_budget(self) -> TierBudget:
+        """The local tier's total prompt and prediction budget, from its measured speed."""
+        rates = getattr(self.local, "rates", None)
+        return time_budget.local_budget(
+            self.settings.local,
+            self.settings.completion,
+            rates if isinstance(rates, Rates) else None,
+        )
+
+    def _window(self, ctx: CompletionContext, tier: str, max_chars: int) -> tuple[str, str]:
+        """The prefix and suffix `tier` sees: the local window's start on a line grid (its
+        KV cache survives typing), no suffix for a local model that only sees the prefix."""
+        if tier != "local":
+            return cap_window(ctx.prefix, ctx.suffix, max_chars)
+        prefix_only = getattr(self.local, "prompt_mode", None) == "prefix-only"
+        return time_budget.anchored_window(
+            ctx.prefix, ctx.suffix, max_chars, prefix_only=prefix_only
+        )
 
     def _request(
         self,
         ctx: CompletionContext,
-        deadline: float,
+        deadline: float | None,
         max_chars: int,
         tier: str = "local",
         *,
         single_line: bool,
+        budget: TierBudget | None = None,
     ) -> CompletionRequest:
         c = self.settings.completion
-        prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)  # per tier
-        files = self.context_files(ctx, tier, max_chars - len(prefix) - len(suffix))
+        parts = self.tier_prompt(ctx, tier, max_chars)  # per tier
+        prefix, suffix, files = parts.prefix, parts.suffix, parts.files
+        # The time cap is for several lines: one line ends at its end, and half a line
+        # is no completion.
+        capped = budget is not None and not single_line
         return CompletionRequest(
             context_files=tuple((display_path(f.path, ctx.roots), f.text) for f in files),
             repo=ctx.repo,
@@ -218,134 +335,284 @@ class Pipeline:
             suffix=suffix,
             language=ctx.language,
             path=ctx.path,
-            max_tokens=c.max_tokens,
+            max_tokens=budget.max_tokens if budget is not None and capped else c.max_tokens,
             stop=request_stops(single_line=single_line),
             temperature=0.0,
             deadline=deadline,
             single_line=single_line,
-            priority=self.settings.remote.request_priority() if tier == "remote" else None,
+            max_predict_s=budget.max_predict_s if budget is not None and capped else None,
+            priority=(
+                self.settings.remote.request_priority(invoked=ctx.invoked)
+                if tier == "remote"
+                else None
+            ),
+            plan=egress.make_plan(
+                tier,
+                ctx.path,
+                ctx.roots,
+                window_chars=len(prefix) + len(suffix),
+                context=[(f.path, len(f.text)) for f in files],
+            ),
         )
+
+    async def prefill(self, ctx: CompletionContext) -> dict[str, object] | None:
+        """Evaluate the prompt a local request at `ctx` would send, ahead of it, at low
+        priority (the backend's `prefill`: any request preempts it); None when the local
+        backend cannot prefill."""
+        fill = getattr(self.local, "prefill", None)
+        if fill is None:
+            return None
+        budget = self.local_budget()
+        multiline = wants_multiline(ctx.prefix, self.settings.completion.multiline)
+        request = self._request(
+            ctx,
+            None,
+            budget.prompt_chars,
+            single_line=not (multiline and budget.multiline),
+            budget=budget,
+        )
+        stats: dict[str, object] = await fill(request)
+        return stats
 
     async def complete(self, ctx: CompletionContext, rules: Rules | None = None) -> RouteDecision:
         """One request under `rules` (resolved once for it by the caller; by default
-        the configured ones for this local model)."""
+        the configured ones for this local model). Each step returns a frozen result;
+        the decision record is built once, at the end."""
         t0 = self._clock()
-        deadline = t0 + self.settings.completion.deadline_ms / 1000
         rules = self.rules() if rules is None else rules
         access = self.access(ctx)
-        rec = RouteDecision(
-            completion="",
-            route="none",
-            reasons=(),
-            policy=rules.policy,
-            confidence=None,
-            threshold=rules.threshold,
-            syntax=None,
-            local_model=self.local.model if self.local else None,
-            remote_model=self.remote.model if self.remote and access == "ok" else None,
-            language=ctx.language,
-            path=ctx.path,
+        models = (
+            self.local.model if self.local else None,
+            self.remote.model if self.remote and access == "ok" else None,
         )
-
-        cache_key = f"{rec.local_model}|{rec.remote_model}|{rules.policy}"
-        if ctx.crossfile:  # other context, other prompt: not the same completion
-            cache_key += f"|{hash(ctx.crossfile)}"
+        cache_key = f"{models[0]}|{models[1]}|{rules.policy}"
+        if ctx.crossfile or ctx.recent_edits:  # other context, other prompt
+            edits = tuple((c.path, c.text) for c in ctx.recent_edits)
+            cache_key += f"|{hash((ctx.crossfile, edits))}"
         hit = self.cache.get(cache_key, ctx.prefix, ctx.suffix)
         if hit is not None:
-            rec.completion = hit.completion
-            rec.route = hit.entry.route  # type: ignore[assignment]
-            rec.reasons = (Reason.CACHE_HIT, *hit.entry.reasons)
-            rec.cache_hit = True
-            if isinstance(origin := hit.entry.origin, RouteDecision):
-                # What the original decision knew, so the card still explains the route.
-                rec.confidence, rec.syntax = origin.confidence, origin.syntax
-                rec.local_completion = origin.local_completion
-            rec.latency_ms["total"] = (self._clock() - t0) * 1000
-            return rec
+            return self._from_cache(hit, ctx, rules, models, t0)
+        budget = self.local_budget()
+        local_prompt = budget.prompt_chars
+        req = _Req(
+            ctx=ctx,
+            rules=rules,
+            models=models,
+            t0=t0,
+            deadline=t0 + self.settings.completion.deadline_ms / 1000,
+            budget=budget,
+            # Several lines only when they can arrive within the prediction's time cap.
+            multiline=wants_multiline(ctx.prefix, self.settings.completion.multiline)
+            and budget.multiline,
+            notes=() if self.local is None else self._note_context(ctx, "local", local_prompt),
+        )
 
         # 1. Local tier, cut short as soon as k tokens say "escalate" (or, single-line,
         # as soon as the line ends).
-        if self.local is not None:
-            self._note_context(rec, ctx, "local", self.settings.local.max_prompt_chars)
-        multiline = wants_multiline(ctx.prefix, self.settings.completion.multiline)
-        run = await self._run_local(ctx, deadline, rules, access, multiline)
-        rec.latency_ms["local_total"] = run.total_s * 1000
-        if run.first_token_s is not None:
-            rec.latency_ms["local_first_token"] = run.first_token_s * 1000
-        self._note_local_error(rec, run)
-        local_text = self._local_text(run, ctx, rec, multiline)
-        rec.local_tokens = len(run.logprobs)
-        rec.local_cancelled_early = run.cancelled_early
-        ev = LocalEvidence(
-            available=run.available,
-            # Cut early, the text is partial: it only needs to show there was output.
-            text=run.text if run.cut else local_text,
-            logprobs=run.logprobs,
-            has_logprobs=run.has_logprobs,
-            timed_out=run.timed_out,
-        )
+        first = await self._local_step(req, access, budget)
+        problems = [] if first.run.error is None else [Problem.of("local", first.run.error)]
+        ev, gated = first.evidence(), None
 
         # 2. Gate, only when the verdict depends on it.
-        if router.needs_syntax(ev, rules, access) and not run.cut:
-            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
-
+        if router.needs_syntax(ev, rules, access) and not first.run.cut:
+            gated = await self._gate_local(req, first, ev)
+            ev = gated.evidence
         verdict = router.decide(ev, rules, access)
-        rec.confidence = verdict.confidence
-        if verdict.action != "escalate":
-            rec.route = "local" if verdict.action == "keep-local" else "none"
-            rec.reasons = verdict.reasons
-            rec.completion = local_text if rec.route == "local" else ""
-            return self._finish(rec, t0, cache_key, ctx)
+        cacheable = True
+        if verdict.action == "escalate":
+            rec, cacheable = await self._escalate(req, verdict, (first, gated, ev), problems)
+        else:
+            outcome = local_outcome(verdict, gated.text if gated else first.text)
+            rec = self._record(req, outcome, (first, first, gated), None, problems)
+        if cacheable and rec.route != "none" and rec.completion:
+            self.cache.put(
+                cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, rec.reasons, rec
+            )
+        return rec
 
-        # 3. Remote tier, if privacy still allows it at this moment: local-only may
-        # have been switched on (or the settings changed) while the local tier ran.
+    async def _escalate(
+        self,
+        req: _Req,
+        verdict: router.Ruling,
+        local: tuple[LocalStep, Gated | None, LocalEvidence],  # the run, its gate, evidence
+        problems: list[Problem],
+    ) -> tuple[RouteDecision, bool]:
+        """3. The remote tier, if privacy still allows it at this moment: local-only may
+        have been switched on (or the settings changed) while the local tier ran. The
+        decision, and whether it may be cached."""
+        first, gated, ev = local
+        ctx = req.ctx
         access = self.access(ctx)
-        called = await self._call_remote(ctx, deadline, rec, multiline) if access == "ok" else None
-        if called is None:
-            return await self._blocked_late(ctx, rec, run, ev, rules, deadline, multiline, t0)
-        remote_ok, remote_text = called
-
-        if not remote_ok and run.cut and self._clock() < deadline:
+        remote = None
+        held: Reason | None = None
+        if access == "ok":
+            held = self._hold(req, verdict, ev)
+            if held is None:
+                remote = await self._remote(req)
+            else:
+                remote = RemoteStep("failed")  # not asked: the local answer stays
+        if remote is not None and remote.problem is not None:
+            problems.append(remote.problem)
+        if remote is None or remote.outcome == "revoked":
+            # Not cached: the key names the remote model, which this answer never saw.
+            return await self._blocked_late(req, local, remote, problems), False
+        last, rerun_ms = first, None
+        if not remote.ok and first.run.cut and self._clock() < req.deadline:
             # We cut the local stream for an escalation that failed: finish the
             # local completion after all, so the user may still get something.
-            run = await self._run_local(ctx, deadline, rules, "not-configured", multiline)
-            rec.latency_ms["local_rerun"] = run.total_s * 1000
-            local_text = self._local_text(run, ctx, rec, multiline)
-            ev = attrs.evolve(ev, available=run.available, text=local_text, timed_out=run.timed_out)
-        if not remote_ok and ev.syntax is None and ev.available and local_text:
+            last = await self._local_step(req, "not-configured", req.budget)
+            rerun_ms = last.run.total_s * 1000
+            ev = attrs.evolve(
+                ev, available=last.run.available, text=last.text, timed_out=last.run.timed_out
+            )
+        if not remote.ok and ev.syntax is None and ev.available and last.text:
             # Could we still keep the local completion? Only if it passes the gate.
-            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
-        final = router.after_remote(verdict, ev, remote_ok=remote_ok, remote_text=remote_text)
-        rec.route = final.route
-        rec.reasons = final.reasons
-        rec.completion = {"remote": remote_text, "local": local_text}.get(final.route, "")
-        return self._finish(rec, t0, cache_key, ctx)
+            gated = await self._gate_local(req, last, ev)
+            ev = gated.evidence
+        if held is not None and ev.syntax == "invalid" and self._may_escalate_broken(req):
+            # Held for the raised bar, but the code is broken: the rule still escalates it.
+            held, remote = None, await self._remote(req)
+            if remote.problem is not None:
+                problems.append(remote.problem)
+        local_text = gated.text if gated else last.text
+        final = router.after_remote(
+            verdict, ev, remote_ok=remote.ok, remote_text=remote.text, held=held
+        )
+        self.budget.record(self._clock(), verdict.confidence, held is None)
+        outcome = Outcome(
+            route=final.route,
+            reasons=final.reasons,
+            completion={"remote": remote.text, "local": local_text}.get(final.route, ""),
+            confidence=verdict.confidence,
+        )
+        rec = self._record(req, outcome, (first, last, gated), remote, problems, rerun_ms)
+        if held is not None:
+            rec = attrs.evolve(rec, load=self._load_text(held))
+        return rec, True
 
-    @staticmethod
-    def _note_local_error(rec: RouteDecision, run: _LocalRun) -> None:
-        if run.error is not None:
-            rec.fail("local", run.error)
+    def _hold(self, req: _Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None:
+        """Why this escalation stays home under load; None: it goes out."""
+        now = self._clock()
+        invalid = ev.syntax == "invalid"
+        return load_hold(
+            reasons=verdict.reasons,
+            confidence=verdict.confidence,
+            threshold=req.rules.threshold,
+            pressure=self.pressure(),
+            budget_ok=self.budget.allow(now, verdict.confidence, invalid),
+            now=now,
+            deadline=req.deadline,
+        )
+
+    def _load_text(self, held: Reason) -> str:
+        if held == Reason.ESCALATION_BUDGET:
+            used = self.budget.used(self._clock())
+            return (
+                f"{100 * used:.0f}% of the last {self.budget.window_s:.0f} s of completions "
+                f"escalated (budget {100 * self.budget.share:.0f}%)"
+            )
+        p = self.pressure()
+        if p is None:
+            return ""
+        return f"{p.why}; escalation bar {p.lift:.2f} below the threshold"
+
+    def _may_escalate_broken(self, req: _Req) -> bool:
+        p = self.pressure()
+        now = self._clock()
+        return (p is None or p.can_escalate(now, req.deadline)) and now < req.deadline
+
+    async def _remote(self, req: _Req) -> RemoteStep:
+        started = self._clock()
+        remote = await self._call_remote(req.ctx, req.deadline, req.multiline)
+        self._observe(remote, started)
+        return remote
+
+    def _record(
+        self,
+        req: _Req,
+        outcome: Outcome,
+        local: tuple[LocalStep, LocalStep, Gated | None],  # first run, last run, its gate
+        remote: RemoteStep | None,
+        problems: Sequence[Problem],
+        rerun_ms: float | None = None,
+        *,
+        tokens_of_last: bool = False,
+        models: tuple[str | None, str | None] | None = None,
+    ) -> RouteDecision:
+        first, last, gated = local
+        return decision(
+            req.ctx,
+            req.rules,
+            req.models if models is None else models,
+            outcome,
+            first=first,
+            last=last,
+            gated=gated,
+            remote=remote,
+            rerun_ms=rerun_ms,
+            local_tokens=len((last if tokens_of_last else first).run.logprobs),
+            local_context=req.notes,
+            problems=problems,
+            total_ms=(self._clock() - req.t0) * 1000,
+            context_sharing=prompt_split.sharing(self.settings),
+        )
+
+    def _from_cache(
+        self,
+        hit: Hit,
+        ctx: CompletionContext,
+        rules: Rules,
+        models: tuple[str | None, str | None],
+        t0: float,
+    ) -> RouteDecision:
+        origin = hit.entry.origin if isinstance(hit.entry.origin, RouteDecision) else None
+        return RouteDecision(
+            completion=hit.completion,
+            route=hit.entry.route,  # type: ignore[arg-type]
+            reasons=(Reason.CACHE_HIT, *hit.entry.reasons),
+            policy=rules.policy,
+            # What the original decision knew, so the card still explains the route.
+            confidence=origin.confidence if origin else None,
+            threshold=rules.threshold,
+            syntax=origin.syntax if origin else None,
+            local_model=models[0],
+            remote_model=models[1],
+            local_completion=origin.local_completion if origin else "",
+            cache_hit=True,
+            latency=Latency(total=(self._clock() - t0) * 1000),
+            language=ctx.language,
+            path=ctx.path,
+            context_sharing=prompt_split.sharing(self.settings),
+        )
+
+    async def _local_step(self, req: _Req, access: RemoteAccess, budget: TierBudget) -> LocalStep:
+        """The local run and its text as judged and shown."""
+        ctx, multiline = req.ctx, req.multiline
+        run = await self._run_local(ctx, req.deadline, req.rules, access, multiline, budget)
+        text, cut = shown_text(run.text, run.finish_reason, ctx.suffix, multiline=multiline)
+        return LocalStep(run, text, cut)
 
     async def _call_remote(
-        self, ctx: CompletionContext, deadline: float, rec: RouteDecision, multiline: bool
-    ) -> tuple[bool, str] | None:
-        """(remote ok, its text), or None when a privacy change cancelled the call."""
+        self, ctx: CompletionContext, deadline: float, multiline: bool
+    ) -> RemoteStep:
         assert self.remote is not None
         t_remote = self._clock()
         max_chars = self.settings.remote.max_prompt_chars
-        call = asyncio.ensure_future(
-            self.remote.complete(
-                self._request(ctx, deadline, max_chars, "remote", single_line=not multiline)
-            )
+        # The prompt is planned once: the request, the record's context files and the
+        # privacy re-check of a call in flight all read this one.
+        request = self._request(ctx, deadline, max_chars, "remote", single_line=not multiline)
+        call = asyncio.ensure_future(self.remote.complete(request))
+        notes = tuple(
+            (path, len(text.encode("utf-8", "surrogatepass")), "remote")
+            for path, text in request.context_files
         )
-        max_chars = self.settings.remote.max_prompt_chars
-        ctx_bytes = self._note_context(rec, ctx, "remote", max_chars)
+        ctx_bytes = sum(n[1] for n in notes)
         self._remote_calls[call] = ctx
-        if ctx.crossfile:
-            prefix, suffix = cap_window(ctx.prefix, ctx.suffix, max_chars)
-            room = max_chars - len(prefix) - len(suffix)
-            files = self.context_files(ctx, "remote", room)
-            self._remote_context[call] = tuple(f.path for f in files)
+        self._remote_plans[call] = request.plan
+
+        def ms() -> float:
+            return (self._clock() - t_remote) * 1000
+
         try:
             result = await call
         except asyncio.CancelledError:
@@ -353,92 +620,92 @@ class Pipeline:
             if call not in self._revoked or (task is not None and task.cancelling()):
                 raise
             # The request may already be on the wire: count it, to be safe.
-            rec.bytes_sent += len((ctx.prefix + ctx.suffix).encode()) + ctx_bytes
-            rec.context_bytes_sent += ctx_bytes
-            rec.errors.append("remote: cancelled: privacy settings changed during the request")
-            return None
+            return RemoteStep(
+                "revoked",
+                bytes_sent=len((ctx.prefix + ctx.suffix).encode()) + ctx_bytes,
+                context_bytes=ctx_bytes,
+                context=notes,
+                problem=Problem("remote", "cancelled: privacy settings changed during the request"),
+                total_ms=ms(),
+            )
         except BackendError as exc:
-            rec.fail("remote", exc)
-            rec.bytes_sent += exc.bytes_sent  # what went out before it failed (often 0)
-            rec.context_bytes_sent += ctx_bytes if exc.bytes_sent else 0
-            return False, ""
+            return RemoteStep(
+                "failed",
+                bytes_sent=exc.bytes_sent,  # what went out before it failed (often 0)
+                context_bytes=ctx_bytes if exc.bytes_sent else 0,
+                context=notes,
+                problem=Problem.of("remote", exc),
+                total_ms=ms(),
+            )
         finally:
             self._remote_calls.pop(call, None)
-            self._remote_context.pop(call, None)
+            self._remote_plans.pop(call, None)
             self._revoked.discard(call)
-            rec.latency_ms["remote_total"] = (self._clock() - t_remote) * 1000
-        rec.bytes_sent += result.bytes_sent
-        rec.context_bytes_sent += ctx_bytes
-        if result.first_token_s is not None:
-            rec.latency_ms["remote_first_token"] = result.first_token_s * 1000
+        total_ms = ms()
+        text, cut, gate_ms = await self._remote_text(ctx, result, deadline, multiline)
+        return RemoteStep(
+            "ok",
+            text=text,
+            truncated=cut,
+            bytes_sent=result.bytes_sent,
+            context_bytes=ctx_bytes,
+            context=notes,
+            total_ms=total_ms,
+            first_token_ms=None if result.first_token_s is None else result.first_token_s * 1000,
+            gate_ms=gate_ms,
+        )
+
+    async def _remote_text(
+        self, ctx: CompletionContext, result: Completion, deadline: float, multiline: bool
+    ) -> tuple[str, Truncation | None, float | None]:
+        """The remote's text as shown, what a length cut dropped, and the gate's time
+        (None: not run)."""
         text, cut = shown_text(result.text, result.finish_reason, ctx.suffix, multiline=multiline)
-        if result.finish_reason == "length" and multiline and self.gate is not None and text:
-            # Whole lines may still leave a block open: keep those the gate accepts (none
-            # accepted: nothing from the remote is shown, rather than broken code).
-            t = self._clock()
-            found = await self._trimmed(ctx, text, deadline)
-            kept = found[0] if found is not None else ""
-            rec.latency_ms["remote_gate"] = (self._clock() - t) * 1000
-            if kept != text:
-                cut = truncation(post_process(result.text, ctx.suffix, multiline=multiline), kept)
-                text = kept
-        if cut is not None:
-            rec.truncated["remote"] = cut
-        return True, text
+        if result.finish_reason != "length" or not multiline or self.gate is None or not text:
+            return text, cut, None
+        # Whole lines may still leave a block open: keep those the gate accepts (none
+        # accepted: nothing from the remote is shown, rather than broken code).
+        t = self._clock()
+        found = await self._trimmed(ctx, text, deadline)
+        kept = found[0] if found is not None else ""
+        gate_ms = (self._clock() - t) * 1000
+        if kept != text:
+            cut = truncation(post_process(result.text, ctx.suffix, multiline=multiline), kept)
+        return kept, cut, gate_ms
 
     async def _blocked_late(
         self,
-        ctx: CompletionContext,
-        rec: RouteDecision,
-        run: _LocalRun,
-        ev: LocalEvidence,
-        rules: Rules,
-        deadline: float,
-        multiline: bool,
-        t0: float,
+        req: _Req,
+        local: tuple[LocalStep, Gated | None, LocalEvidence],
+        remote: RemoteStep | None,
+        problems: list[Problem],
     ) -> RouteDecision:
         """The request wanted to escalate, but privacy forbids it now: decide as if it
         had been forbidden from the start (finishing a local stream we cut)."""
-        access = self.access(ctx)
+        first, gated, ev = local
+        access = self.access(req.ctx)
         if access == "ok":  # pragma: no cover - only called once access changed
             access = "local-only"
-        if rec.bytes_sent == 0:
-            rec.remote_model = None
-        local_text = rec.local_completion
-        if run.cut and self._clock() >= deadline:
-            ev = attrs.evolve(ev, text=local_text)
-        elif run.cut:
-            run = await self._run_local(ctx, deadline, rules, access, multiline)
-            rec.latency_ms["local_rerun"] = run.total_s * 1000
-            self._note_local_error(rec, run)
-            local_text = self._local_text(run, ctx, rec, multiline)
-            rec.local_tokens = len(run.logprobs)
-            ev = LocalEvidence(
-                available=run.available,
-                text=local_text,
-                logprobs=run.logprobs,
-                has_logprobs=run.has_logprobs,
-            )
-        if router.needs_syntax(ev, rules, access) and ev.syntax is None:
-            local_text, ev = await self._gate_local(ctx, local_text, ev, rec, multiline, deadline)
-        verdict = router.decide(ev, rules, access)
-        rec.confidence = verdict.confidence
-        rec.route = "local" if verdict.action == "keep-local" else "none"
-        rec.reasons = verdict.reasons
-        rec.completion = local_text if rec.route == "local" else ""
-        # Not cached: the key names the remote model, which this answer never saw.
-        rec.latency_ms["total"] = (self._clock() - t0) * 1000
-        return rec
-
-    def _finish(
-        self, rec: RouteDecision, t0: float, cache_key: str, ctx: CompletionContext
-    ) -> RouteDecision:
-        rec.latency_ms["total"] = (self._clock() - t0) * 1000
-        if rec.route != "none" and rec.completion:
-            self.cache.put(
-                cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, rec.reasons, rec
-            )
-        return rec
+        sent = remote is not None and remote.bytes_sent > 0
+        models = req.models if sent else (req.models[0], None)
+        last, rerun_ms = first, None
+        if first.run.cut and self._clock() >= req.deadline:
+            ev = attrs.evolve(ev, text=first.text)
+        elif first.run.cut:
+            last = await self._local_step(req, access, self.local_budget())
+            rerun_ms = last.run.total_s * 1000
+            if last.run.error is not None:
+                problems.append(Problem.of("local", last.run.error))
+            ev, gated = last.evidence(), None
+        if router.needs_syntax(ev, req.rules, access) and ev.syntax is None:
+            gated = await self._gate_local(req, last, ev)
+            ev = gated.evidence
+        verdict = router.decide(ev, req.rules, access)
+        outcome = local_outcome(verdict, gated.text if gated else last.text)
+        return self._record(
+            req, outcome, (first, last, gated), remote, problems, rerun_ms,
+            tokens_of_last=True, models=models,
+        )  # fmt: skip
 
     async def _run_local(
         self,
@@ -447,11 +714,11 @@ class Pipeline:
         rules: Rules,
         access: RemoteAccess,
         multiline: bool,
-    ) -> _LocalRun:
+        budget: TierBudget,
+    ) -> LocalRun:
         run = _LocalRun()
         if self.local is None:
-            run.error = BackendError("no local backend configured", backend="local")
-            return run
+            return LocalRun(error=BackendError("no local backend configured", backend="local"))
         started = self._clock()
         first_end: float | None = None
         total_end: float | None = None
@@ -461,13 +728,15 @@ class Pipeline:
             b = self.settings.local
             total_end = min(deadline, started + b.total_ms / 1000)
             first_end = min(total_end, started + b.first_token_ms / 1000)
-        max_chars = self.settings.local.max_prompt_chars
         stream = self.local.stream(
-            self._request(ctx, deadline, max_chars, single_line=not multiline)
+            self._request(
+                ctx, deadline, budget.prompt_chars, single_line=not multiline, budget=budget
+            )
         )
+        predict_end: float | None = None  # the prediction's time cap, once the first token came
         try:
             while True:
-                end = first_end if run.first_token_s is None else total_end
+                end = first_end if run.first_token_s is None else _earliest(total_end, predict_end)
                 try:
                     async with asyncio.timeout(
                         None if end is None else max(0.0, end - self._clock())
@@ -476,6 +745,11 @@ class Pipeline:
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
+                    if predict_end is not None and end == predict_end != total_end:
+                        # The time cap (a backend that does not end there by itself):
+                        # what came is the completion, cut like a token cap cuts it.
+                        run.finish_reason = "length"
+                        break
                     run.timed_out = True
                     b = self.settings.local
                     what = (
@@ -487,6 +761,9 @@ class Pipeline:
                     break
                 if chunk.text and run.first_token_s is None:
                     run.first_token_s = self._clock() - started
+                    if multiline and budget.max_predict_s is not None:
+                        # A little slack: a backend that honours the cap ends first.
+                        predict_end = self._clock() + budget.max_predict_s + _PREDICT_SLACK_S
                 run.text += chunk.text
                 run.logprobs.extend(t.logprob for t in chunk.tokens)
                 run.has_logprobs = run.has_logprobs and chunk.logprobs
@@ -511,20 +788,9 @@ class Pipeline:
         finally:
             await stream.aclose()
             run.total_s = self._clock() - started
-        return run
+        return run.frozen()
 
-    def _local_text(
-        self, run: _LocalRun, ctx: CompletionContext, rec: RouteDecision, multiline: bool
-    ) -> str:
-        """The local run's text as judged and shown (noted in the record)."""
-        text, cut = shown_text(run.text, run.finish_reason, ctx.suffix, multiline=multiline)
-        rec.local_completion = text
-        rec.truncated.pop("local", None)
-        if cut is not None:
-            rec.truncated["local"] = cut
-        return text
-
-    async def _check(self, ctx: CompletionContext, text: str) -> SyntaxInfo:
+    async def _check(self, ctx: CompletionContext, text: str) -> Verdict:
         assert self.gate is not None
         if self.gate.blocking:
             return await asyncio.to_thread(self.gate.check, ctx, text)
@@ -532,13 +798,13 @@ class Pipeline:
 
     async def _trimmed(
         self, ctx: CompletionContext, text: str, deadline: float, *, skip: int = 0
-    ) -> tuple[str, SyntaxInfo | None] | None:
+    ) -> tuple[str, Verdict | None] | None:
         """`gate_trimmed` with this request's gate and deadline (in the gate's thread
         when its checks block)."""
         gate = self.gate
         assert gate is not None
 
-        def trim() -> tuple[str, SyntaxInfo | None] | None:
+        def trim() -> tuple[str, Verdict | None] | None:
             return gate_trimmed(
                 text,
                 lambda run: gate.check(ctx, run),
@@ -549,44 +815,30 @@ class Pipeline:
 
         return await asyncio.to_thread(trim) if gate.blocking else trim()
 
-    async def _gate_local(
-        self,
-        ctx: CompletionContext,
-        text: str,
-        ev: LocalEvidence,
-        rec: RouteDecision,
-        multiline: bool,
-        deadline: float,
-    ) -> tuple[str, LocalEvidence]:
+    async def _gate_local(self, req: _Req, local: LocalStep, ev: LocalEvidence) -> Gated:
         """Gate the local text; a multi-line text the token budget cut that the gate
         rejects is trimmed to the longest run of whole lines it accepts, if any (else, or
         once the deadline passed, it stays as it is, rejected, and escalates as
         syntax-invalid)."""
-        ev = await self._gate(ctx, text, ev, rec)
-        if ev.syntax != "invalid" or not multiline or "local" not in rec.truncated:
-            return text, ev
+        ctx, text = req.ctx, local.text
+        if self.gate is None:
+            no_gate = attrs.evolve(ev, syntax="unsupported-language")
+            return Gated(text, no_gate, None, None, local.truncated)
         t = self._clock()
-        found = await self._trimmed(ctx, text, deadline, skip=1)
-        rec.latency_ms["gate"] += (self._clock() - t) * 1000
+        verdict = await self._check(ctx, text)
+        ms = (self._clock() - t) * 1000
+        ev = attrs.evolve(ev, syntax=verdict.status, undefined=verdict.undefined)
+        if verdict.status != "invalid" or not req.multiline or local.truncated is None:
+            return Gated(text, ev, verdict, ms, local.truncated)
+        t = self._clock()
+        found = await self._trimmed(ctx, text, req.deadline, skip=1)
+        ms += (self._clock() - t) * 1000
         run, info = found if found is not None else (text, None)
         if info is None:  # every run rejected, or out of time
-            return text, ev
-        old = rec.truncated["local"]
+            return Gated(text, ev, verdict, ms, local.truncated)
         more = truncation(text, run)
-        rec.truncated["local"] = Truncation(
-            chars=old.chars + more.chars, lines=old.lines + more.lines
+        cut = Truncation(
+            chars=local.truncated.chars + more.chars, lines=local.truncated.lines + more.lines
         )
-        rec.local_completion = run
-        rec.syntax = info
-        return run, attrs.evolve(ev, text=run, syntax=info.status, undefined=info.undefined)
-
-    async def _gate(
-        self, ctx: CompletionContext, text: str, ev: LocalEvidence, rec: RouteDecision
-    ) -> LocalEvidence:
-        if self.gate is None:
-            return attrs.evolve(ev, syntax="unsupported-language")
-        t = self._clock()
-        info = await self._check(ctx, text)
-        rec.latency_ms["gate"] = (self._clock() - t) * 1000
-        rec.syntax = info
-        return attrs.evolve(ev, syntax=info.status, undefined=info.undefined)
+        kept = attrs.evolve(ev, text=run, syntax=info.status, undefined=info.undefined)
+        return Gated(run, kept, info, ms, cut)

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 from ..syntax import Position, SyntaxDocument
-from ..vocab.record import SyntaxInfo
+from ..vocab.verdict import Verdict
 
 if TYPE_CHECKING:
     from ..workspace.crossfile import Candidate
+    from ..workspace.recent_edits import EditChunk
 
 
 @attrs.frozen
@@ -39,12 +40,17 @@ class CompletionContext:
     # budget (completion.context = "workspace"); `repo` names the workspace folder.
     crossfile: tuple[Candidate, ...] = ()
     repo: str = ""
+    # Chunks the user changed lately in other open files (completion.recent_edits),
+    # newest first, not yet filtered by privacy nor cut to a budget.
+    recent_edits: tuple[EditChunk, ...] = ()
+    # The user asked (LSP trigger kind Invoked), not typing: its escalation ranks first.
+    invoked: bool = False
 
 
 class Gate(Protocol):
     """The syntax gate as the pipeline sees it."""
 
-    def check(self, ctx: CompletionContext, completion: str) -> SyntaxInfo: ...
+    def check(self, ctx: CompletionContext, completion: str) -> Verdict: ...
 
     @property
     def blocking(self) -> bool:

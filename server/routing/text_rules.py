@@ -13,7 +13,8 @@ from itertools import islice
 
 from synconfroute.clients.types import line_end
 
-from ..vocab.record import SyntaxInfo, Truncation
+from ..vocab.record import Truncation
+from ..vocab.verdict import Verdict
 
 # Where post_process would cut anyway: let the model stop there (saves tokens).
 REQUEST_STOPS = ("\n```", "\n\n\n")
@@ -122,12 +123,12 @@ def whole_line_runs(text: str, suffix: str = "") -> Iterator[str]:
 
 def gate_trimmed(
     text: str,
-    check: Callable[[str], SyntaxInfo],
+    check: Callable[[str], Verdict],
     suffix: str = "",
     *,
     skip: int = 0,
     out_of_time: Callable[[], bool] = lambda: False,
-) -> tuple[str, SyntaxInfo | None] | None:
+) -> tuple[str, Verdict | None] | None:
     """The longest run of `text`'s leading whole lines the gate does not reject, with
     its verdict; None when it rejects every run (or `text` is blank). For a multi-line
     completion the token budget cut: its last lines may leave a block open.

@@ -1,24 +1,24 @@
 """The language server's state, free of pygls: one Session per editor connection.
 
-It owns the pipeline's lifetime, the workspace index, completion and hover, and
-composes three parts: the open documents (`documents.py`), the settings
-(`settings_state.py`) and what was decided and accepted (`decision_log.py`).
-`lsp.py` unpacks LSP messages and calls these methods; tests can drive a Session
-with plain calls.
+It owns the pipeline's lifetime and composes the parts: the open documents
+(`workspace/documents.py`), the settings (`settings/settings_state.py`), what was
+decided and accepted (`learning/decision_log.py`), the per-document request tracker
+(`tracker.py`: debounce, supersession) and the context builder (`context_builder.py`:
+window, anchor, workspace index). `protocol/lsp.py` unpacks LSP messages and calls
+these methods; tests can drive a Session with plain calls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 import attrs
-from cachetools import LRUCache
 
 from synconfroute.clients.errors import (
     BackendUnavailable,
@@ -27,24 +27,17 @@ from synconfroute.clients.errors import (
     ModelNotFound,
 )
 
-from ..learning.adaptive import Adaptive
 from ..learning.decision_log import DecisionLog, Status, WorkerStatus
 from ..learning.ledger import Ledger
-from ..learning.retention import DEFAULT_DELAYS, Retention
 from ..routing.backends import build_tiers, warm
-from ..routing.context import make_context
-from ..routing.gate import SyntaxGate, make_gate
-from ..routing.pipeline import Pipeline
-from ..routing.request import Anchor
+from ..routing.pipeline import Pipeline, build_pipeline
 from ..routing.router import Rules
 from ..routing.rules import resolve_rules
 from ..settings import config
 from ..settings.settings_state import SettingsState
-from ..syntax import SyntaxDocument
 from ..vocab.card import route_card, summary
-from ..vocab.positions import Encoding, Text, advance, word_before
+from ..vocab.positions import Encoding, PositionOutOfRange, word_before
 from ..vocab.record import RouteDecision
-from ..workspace import crossfile
 from ..workspace.documents import (
     DocState,
     DocumentNotOpen,
@@ -55,10 +48,16 @@ from ..workspace.documents import (
     uri_key,
 )
 from ..workspace.workspace_index import WorkspaceIndex
+from .context_builder import ContextBuilder
+from .prefill import Prefiller
+from .tracker import RequestTracker
 
 __all__ = ["Completed", "DocState", "DocumentNotOpen", "Edit", "Session", "path_of", "uri_key"]
 
 log = logging.getLogger(__name__)
+
+# How long a completion waits for the editor's first workspace configuration.
+WORKSPACE_WAIT_S = 0.5
 
 # Backend problems worth one message to the user (timeouts are not: they are noise).
 _TROUBLE = (BackendUnavailable, ModelNotFound, BadCredentials, FimUnsupported)
@@ -85,7 +84,7 @@ class Session:
         make_pipeline: Callable[[config.Settings], Pipeline] | None = None,
         ledger: Ledger | None = None,
         roots: Callable[[], Sequence[str]] = lambda: (),  # workspace folder URIs
-        retention_delays: Sequence[float] = DEFAULT_DELAYS,
+        retention_delays: Sequence[float] | None = None,  # None: retention's defaults
     ) -> None:
         self.settings_state = SettingsState(loaded)
         self.docs = DocumentStore()
@@ -98,58 +97,33 @@ class Session:
         self._pipeline_lock = asyncio.Lock()
         self._settings_gen = 0  # bumps when the pipeline must be rebuilt
         self._retiring: set[Pipeline] = set()  # replaced, closed once their requests end
-        self._roots = roots  # never_send patterns are relative to these folders
         self._troubles: set[str] = set()
+        self._workspace_applied = asyncio.Event()
         self._closing: set[asyncio.Future[None]] = set()
         self.local_choice = ""
         self._last_local_model = ""
-        # Cross-file context (completion.context = "workspace"): built on first need.
-        self.index: WorkspaceIndex | None = None
-        self._index_stop = threading.Event()
-        self.snippets = crossfile.SnippetCache()
+        self.tracker = RequestTracker()
+        self.prefiller = Prefiller()
+        # Where the cursor last rested in each document (`synconfroute/cursor`, or the
+        # last request): reopened, the document is prefilled there.
+        self._cursors: dict[str, tuple[int, int]] = {}
+        self.context = ContextBuilder(self.docs, roots, self._spawn)
         self._sync_adaptive()
 
-    # -- the parts' state, as callers knew it ---------------------------------
     @property
     def settings(self) -> config.Settings:
         """The current settings (a new object after each change; never mutated)."""
         return self.settings_state.current
 
-    @property
-    def load_issues(self) -> list[config.SettingsIssue]:
-        return self.settings_state.load_issues
+    def negotiated(self, encoding: Encoding) -> None:
+        """The position encoding agreed at initialize (documents opened later use it)."""
+        self.docs.encoding = encoding
 
-    @property
-    def encoding(self) -> Encoding:
-        return self.docs.encoding
-
-    @encoding.setter
-    def encoding(self, value: Encoding) -> None:
-        self.docs.encoding = value
-
-    @property
-    def documents(self) -> dict[str, DocState]:
-        return self.docs.documents
-
-    @property
-    def decisions(self) -> LRUCache[str, RouteDecision]:
-        return self.decision_log.decisions
-
-    @property
-    def accepted(self) -> set[str]:
-        return self.decision_log.accepted
-
-    @property
-    def ledger(self) -> Ledger:
-        return self.decision_log.ledger
-
-    @property
-    def retention(self) -> Retention:
-        return self.decision_log.retention
-
-    @property
-    def adaptive(self) -> Adaptive | None:
-        return self.decision_log.adaptive
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` in the background; shutdown waits for it."""
+        task = asyncio.ensure_future(work)
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     # -- settings -------------------------------------------------------------
     def apply_overrides(
@@ -165,11 +139,28 @@ class Session:
         user's value). A refused workspace value is reported once."""
         old = self.settings
         issues = self.settings_state.apply(init=init, workspace=workspace)
+        if workspace is not None:
+            self._workspace_applied.set()
         if self.settings != old:
             self._drop_pipeline()
             self._push_privacy(old)
             self._sync_adaptive()
         return issues
+
+    def expect_workspace_configuration(self) -> None:
+        """The editor answers workspace/configuration: until its first answer is applied,
+        nothing escalates (a repository's local_only or never_send would come too late)."""
+        old = self.settings
+        self.settings_state.expect_workspace()
+        self._workspace_applied.clear()
+        self._push_privacy(old)
+
+    async def _await_workspace(self) -> None:
+        """A short, bounded wait for the first workspace configuration; past it, this
+        request is answered locally (the settings say local-only until it comes)."""
+        if self.settings_state.awaiting_workspace:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._workspace_applied.wait(), WORKSPACE_WAIT_S)
 
     def toggle_local_only(self) -> bool:
         old = self.settings
@@ -229,10 +220,8 @@ class Session:
         self.local_choice = f"{tiers.choice.kind} ({tiers.choice.reason})"
         log.info("local tier: %s", tiers.choice.reason)
         # Load the embedded model now, in the background: not on the first keystroke.
-        task = asyncio.ensure_future(warm(tiers.local))
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
-        return Pipeline(settings, tiers.local, tiers.remote, make_gate(settings.routing))
+        self._spawn(warm(tiers.local))
+        return build_pipeline(settings, tiers)
 
     def _drop_pipeline(self) -> None:
         self._settings_gen += 1
@@ -252,9 +241,7 @@ class Session:
             finally:
                 self._retiring.discard(old)
 
-        task = asyncio.ensure_future(close_when_idle())
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+        self._spawn(close_when_idle())
 
     @staticmethod
     async def _close(p: Pipeline) -> None:
@@ -262,94 +249,27 @@ class Session:
             if b is not None:
                 await b.aclose()
 
-    # -- workspace index -----------------------------------------------------
-    def roots(self) -> tuple[str, ...]:
-        return tuple(path_of(u) for u in self._roots() if u.startswith("file:"))
-
+    # -- workspace index (the context builder owns it) ---------------------------
     def start_index(self) -> WorkspaceIndex | None:
-        """The workspace index, its build started in a worker thread on first call
-        (completions never wait for it); None when completion.context is "file"."""
-        c = self.settings.completion
-        if c.context != "workspace":
-            return None
-        if self.index is None:
-            index = WorkspaceIndex(
-                max_files=c.index_max_files,
-                max_file_bytes=c.index_max_file_kb * 1024,
-                max_bytes=c.index_max_mb * 2**20,
-            )
-            self.index = index
-            for st in self.documents.values():
-                index.update(st.path, st.text.text, st.language or None)
-            roots = self.roots()
-            skip = [st.path for st in self.documents.values()]
-
-            def build() -> None:
-                index.build(roots, skip=skip, stop=self._index_stop)
-                log.info("workspace index: %s", index.figures())
-
-            task = asyncio.ensure_future(asyncio.to_thread(build))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
-        return self.index
+        return self.context.start_index(self.settings)
 
     def saved(self, uri: str) -> None:
         st = self.document(uri)
-        if st is not None and self.index is not None:
-            self.index.update(st.path, st.text.text, st.language or None)
-            st.index_stale = False
+        if st is not None:
+            self.context.saved(st)
 
     async def files_changed(self, changes: Sequence[tuple[str, bool]]) -> None:
-        """Watched files (uri, deleted?) changed on disk: re-read those the editor does
-        not hold open (its text is newer), in a worker thread."""
-        index = self.index
-        if index is None:
-            return
-        todo = [(path_of(u), gone) for u, gone in changes if self.document(u) is None]
-
-        def apply() -> None:
-            for path, gone in todo:
-                if gone:
-                    index.remove(path)
-                else:
-                    index.update_from_disk(path)
-
-        await asyncio.to_thread(apply)
-
-    def _crossfile(
-        self, key: str, st: DocState, text: str, offset: int
-    ) -> tuple[crossfile.Candidate, ...]:
-        """Ranked context candidates for a cursor at `offset` of `text` (the request's
-        snapshot of `st`)."""
-        index = self.start_index()
-        if index is None:
-            return ()
-        others = sorted((o for k, o in self.documents.items() if k != key), key=lambda o: -o.edited)
-        for o in others:  # other documents edited since: their definitions moved
-            if o.index_stale:
-                index.update(o.path, o.text.text, o.language or None)
-                o.index_stale = False
-        found = crossfile.candidates(
-            prefix=text[max(0, offset - 4000) : offset],
-            suffix=text[offset : offset + 1000],
-            path=st.path,
-            language=st.language,
-            index=index,
-            open_docs=[crossfile.OpenDoc(o.path, o.text.version, o.text.text) for o in others[:8]],
-            snippets=self.snippets,
-            full_prefix=text[: min(offset, 20000)],
-        )
-        return tuple(found)
+        await self.context.files_changed(changes)
 
     async def shutdown(self) -> None:
-        self._index_stop.set()
-        for st in self.documents.values():
+        self.context.stop()
+        for st in self.docs.documents.values():
             if st.inner is not None:
                 st.inner.cancel()
         if self._pipeline is not None:
             await self._close(self._pipeline)
             self._pipeline = None
-        self.retention.shutdown()  # no timer outlives the server
+        self.decision_log.retention.shutdown()  # no timer outlives the server
         if self._closing:  # retired pipelines close as their cancelled requests end
             await asyncio.wait(set(self._closing), timeout=2.0)
 
@@ -359,20 +279,59 @@ class Session:
         return self.docs.document(uri)
 
     def open(self, uri: str, text: str, language_id: str | None, path: str | None = None) -> None:
-        st = self.docs.open(uri, text, language_id, path)
-        if self.index is not None:
-            self.index.update(st.path, text, st.language or None)
+        self.context.opened(self.docs.open(uri, text, language_id, path))
+        if (at := self._cursors.get(uri_key(uri))) is not None:
+            self.cursor(uri, *at)
+
+    def cursor(self, uri: str, line: int, character: int) -> None:
+        """The editor's cursor rests at (line, character) of `uri` (focus, or a pause):
+        prefill the local prompt a completion there would need, in the background."""
+        key = uri_key(uri)
+        if self.docs.documents.get(key) is None:
+            return
+        self._remember_cursor(key, (line, character))
+        self.prefiller.schedule(lambda: self._prefill(key, line, character))
+
+    def _remember_cursor(self, key: str, at: tuple[int, int]) -> None:
+        self._cursors.pop(key, None)
+        self._cursors[key] = at
+        while len(self._cursors) > 256:  # the oldest go
+            del self._cursors[next(iter(self._cursors))]
+
+    async def _prefill(self, key: str, line: int, character: int) -> None:
+        st = self.docs.documents.get(key)
+        if st is None:
+            return
+        settings = self.settings
+        try:
+            offset = st.text.offset(line, character)
+        except PositionOutOfRange:
+            return  # the document changed since: the next rest tells where
+        snapshot = st.text.text, st.text.version
+        window = self.context.window(st, offset, settings)
+        ctx = self.context.build(
+            window, st, snapshot, offset, (line, character), settings, blocking_gate=False
+        )
+        pipeline = await self.pipeline()
+        pipeline.hold()
+        try:
+            await pipeline.prefill(ctx)
+        finally:
+            pipeline.release()
 
     def change(self, uri: str, edits: Sequence[Edit]) -> bool:
         """Apply edits (LSP line rule, negotiated encoding) to the document's one text;
         its tree follows. True if diagnostics should be cleared."""
         key = uri_key(uri)
-        watched = self.retention.watching(key)
-        follow = functools.partial(self.retention.edit, key) if watched else None
+        retention = self.decision_log.retention
+        follow = functools.partial(retention.edit, key) if retention.watching(key) else None
+        before = self.docs.documents.get(key)
+        old = before.text.text if before is not None else ""  # a str: immutable
         changed = self.docs.change(uri, edits, follow)
         if changed is None:
             return False
         st = changed.doc
+        self.context.changed(st, old, edits, self.settings)
         if changed.accepted is not None and self.accept(changed.accepted):
             # The editor inserted our completion: its lines now hold it, keep the card.
             self.decision_log.track(
@@ -381,10 +340,11 @@ class Session:
         return changed.cleared
 
     def close(self, uri: str) -> None:
-        self.retention.close(uri_key(uri))  # what the document held last is its retention
+        # What the document held last is its retention.
+        self.decision_log.retention.close(uri_key(uri))
         st = self.docs.close(uri)
-        if st is not None and self.index is not None and st.index_stale:
-            self.index.update_from_disk(st.path)  # edits not saved are gone: disk is right
+        if st is not None:
+            self.context.closed(st)
 
     def debounce_s(self, st: DocState) -> float:
         return debounce_s(st, self.settings.editor)
@@ -400,78 +360,42 @@ class Session:
         document, and CancelledError when the request itself was cancelled.
         """
         key = uri_key(uri)
-        st = self.documents.get(key)
+        st = self.docs.documents.get(key)
         if st is None:
             raise DocumentNotOpen(f"{uri} is not open (send didOpen first)")
+        settings = self.settings
         offset = st.text.offset(line, character)
-        text, version = st.text.text, st.text.version  # the request's snapshot (a str)
-        window = make_context(
-            st.text,
-            offset,
-            context_lines=self.settings.completion.context_lines,
-            language=st.language,
-            path=st.path,
-        )
-        self.docs.touch(key, self.settings.routing.syntax_max_bytes)
-        st.generation += 1
-        mine = st.generation
-        if st.shown is not None:  # the item shown was not accepted: this one replaces it
-            self._resolve(st.shown, accepted=False)
-            st.shown = None
-        if st.inner is not None and not st.inner.done():
-            st.inner.cancel()  # a newer request supersedes the older one
-        if not invoked:
-            await asyncio.sleep(self.debounce_s(st))
-            if st.generation != mine:
-                return None
-        pipeline = await self.pipeline()
-        if st.generation != mine:
+        self.prefiller.cancel()  # the request evaluates its prompt itself, first
+        self._remember_cursor(key, (line, character))
+        snapshot = st.text.text, st.text.version  # the request's (a str: immutable)
+        window = self.context.window(st, offset, settings)
+        self.docs.touch(key, settings.routing.syntax_max_bytes)
+        ticket = self.tracker.begin(st)
+        if ticket.dismissed is not None:
+            self._resolve(ticket.dismissed, accepted=False)
+        if not invoked and not await self.tracker.debounce(st, ticket, self.debounce_s(st)):
             return None
-        anchor_doc = st.syntax
-        blocking = isinstance(pipeline.gate, SyntaxGate) and pipeline.gate.blocking
-        if blocking or st.text.version != version:
-            # The check runs in a thread while edits may arrive, or edits came in since
-            # the request: check against the request's text, in a copy of its own.
-            # Lazy: parsed where the check runs (a thread), not here on the event loop.
-            anchor_doc = SyntaxDocument(Text(text, self.encoding), st.language or None, lazy=True)
-        ctx = attrs.evolve(window, document=Anchor(anchor_doc, (line, character)))
-        roots = self.roots()
-        ctx = attrs.evolve(ctx, roots=roots)
-        if self.settings.completion.context == "workspace":
-            try:
-                cands = self._crossfile(key, st, text, offset)
-            except Exception:  # context is a bonus: never fail the completion over it
-                log.exception("cross-file context failed; completing with the file alone")
-                cands = ()
-            repo = roots[0].rstrip("/").rsplit("/", 1)[-1] if roots else ""
-            ctx = attrs.evolve(ctx, crossfile=cands, repo=repo)
-        # Held until the request ends, so a settings change cannot close its backends.
-        pipeline.hold()
-        inner = asyncio.ensure_future(pipeline.complete(ctx, self.rules()))
-        inner.add_done_callback(lambda _: pipeline.release())
-        st.inner = inner
-        try:
-            rec = await inner
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # $/cancelRequest: pygls answers -32800
-            return None  # superseded by a newer request
-        finally:
-            if st.inner is inner:
-                st.inner = None
+        await self._await_workspace()
+        pipeline = await self.pipeline()
+        if not self.tracker.current(st, ticket):
+            return None
+        at = (line, character)
+        ctx = self.context.build(
+            window, st, snapshot, offset, at, self.settings, blocking_gate=pipeline.gate_blocks
+        )
+        if invoked:
+            ctx = attrs.evolve(ctx, invoked=True)
+        rec = await self.tracker.run(st, pipeline, ctx, self.rules())
+        if rec is None:
+            return None
         self._notice_trouble(rec)
         did = self.decision_log.record(rec)
-        if st.generation != mine:
+        if not self.tracker.current(st, ticket):
             return None
-        end_line, _ = advance(line, character, rec.completion, self.encoding)
-        st.last = (did, line, end_line)
-        st.offer = (did, (line, character), rec.completion)
-        word = word_before(text, offset)
-        if rec.completion:
-            st.shown = did
+        if self.tracker.offered(st, did, at, rec.completion, self.docs.encoding):
             self.decision_log.shown(did)
-        return Completed(did, rec, rec.completion, (line, character), (line, character), word)
+        word = word_before(snapshot[0], offset)
+        return Completed(did, rec, rec.completion, at, at, word)
 
     def _notice_trouble(self, rec: RouteDecision) -> None:
         """One message per kind of backend trouble, until that tier works again."""
@@ -491,26 +415,28 @@ class Session:
         if st is None or st.last is None:
             return None
         did, first, last = st.last
-        rec = self.decisions.get(did)
+        log_ = self.decision_log
+        rec = log_.decisions.get(did)
         if rec is None or not first <= line <= last:
             return None
         card = route_card(rec)
-        if self.adaptive is not None:
+        if log_.adaptive is not None:
             now = self.rules().threshold
-            card += f"\n- adaptive threshold now {now:.3f}: {self.adaptive.why}"
-        if did in self.accepted:
+            card += f"\n- adaptive threshold now {now:.3f}: {log_.adaptive.why}"
+        if did in log_.accepted:
             card += "\n- accepted"
         return card
 
     def accept(self, did: str) -> bool:
-        if did not in self.decisions:
+        decisions, accepted = self.decision_log.decisions, self.decision_log.accepted
+        if did not in decisions:
             return False
-        if did in self.accepted:
+        if did in accepted:
             return True  # the editor's edit and the accept command both report it
-        self.accepted.add(did)
+        accepted.add(did)
         self.docs.forget_shown(did)
         self._resolve(did, accepted=True)
-        log.info("accepted %s: %s", did, summary(self.decisions[did]))
+        log.info("accepted %s: %s", did, summary(decisions[did]))
         return True
 
     def _resolve(self, did: str, *, accepted: bool) -> None:
@@ -520,8 +446,16 @@ class Session:
     def status(self) -> Status:
         rules = self.rules()
         return self.decision_log.status(
-            rules.policy, rules.threshold, self.local_choice, os.getpid(), self._worker_status()
+            rules.policy,
+            rules.threshold,
+            self.local_choice,
+            os.getpid(),
+            self._worker_status(),
+            self._cluster_status(),
         )
+
+    def _cluster_status(self) -> dict[str, object] | None:
+        return self._pipeline.load_status() if self._pipeline is not None else None
 
     def _worker_status(self) -> WorkerStatus | None:
         """The embedded tier's worker process (llama.cpp runs there, not in the server)."""
@@ -530,8 +464,15 @@ class Session:
         if local is None or pid is None:
             return None
         rss = local.worker_rss_bytes()  # type: ignore[attr-defined]
+        rates = getattr(local, "rates", None)
         return WorkerStatus(
             pid=pid,
             rss_mb=round(rss / 2**20, 1) if rss else None,
             restarts=getattr(local, "restarts", 0),
+            prompt_tps=getattr(rates, "prompt_tps", None),
+            decode_tps=getattr(rates, "decode_tps", None),
+            prompt_tokens=getattr(local, "prompt_tokens_total", 0),
+            cached_tokens=getattr(local, "cached_tokens_total", 0),
+            prefills=self.prefiller.done,
+            protocol_errors=getattr(local, "protocol_errors", 0),
         )

@@ -11,9 +11,10 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import reprlib
 import tomllib
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -74,25 +75,28 @@ class LocalSettings:
         "Ollama's own template for the model (embedded: only a family whose tokens the "
         "GGUF has); `off` = no template: the model sees only the code before the cursor.",
     )
-    timeout: float = _doc(10.0, "Seconds to wait for the local server.", lo=0.1)
+    timeout: float = _doc(10.0, "Seconds to wait for the local server.", lo=0.1, hi=600)
     num_ctx: int = _doc(
         4096,
         "Ollama context window; kept fixed (changing it reloads the model).",
         lo=256,
+        hi=1 << 20,
     )
     keep_alive: str = _doc("30m", "How long Ollama keeps the model loaded after a request.")
     max_prompt_chars: int = _doc(
         10000,
-        "Most characters of code (prefix + suffix) sent to the local model; the cut "
-        "falls far from the cursor, at a line start where possible (~3 characters a "
-        "token: keep it under `num_ctx`).",
+        "Most characters of code in a local prompt: the current file's prefix and suffix, "
+        "other files' code and recent edits together; the prefix and suffix are cut far "
+        "from the cursor, at a line start where possible (~3 characters a token: keep it "
+        "under `num_ctx`).",
         lo=256,
+        hi=10_000_000,
     )
     context_tokens: int = _doc(
-        512,
-        'With `completion.context = "workspace"`: most tokens of other files\' code '
-        "(definitions, similar snippets) in a local prompt, counted as 3 characters a "
-        "token; the prefix and suffix keep priority within `max_prompt_chars`.",
+        1024,
+        "Most tokens of other files' code (definitions, similar snippets, recent edits) "
+        "in a local prompt, counted as 3 characters a token and at most half of "
+        "`max_prompt_chars`; the prefix and suffix get the rest.",
         lo=0,
     )
     first_token_ms: float = _doc(
@@ -101,6 +105,7 @@ class LocalSettings:
         "not come within this time, and ask the remote (a hung or still-loading local "
         "server must not eat the whole `completion.deadline_ms`).",
         lo=10,
+        hi=600_000,
     )
     total_ms: float = _doc(
         2500.0,
@@ -108,6 +113,26 @@ class LocalSettings:
         "not ended within this time, and ask the remote. Where nothing may leave the "
         "machine, neither budget applies: the local tier has the whole deadline.",
         lo=10,
+        hi=600_000,
+    )
+    first_token_target_ms: float = _doc(
+        700.0,
+        "Size the local prompt so that, evaluated cold, its first token comes within this "
+        "time: the prompt-evaluation rate is measured (embedded: when the model loads, "
+        "then on every request; Ollama: from its reported timings) and the window holds "
+        "what that rate reads in this time, at least a few lines, at most "
+        "`max_prompt_chars`. Typing reuses the evaluated prompt (its start stays on a "
+        "coarse line grid). 0 = only `max_prompt_chars`.",
+        lo=0,
+    )
+    max_predict_ms: float = _doc(
+        300.0,
+        "Cap on a multi-line local prediction's time from its first token: the completion "
+        "ends there (cut to whole lines), and a multi-line completion is only asked for "
+        "when the measured decode rate fits about two lines (12 tokens) in this time; a "
+        "single-line completion ends at its line end. 0 = no cap (only "
+        "`completion.max_tokens`).",
+        lo=0,
     )
 
 
@@ -135,18 +160,26 @@ class RemoteSettings:
         "FIM template family; empty or `auto` = detect from the model name; `off` = no "
         "template: the model sees only the code before the cursor.",
     )
-    timeout: float = _doc(10.0, "Seconds to wait for the cluster.", lo=0.1)
+    timeout: float = _doc(10.0, "Seconds to wait for the cluster.", lo=0.1, hi=600)
     max_prompt_chars: int = _doc(
         32000,
-        "Most characters of code (prefix + suffix) sent to the cluster in one request; "
-        "the cut falls far from the cursor, at a line start where possible.",
+        "Most characters of code sent to the cluster in one request (prefix, suffix and, "
+        "with `send_context`, other files' code); the prefix and suffix are cut far from "
+        "the cursor, at a line start where possible.",
         lo=256,
+        hi=10_000_000,
+    )
+    send_context: bool = _doc(
+        False,
+        "Also send other files' code (definitions, snippets, recent edits) to the "
+        "cluster. Off: only the current file's prefix and suffix leave the machine; the "
+        "local model still gets the context. Never from `privacy.never_send` or secret "
+        "files.",
     )
     context_tokens: int = _doc(
         2048,
-        'With `completion.context = "workspace"`: most tokens of other files\' code in '
-        "a remote prompt (never from `privacy.never_send` or secret files); the prefix "
-        "and suffix keep priority within `max_prompt_chars`.",
+        "With `send_context`: most tokens of other files' code in a remote prompt, "
+        "counted as 3 characters a token and at most half of `max_prompt_chars`.",
         lo=0,
     )
 
@@ -154,21 +187,25 @@ class RemoteSettings:
         0,
         "vLLM request priority of the editor's completions (lower is served first; the "
         "server must run with `--scheduling-policy priority`: vLLM documents that it "
-        "refuses any value but 0 otherwise). 0 sends no priority; otherwise background work "
-        f"(`synconfroute eval`) sends this plus {BACKGROUND_PRIORITY_STEP}, so "
-        "interactive escalations rank above it.",
+        "refuses any value but 0 otherwise). 0 sends no priority; otherwise a completion "
+        "the user asked for sends this, one while typing this plus 1, and background work "
+        f"(`synconfroute eval`) this plus {BACKGROUND_PRIORITY_STEP}, so interactive "
+        "escalations rank above it.",
     )
 
     @property
     def all_urls(self) -> list[str]:
         return [u for u in [self.url, *self.urls] if u]
 
-    def request_priority(self, *, background: bool = False) -> int | None:
+    def request_priority(self, *, background: bool = False, invoked: bool = True) -> int | None:
         """The `priority` to send, or None (0 is vLLM's default, and the only value a
-        server without the priority policy takes)."""
+        server without the priority policy takes). The user's explicit request ranks
+        first, then completions while typing (one step below), then background work."""
         if self.priority == 0:
             return None
-        return self.priority + (BACKGROUND_PRIORITY_STEP if background else 0)
+        if background:
+            return self.priority + BACKGROUND_PRIORITY_STEP
+        return self.priority + (0 if invoked else 1)
 
     @property
     def configured(self) -> bool:
@@ -192,16 +229,22 @@ class RoutingSettings:
         hi=0.0,
     )
     thresholds: dict[str, float] = _doc(
-        {}, 'Per-model thresholds, e.g. `"qwen2.5-coder:3b" = -0.4`; override `threshold`.'
+        {},
+        'Per-model thresholds, e.g. `"qwen2.5-coder:3b" = -0.4` (each <= 0); override `threshold`.',
+        hi=0.0,
     )
-    confidence_tokens: int = _doc(3, "How many leading tokens the confidence averages.", lo=1)
+    confidence_tokens: int = _doc(
+        3, "How many leading tokens the confidence averages.", lo=1, hi=4096
+    )
     syntax: GateMode = _doc(
         "tree-sitter",
         "Syntax gate: `tree-sitter` (fast, incremental), `compiler` (ast.parse, "
         "javalang, g++ -fsyntax-only), `confirm` (compiler only when tree-sitter objects).",
     )
-    syntax_budget_ms: float = _doc(50.0, "Time budget of one tree-sitter check.", lo=1)
-    compiler_budget_ms: float = _doc(3000.0, "Time budget of one compiler check.", lo=10)
+    syntax_budget_ms: float = _doc(50.0, "Time budget of one tree-sitter check.", lo=1, hi=60_000)
+    compiler_budget_ms: float = _doc(
+        3000.0, "Time budget of one compiler check.", lo=10, hi=600_000
+    )
     syntax_max_bytes: int = _doc(
         2_000_000,
         "Files larger than this (bytes of UTF-8) get no syntax check and keep no parse tree "
@@ -252,6 +295,37 @@ class RoutingSettings:
     adaptive_every: int = _doc(
         50, "At most one `adaptive` move per this many resolved completions.", lo=5
     )
+    backpressure: bool = _doc(
+        True,
+        "While the cluster is slow (first tokens later than `ttft_target_ms`) or shedding "
+        "load (429/503), raise the bar for escalating: an unsure but valid local answer "
+        "stays local, and a request the cluster cannot answer in time keeps its valid "
+        "local answer or answers empty at once. The bar comes back down as the cluster "
+        "answers in time again (docs/load.md). The reason `cluster-busy` says when.",
+    )
+    max_lift: float = _doc(
+        1.5,
+        "With `backpressure`: how far below the threshold the bar for escalating may move "
+        "(log-probability units).",
+        lo=0.0,
+        hi=10.0,
+    )
+    ttft_target_ms: float = _doc(
+        500.0,
+        "With `backpressure`: a remote first token later than this is a sign of a busy cluster.",
+        lo=10.0,
+    )
+    escalation_budget: float = _doc(
+        1.0,
+        "The largest share of completions this machine escalates over `budget_window_s` "
+        "(1: no budget). Past it only the likeliest helps go out: syntax-invalid local "
+        "answers and the lowest confidences. Reason `escalation-budget`.",
+        lo=0.0,
+        hi=1.0,
+    )
+    budget_window_s: float = _doc(
+        300.0, "The sliding window of `escalation_budget`, in seconds.", lo=10.0
+    )
 
     def threshold_for(self, model: str) -> float:
         return self.thresholds.get(model, self.threshold)
@@ -290,7 +364,10 @@ class CompletionSettings:
         "is completed.",
     )
     deadline_ms: float = _doc(
-        4000.0, "Overall deadline of one completion request, both tiers included.", lo=50
+        4000.0,
+        "Overall deadline of one completion request, both tiers included.",
+        lo=50,
+        hi=600_000,
     )
     context_lines: int = _doc(
         200,
@@ -300,12 +377,19 @@ class CompletionSettings:
         lo=1,
     )
     context: Literal["file", "workspace"] = _doc(
-        "file",
-        "`file`: prompts hold the current file only. `workspace`: also definitions of the "
-        "symbols used near the cursor (from an index of the workspace, built in the "
-        "background) and similar snippets of open documents, within each tier's "
-        "`context_tokens`; files under `privacy.never_send` (and secret files) feed only "
-        "the local tier. The hover card lists the files used.",
+        "workspace",
+        "`workspace`: the local prompt also holds definitions of the symbols used or "
+        "imported near the cursor (from an index of the workspace, built in the "
+        "background) and similar snippets of open documents, within "
+        "`local.context_tokens`; nothing of it leaves the machine unless "
+        "`remote.send_context` is on. `file`: prompts hold the current file only. The "
+        "hover card lists the files used.",
+    )
+    recent_edits: bool = _doc(
+        True,
+        "Chunks changed in the last 5 minutes in other open files go into the prompt, "
+        "within the context budget (local tier; the remote tier only with "
+        "`remote.send_context`, and never from private files).",
     )
     index_max_files: int = _doc(
         20000, "Workspace index: most files indexed (the rest are skipped).", lo=0
@@ -380,6 +464,8 @@ class SettingsIssue:
     source: str
     key: str
     message: str
+    # A privacy-affecting value that could not be read: local-only until it is fixed.
+    fail_closed: bool = False
 
     def __str__(self) -> str:
         return f"{self.source}: {self.key}: {self.message}"
@@ -414,50 +500,85 @@ def _coerce(value: Any, hint: Any, from_env: bool) -> Any:
                 return True
             if low in ("0", "false", "no", "off", ""):
                 return False
-        raise ValueError(f"expected true or false, got {value!r}")
+        raise ValueError(f"expected true or false, got {_brief(value)}")
     if typing.get_origin(hint) is Literal:
         choices = typing.get_args(hint)
         if value not in choices:
-            raise ValueError(f"expected one of {', '.join(map(repr, choices))}, got {value!r}")
+            raise ValueError(
+                f"expected one of {', '.join(map(repr, choices))}, got {_brief(value)}"
+            )
         return value
     if hint in (int, float):
-        if isinstance(value, bool) or (not from_env and not isinstance(value, int | float)):
-            raise ValueError(f"expected a number, got {value!r}")
-        try:
-            num = float(value)
-        except ValueError:
-            raise ValueError(f"expected a number, got {value!r}") from None
-        if hint is int:
-            if not num.is_integer():
-                raise ValueError(f"expected a whole number, got {value!r}")
-            return int(num)
-        return num
+        return _number(value, hint, from_env)
     if hint is str:
         if not isinstance(value, str):
-            raise ValueError(f"expected a string, got {value!r}")
+            raise ValueError(f"expected a string, got {_brief(value)}")
         return value
     if typing.get_origin(hint) is list:
         if from_env and isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"expected a list of strings, got {value!r}")
+            raise ValueError(f"expected a list of strings, got {_brief(value)}")
         return list(value)
     if typing.get_origin(hint) is dict:
         if not isinstance(value, Mapping):
-            raise ValueError(f"expected a table, got {value!r}")
-        try:
-            return _converter.structure(dict(value), hint)
-        except (ValueError, TypeError, cattrs.BaseValidationError) as exc:
-            raise ValueError(f"expected a table of numbers, got {value!r}") from exc
+            raise ValueError(f"expected a table, got {_brief(value)}")
+        out: dict[str, float] = {}
+        for name, item in value.items():
+            if not isinstance(name, str):
+                raise ValueError(f"expected names as keys, got {_brief(name)}")
+            try:
+                out[name] = _number(item, float, from_env)
+            except ValueError as exc:
+                raise ValueError(f"expected a table of numbers: {name!r} {exc}") from None
+        return out
     raise ValueError(f"unsupported type {hint}")  # pragma: no cover - programming error
+
+
+# Whole numbers beyond this are no sensible setting and lose exactness as floats.
+_MAX_NUMBER = 2**53
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 60, 60, 40
+
+
+def _brief(value: Any) -> str:
+    """A short repr for messages: bounded in length and depth (a value nested thousands
+    deep must not exhaust the recursion limit while being reported)."""
+    return _REPR.repr(value)
+
+
+def _number(value: Any, hint: Any, from_env: bool) -> int | float:
+    """A finite number of the field's type, or ValueError (NaN and the infinities pass
+    every comparison with a bound, so they are refused before the bounds are checked)."""
+    if isinstance(value, bool) or (not from_env and not isinstance(value, int | float)):
+        raise ValueError(f"expected a number, got {_brief(value)}")
+    num: int | float
+    if isinstance(value, int):
+        num = value
+    else:
+        try:
+            num = float(value)
+        except ValueError:
+            raise ValueError(f"expected a number, got {_brief(value)}") from None
+        if not math.isfinite(num):
+            raise ValueError(f"must be a finite number, got {_brief(value)}")
+    if abs(num) > _MAX_NUMBER:
+        raise ValueError(f"is too large: {_brief(value)}")
+    if hint is int:
+        if isinstance(num, float) and not num.is_integer():
+            raise ValueError(f"expected a whole number, got {_brief(value)}")
+        return int(num)
+    return float(num)
 
 
 def _check_bounds(field: attrs.Attribute[Any], value: Any) -> None:
     lo, hi = field.metadata.get("lo"), field.metadata.get("hi")
-    if lo is not None and value < lo:
-        raise ValueError(f"must be at least {lo}, got {value}")
-    if hi is not None and value > hi:
-        raise ValueError(f"must be at most {hi}, got {value}")
+    for name, v in value.items() if isinstance(value, dict) else [(None, value)]:
+        where = "" if name is None else f"{name!r}: "
+        if lo is not None and v < lo:
+            raise ValueError(f"{where}must be at least {lo}, got {v}")
+        if hi is not None and v > hi:
+            raise ValueError(f"{where}must be at most {hi}, got {v}")
 
 
 def _apply(
@@ -476,7 +597,9 @@ def _apply(
             issues.append(SettingsIssue(source, section_name, f"unknown section{hint}"))
             continue
         if not isinstance(values, Mapping):
-            issues.append(SettingsIssue(source, section_name, "expected a table of settings"))
+            closes = section_name == "privacy"
+            why = "expected a table of settings" + (CLOSED if closes else "")
+            issues.append(SettingsIssue(source, section_name, why, closes))
             continue
         section = getattr(settings, section_name)
         fields = {f.name: f for f in attrs.fields(type(section))}
@@ -486,16 +609,36 @@ def _apply(
             if key not in fields:
                 close = difflib.get_close_matches(key, fields, n=1)
                 hint = f" (did you mean {section_name}.{close[0]}?)" if close else ""
-                issues.append(SettingsIssue(source, dotted, f"unknown setting{hint}"))
+                closes = section_name == "privacy"  # a privacy wish we cannot honour
+                why = f"unknown setting{hint}" + (CLOSED if closes else "")
+                issues.append(SettingsIssue(source, dotted, why, closes))
                 continue
             try:
                 coerced = _coerce(value, hints[key], from_env)
                 _check_bounds(fields[key], coerced)
             except ValueError as exc:
                 default = getattr(getattr(Settings(), section_name), key)
-                issues.append(SettingsIssue(source, dotted, f"{exc}; keeping {_show(default)}"))
+                if privacy_affecting(dotted):
+                    issues.append(SettingsIssue(source, dotted, f"{exc}{CLOSED}", True))
+                else:
+                    issues.append(SettingsIssue(source, dotted, f"{exc}; keeping {_show(default)}"))
                 continue
             setattr(section, key, coerced)
+
+
+CLOSED = "; nothing leaves this machine (local-only) until it is fixed"
+
+
+def privacy_affecting(key: str) -> bool:
+    """A key whose unreadable value must fail closed: every key a workspace may tighten
+    (they decide what leaves the machine) and every `privacy.*` key."""
+    return key in TIGHTEN_ONLY or key.startswith("privacy.")
+
+
+def fail_closed(settings: Settings, issues: list[SettingsIssue]) -> None:
+    """Local-only, in place, when an issue says a privacy value could not be read."""
+    if any(i.fail_closed for i in issues):
+        settings.privacy.local_only = True
 
 
 def _show(value: Any) -> str:
@@ -548,13 +691,18 @@ def load(
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            issues.append(SettingsIssue(str(path), "(file)", f"cannot read: {exc}; using defaults"))
+            # Its privacy settings are unknown: nothing may leave until it parses.
+            issues.append(SettingsIssue(str(path), "(file)", f"cannot read: {exc}{CLOSED}", True))
+        except RecursionError:
+            why = f"cannot read: values nested too deeply{CLOSED}"
+            issues.append(SettingsIssue(str(path), "(file)", why, True))
         else:
             _apply(settings, data, str(path), issues)
     env = os.environ if environ is None else environ
     _apply(settings, env_settings(env), "environment", issues, from_env=True)
     if overrides:
         _apply(settings, overrides, "editor settings", issues)
+    fail_closed(settings, issues)
     return Loaded(settings, tuple(issues), path, found)
 
 
@@ -565,42 +713,83 @@ def merge(
     copy = _converter.structure(_converter.unstructure(base), Settings)
     issues: list[SettingsIssue] = []
     _apply(copy, overrides, source, issues)
+    fail_closed(copy, issues)
     return copy, issues
 
 
-# -- workspace scope: may only tighten what leaves the machine ------------------
+# -- workspace scope: an allow-list of keys that may only tighten ------------------------
 #
 # User scope: the settings file, the environment, the editor's initializationOptions
 # (user-level editor settings). Workspace scope: workspace/configuration answers and
 # didChangeConfiguration, which a cloned repository's .vscode/settings.json (or a
-# project-local Neovim config) can fill. A workspace may keep code on the machine,
-# never send more of it, nor send it elsewhere, nor with another secret.
+# project-local Neovim config) can fill. A workspace may set only the keys below, and
+# each only in the direction that sends less off the machine; every other key is
+# user-only (VS Code scope `machine`), because it can make the local tier fail or point
+# elsewhere (all of `local.*`), say where code goes (`remote.url`, the key's variable),
+# or move the threshold (adaptive step and rate).
 
 WORKSPACE = "workspace settings"
 
-# Set only at user scope (VS Code scope `machine`): they say where code goes.
-USER_ONLY_KEYS = ("local.url", "remote.url", "remote.urls", "remote.api_key_env")
-# A workspace may set these only in the direction that sends less.
-TIGHTEN_ONLY_KEYS = (
-    "remote.backend",
-    "remote.model",
-    "routing.policy",
-    "routing.threshold",
-    "routing.thresholds",
-    "routing.missing_logprobs",
-    "routing.adaptive",
-    "routing.adaptive_min",
-    "routing.adaptive_max",
-    "routing.semantic",
-    "privacy.local_only",
-    "privacy.never_send",
-    "completion.context_lines",
-    "remote.max_prompt_chars",
-    "routing.syntax_max_bytes",
-    "completion.context",
-    "remote.context_tokens",
-    "privacy.secret_files",
-)
+
+def _at_most(u: Any, w: Any) -> bool:
+    return bool(w <= u)
+
+
+def _at_least(u: Any, w: Any) -> bool:
+    return bool(w >= u)
+
+
+def _off_or_same(off: Any) -> Callable[[Any, Any], bool]:
+    return lambda u, w: bool(w in (off, u))
+
+
+def _policy_subset(u: Any, w: Any) -> bool:
+    return _POLICY_SENDS[w] <= _POLICY_SENDS[u]
+
+
+def _thresholds(u: Settings, w: Settings) -> bool:
+    models = {*u.routing.thresholds, *w.routing.thresholds}
+    return all(w.routing.threshold_for(m) <= u.routing.threshold_for(m) for m in models)
+
+
+def _size_limit(u: Any, w: Any) -> bool:
+    big = {0: math.inf}  # 0: no size limit
+    return bool(big.get(w, w) >= big.get(u, u))
+
+
+# key -> (the workspace value w sends no more than the user's value u, what tightening is).
+TIGHTEN_ONLY: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
+    "privacy.local_only": (_off_or_same(True), "turn it on"),
+    "privacy.never_send": (lambda u, w: True, "add patterns (yours stay)"),
+    "privacy.secret_files": (_off_or_same(True), "turn it on"),
+    "remote.backend": (_off_or_same("none"), '"none" (no remote tier)'),
+    "remote.model": (_off_or_same(""), '"" (no remote tier)'),
+    "remote.max_prompt_chars": (_at_most, "lower it"),
+    "remote.context_tokens": (_at_most, "lower it"),
+    "routing.policy": (_policy_subset, "a policy that escalates less"),
+    "routing.threshold": (_at_most, "lower it"),
+    "routing.thresholds": (lambda u, w: True, "lower them (checked per model)"),
+    "routing.missing_logprobs": (_off_or_same("trust"), '"trust"'),
+    "routing.semantic": (_off_or_same("off"), '"off"'),
+    "routing.adaptive": (_off_or_same(False), "turn it off"),
+    "routing.adaptive_min": (_at_most, "lower it"),
+    "routing.adaptive_max": (_at_most, "lower it"),
+    "routing.syntax_max_bytes": (_size_limit, "raise it (0: no limit)"),
+    "routing.backpressure": (_off_or_same(True), "turn it on"),
+    "routing.max_lift": (_at_least, "raise it"),
+    "routing.escalation_budget": (_at_most, "lower it"),
+    "completion.context": (_off_or_same("file"), '"file"'),
+    "completion.recent_edits": (_off_or_same(False), "turn it off"),
+    "remote.send_context": (_off_or_same(False), "turn it off"),
+    "completion.context_lines": (_at_most, "lower it"),
+}
+TIGHTEN_ONLY_KEYS = tuple(TIGHTEN_ONLY)
+
+
+def user_only_keys() -> tuple[str, ...]:
+    """Every key a workspace may not set (all but TIGHTEN_ONLY_KEYS)."""
+    return tuple(k for k, *_ in documented_fields() if k not in TIGHTEN_ONLY)
+
 
 # Which local completions each policy may send to the remote: a workspace policy must
 # send a subset of what the user's policy sends.
@@ -617,13 +806,14 @@ def merge_workspace(
     user: Settings, overrides: Mapping[str, Any]
 ) -> tuple[Settings, list[SettingsIssue]]:
     """`user` settings with workspace-scope overrides applied, minus every change that
-    would widen what leaves the machine (each refused key reported once, by name)."""
+    is not allowed from a workspace (each refused key reported once, by name)."""
     merged, issues = merge(user, overrides, WORKSPACE)
     return merged, issues + tighten_only(user, merged)
 
 
 def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
-    """Undo, in place in `ws`, the workspace changes that widen what leaves the machine."""
+    """Undo, in place in `ws`, the workspace changes it may not make: any change of a
+    user-only key, and a change of a tighten-only key that would send more."""
     refused: list[SettingsIssue] = []
 
     def refuse(key: str, why: str) -> None:
@@ -633,42 +823,26 @@ def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
             SettingsIssue(
                 WORKSPACE,
                 key,
-                f"refused: {why}; a workspace may only tighten what leaves the machine "
-                "(set it in your user settings or the settings file)",
+                f"refused: {why} (set it in your user settings or the settings file)",
             )
         )
 
-    if ws.local.url != user.local.url:
-        refuse("local.url", "it would send every request to another server")
-    if user.remote.backend == "none" and ws.remote.backend != "none":
-        refuse("remote.backend", "it would enable the remote tier")
-    known = user.remote.all_urls
-    if ws.remote.url and ws.remote.url not in known:
-        refuse("remote.url", "it would send code to a server you did not configure")
-    if any(u not in known for u in ws.remote.urls):
-        refuse("remote.urls", "it would send code to a server you did not configure")
-    if ws.remote.api_key_env not in ("", user.remote.api_key_env):
-        refuse("remote.api_key_env", "it would send another environment variable as the key")
-    if not _POLICY_SENDS[ws.routing.policy] <= _POLICY_SENDS[user.routing.policy]:
-        why = f"{ws.routing.policy!r} escalates more than {user.routing.policy!r}"
-        refuse("routing.policy", why)
-    if ws.routing.threshold > user.routing.threshold:
-        refuse("routing.threshold", "a higher threshold escalates more")
-    models = {*user.routing.thresholds, *ws.routing.thresholds}
-    if any(ws.routing.threshold_for(m) > user.routing.threshold_for(m) for m in models):
-        refuse("routing.thresholds", "a higher threshold escalates more")
-    if not user.remote.configured and ws.remote.configured:
-        refuse("remote.model", "it would enable the remote tier")
-    if user.routing.missing_logprobs == "trust" and ws.routing.missing_logprobs != "trust":
-        refuse("routing.missing_logprobs", "it escalates more")
-    if ws.routing.adaptive and not user.routing.adaptive:
-        refuse("routing.adaptive", "it may raise the threshold, which escalates more")
-    if ws.routing.adaptive_max > user.routing.adaptive_max:
-        refuse("routing.adaptive_max", "a higher bound lets the threshold escalate more")
-    if ws.routing.adaptive_min > user.routing.adaptive_min:
-        refuse("routing.adaptive_min", "a higher bound makes the threshold escalate more")
+    # Patterns add up: a workspace may add files to keep, never take yours away.
+    extra = [p for p in ws.privacy.never_send if p not in user.privacy.never_send]
+    ws.privacy.never_send = [*user.privacy.never_send, *extra]
+    for key, *_ in documented_fields():
+        section, name = key.split(".")
+        u, w = getattr(getattr(user, section), name), getattr(getattr(ws, section), name)
+        if w == u:
+            continue
+        rule = TIGHTEN_ONLY.get(key)
+        if rule is None:
+            refuse(key, "a workspace may not set this key (user-only)")
+        elif not rule[0](u, w) or (key == "routing.thresholds" and not _thresholds(user, ws)):
+            refuse(key, f"a workspace may only tighten it ({rule[1]}); this sends more")
     # A workspace that lowered a threshold (to send less) caps how far adaptive mode may
     # raise it again: otherwise the workspace's tightening would be undone.
+    models = {*user.routing.thresholds, *ws.routing.thresholds}
     lowered = [
         ws.routing.threshold_for(m)
         for m in ("", *models)
@@ -676,27 +850,6 @@ def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
     ]
     if lowered:
         ws.routing.adaptive_max = min(ws.routing.adaptive_max, *lowered)
-    if user.routing.semantic == "off" and ws.routing.semantic != "off":
-        refuse("routing.semantic", "the names gate escalates more")
-    if user.privacy.local_only and not ws.privacy.local_only:
-        refuse("privacy.local_only", "it would let code leave the machine")
-    # Patterns add up: a workspace may add files to keep, never take yours away.
-    extra = [p for p in ws.privacy.never_send if p not in user.privacy.never_send]
-    ws.privacy.never_send = [*user.privacy.never_send, *extra]
-    if ws.completion.context_lines > user.completion.context_lines:
-        refuse("completion.context_lines", "it would send more of each file")
-    if ws.remote.max_prompt_chars > user.remote.max_prompt_chars:
-        refuse("remote.max_prompt_chars", "it would send more of each file")
-    limit = {0: math.inf}  # 0: no size limit
-    ws_max = limit.get(ws.routing.syntax_max_bytes, ws.routing.syntax_max_bytes)
-    if ws_max < limit.get(user.routing.syntax_max_bytes, user.routing.syntax_max_bytes):
-        refuse("routing.syntax_max_bytes", "files the gate skips escalate")
-    if ws.completion.context == "workspace" and user.completion.context != "workspace":
-        refuse("completion.context", "it would send other files' code")
-    if ws.remote.context_tokens > user.remote.context_tokens:
-        refuse("remote.context_tokens", "it would send more of other files")
-    if user.privacy.secret_files and not ws.privacy.secret_files:
-        refuse("privacy.secret_files", "it would let secret files leave the machine")
     return refused
 
 
@@ -729,28 +882,31 @@ def settings_markdown() -> str:
         "initializationOptions and workspace configuration (section `synconfroute`). "
         "A bad value is reported with its key and the default stays.",
         "",
-        "Who may set what: the settings file, the environment and the editor's "
-        "initializationOptions (user-level editor settings) are yours; the "
-        "workspace configuration (`workspace/configuration`, `didChangeConfiguration`: "
-        "what a cloned repository's `.vscode/settings.json` can fill) may only "
-        "tighten what leaves the machine. A workspace may not set "
-        + ", ".join(f"`{k}`" for k in USER_ONLY_KEYS)
-        + " to anything but your value (VS Code scope `machine`: user settings only), "
-        "and may change "
-        + ", ".join(f"`{k}`" for k in TIGHTEN_ONLY_KEYS)
-        + " only towards sending less (turn local-only on, add `never_send` patterns, "
-        "lower the thresholds, a policy that escalates less, fewer context lines, no "
-        "remote, adaptive mode off or with lower bounds). A workspace that lowers a "
-        "threshold also caps `routing.adaptive_max` at it, so adaptive mode cannot undo "
-        "the tightening. A refused value is reported once, naming the key, and yours stays.",
+        "A bad value that affects privacy (a key a workspace may tighten, any "
+        "`privacy.*` key, an unknown key under `[privacy]`, a number that is NaN, or a "
+        "settings file that does not parse) is an error instead: the server keeps "
+        "everything on this machine (local-only) until it is fixed.",
         "",
-        "| key | type | default | environment | meaning |",
-        "|---|---|---|---|---|",
+        "Who may set what: the settings file, the environment and the editor's "
+        "initializationOptions (user-level editor settings) are yours. The workspace "
+        "configuration (`workspace/configuration`, `didChangeConfiguration`: what a cloned "
+        "repository's `.vscode/settings.json` can fill) may set only the keys marked "
+        "*tighten* in the table, and each only in the direction that sends less off the "
+        "machine; every other key is user-only (VS Code scope `machine`), because it could "
+        "make the local tier fail or point elsewhere, name where code goes, or move the "
+        "threshold. A workspace that lowers a threshold also caps `routing.adaptive_max` "
+        "at it, so adaptive mode cannot undo the tightening. A refused value is reported "
+        "once, naming the key, and yours stays.",
+        "",
+        "| key | type | default | environment | workspace | meaning |",
+        "|---|---|---|---|---|---|",
     ]
     for key, default, tname, doc in documented_fields():
         env = ENV_PREFIX + key.replace(".", "_").upper()
         shown = f"`{_toml_value(default)}`"
-        lines.append(f"| `{key}` | {tname} | {shown} | `{env}` | {doc} |")
+        rule = TIGHTEN_ONLY.get(key)
+        scope = f"tighten: {rule[1]}" if rule else "user only"
+        lines.append(f"| `{key}` | {tname} | {shown} | `{env}` | {scope} | {doc} |")
     return "\n".join(lines) + "\n"
 
 

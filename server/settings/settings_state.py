@@ -28,6 +28,8 @@ class SettingsState:
         self.workspace_options: dict[str, Any] = {}
         self.local_only_override: bool | None = None
         self._refusals_shown: set[str] = set()
+        self.closed_by = [i for i in self.load_issues if i.fail_closed]
+        self.awaiting_workspace = False  # until the first workspace configuration
 
     def apply(
         self,
@@ -43,6 +45,7 @@ class SettingsState:
             self.init_options = dict(init)
         if workspace is not None:
             self.workspace_options = dict(workspace)
+            self.awaiting_workspace = False
         user, issues = config.merge(self.base, self.init_options)
         settings, ws_issues = config.merge_workspace(user, self.workspace_options)
         for issue in ws_issues:
@@ -54,14 +57,25 @@ class SettingsState:
             issues.append(issue)
         if self.local_only_override is not None:
             settings = _with_local_only(settings, self.local_only_override)
+        # Fail closed: a privacy value that could not be read (here or in the file)
+        # keeps everything local until it is fixed; the toggle cannot lift it.
+        self.closed_by = [i for i in (*self.load_issues, *issues) if i.fail_closed]
+        if self.closed_by or self.awaiting_workspace:
+            settings = _with_local_only(settings, True)
         self.current = settings
         return issues
+
+    def expect_workspace(self) -> None:
+        """The editor will send workspace configuration: nothing escalates until then."""
+        self.awaiting_workspace = True
+        self.current = _with_local_only(self.current, True)
 
     def toggle_local_only(self) -> bool:
         """Flip local-only (kept over later settings changes); the new value."""
         self.local_only_override = not self.current.privacy.local_only
-        self.current = _with_local_only(self.current, self.local_only_override)
-        return self.local_only_override
+        on = self.local_only_override or bool(self.closed_by) or self.awaiting_workspace
+        self.current = _with_local_only(self.current, on)
+        return on
 
 
 def _with_local_only(settings: config.Settings, on: bool) -> config.Settings:

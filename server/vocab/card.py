@@ -38,6 +38,10 @@ WHY = {
     "kept-local-unconfirmed": "it would have escalated but could not, so the local answer "
     "was kept unconfirmed",
     "cache-hit": "the same request was answered a moment ago (no model asked)",
+    "cluster-busy": "the cluster is slow or shedding load, so the bar for escalating is "
+    "higher for now (routing.backpressure)",
+    "escalation-budget": "this machine used its share of escalations for the last minutes "
+    "(routing.escalation_budget)",
 }
 _STAGES = {
     "local_first_token": "local first token",
@@ -90,7 +94,10 @@ def route_card(rec: RouteDecision, *, markdown: bool = True) -> str:
         lines.append("- syntax: not checked")
     lines.append(f"- models: local `{rec.local_model or '-'}`, remote `{rec.remote_model or '-'}`")
     if rec.latency_ms:
-        stages = ", ".join(f"{_STAGES.get(k, k)} {v:.0f} ms" for k, v in rec.latency_ms.items())
+        # In the order things happen (the record keeps them in the order they were timed).
+        order = {k: i for i, k in enumerate(_STAGES)}
+        timed = sorted(rec.latency_ms.items(), key=lambda kv: order.get(kv[0], len(order)))
+        stages = ", ".join(f"{_STAGES.get(k, k)} {v:.0f} ms" for k, v in timed)
         lines.append(f"- latency: {stages}")
     for tier, cut in rec.truncated.items():
         what = f"{cut.lines} line{'s' if cut.lines != 1 else ''} ({cut.chars:,} characters)"
@@ -106,6 +113,10 @@ def route_card(rec: RouteDecision, *, markdown: bool = True) -> str:
             fed[path] = (max(n, size), [*tiers, tier])
         shown = ", ".join(f"`{p}` {n:,} B ({'+'.join(t)})" for p, (n, t) in fed.items())
         lines.append(f"- context from other files: {shown}")
+    if rec.context_sharing:
+        lines.append(f"- other files' code goes to: {rec.context_sharing}")
+    if rec.load:
+        lines.append(f"- cluster: {rec.load}")
     if rec.cache_hit:
         lines.append("- served from the cache (no model asked)")
     if rec.route == "remote" and rec.local_completion:

@@ -8,7 +8,8 @@ import attrs
 
 from synconfroute.clients.errors import BackendError
 
-from .kinds import Policy, Reason, Route, SyntaxStatus
+from .kinds import Policy, Reason, Route
+from .verdict import Verdict
 
 Tier = Literal["local", "remote"]
 
@@ -22,18 +23,6 @@ class TierFailure:
 
 
 @attrs.frozen
-class SyntaxInfo:
-    status: SyntaxStatus
-    mode: str
-    line: int | None = None  # 0-based, in the completed file
-    column: int | None = None
-    message: str = ""
-    checker: str = ""
-    # names gate: the names the completion uses that nothing in the file defines
-    undefined: tuple[str, ...] = ()
-
-
-@attrs.frozen
 class Truncation:
     """What was dropped from a tier's text that its token budget cut (finish "length")."""
 
@@ -41,15 +30,49 @@ class Truncation:
     lines: int  # lines (whole or partial) dropped
 
 
-@attrs.define(kw_only=True)
+@attrs.frozen(kw_only=True)
+class Latency:
+    """Milliseconds per stage of one request; None where the stage did not run."""
+
+    local_first_token: float | None = None
+    local_total: float | None = None
+    local_rerun: float | None = None  # the local stream finished after a failed escalation
+    gate: float | None = None
+    remote_first_token: float | None = None
+    remote_total: float | None = None
+    remote_gate: float | None = None  # the gate on the remote's length-cut text
+    total: float | None = None
+
+    def as_dict(self) -> dict[str, float]:
+        """The stages that ran, by name (the JSON form: ledger, notification, --json)."""
+        return {k: v for k, v in attrs.asdict(self).items() if v is not None}
+
+
+@attrs.frozen
+class Problem:
+    """A tier's problem as the user reads it; `error` is the exception when there was one
+    (typed for the server's own use)."""
+
+    tier: Tier
+    text: str
+    error: BackendError | None = None
+
+    @classmethod
+    def of(cls, tier: Tier, error: BackendError) -> Problem:
+        return cls(tier, str(error), error)
+
+
+@attrs.frozen(kw_only=True)
 class RouteDecision:
+    """One completion's decision, built once when the request ends (never edited)."""
+
     completion: str
     route: Route
     reasons: tuple[Reason, ...]
     policy: Policy
     confidence: float | None
     threshold: float
-    syntax: SyntaxInfo | None
+    syntax: Verdict | None
     local_model: str | None
     remote_model: str | None
     local_completion: str = ""  # what the local model wrote (after post-processing)
@@ -58,25 +81,37 @@ class RouteDecision:
     # Per tier ("local", "remote"): its text hit max_tokens and was trimmed back to whole
     # lines (and, multi-line, to those the gate accepts) before it was judged or shown.
     truncated: dict[str, Truncation] = attrs.field(factory=dict)
-    latency_ms: dict[str, float] = attrs.field(factory=dict)
+    latency: Latency = Latency()
     bytes_sent: int = 0  # request bytes that left this machine
     # Cross-file context: (workspace-relative path, bytes, tier) per file that fed a
     # prompt, and the context bytes among `bytes_sent`.
-    context_files: list[tuple[str, int, str]] = attrs.field(factory=list)
+    context_files: tuple[tuple[str, int, str], ...] = ()
     context_bytes_sent: int = 0
+    context_sharing: str = ""  # where other files' code may go, in words (settings)
+    load: str = ""  # why the cluster's load kept this request home (cluster-busy), in words
     cache_hit: bool = False
-    errors: list[str] = attrs.field(factory=list)  # backend problems, user-readable
-    error_kinds: list[str] = attrs.field(factory=list)  # "tier:ExceptionClass", per error
     language: str = ""
     path: str = ""
-    # The errors themselves (not serialized: `errors`/`error_kinds` are their JSON form).
-    failures: list[TierFailure] = attrs.field(factory=list, eq=False, repr=False)
+    problems: tuple[Problem, ...] = attrs.field(default=(), eq=False, repr=False)
 
-    def fail(self, tier: Tier, error: BackendError, text: str | None = None) -> None:
-        """Record a tier's error: typed for the server, as text for the user and ledger."""
-        self.failures.append(TierFailure(tier, error))
-        self.errors.append(f"{tier}: {error if text is None else text}")
-        self.error_kinds.append(f"{tier}:{type(error).__name__}")
+    @property
+    def errors(self) -> list[str]:
+        """Backend problems, user-readable ("tier: message")."""
+        return [f"{p.tier}: {p.text}" for p in self.problems]
+
+    @property
+    def error_kinds(self) -> list[str]:
+        """ "tier:ExceptionClass" per problem that was an exception."""
+        return [f"{p.tier}:{type(p.error).__name__}" for p in self.problems if p.error]
+
+    @property
+    def failures(self) -> list[TierFailure]:
+        """The tiers' exceptions, typed (the session's trouble messages read them)."""
+        return [TierFailure(p.tier, p.error) for p in self.problems if p.error is not None]
+
+    @property
+    def latency_ms(self) -> dict[str, float]:
+        return self.latency.as_dict()
 
     @property
     def syntax_valid(self) -> bool | None:
@@ -85,6 +120,9 @@ class RouteDecision:
         return self.syntax.status == "valid"
 
     def to_json(self) -> dict[str, Any]:
-        d = attrs.asdict(self, filter=lambda a, _: a.name != "failures")
+        d = attrs.asdict(self, filter=lambda a, _: a.name not in ("problems", "latency"))
+        d["latency_ms"] = self.latency_ms
+        d["errors"] = self.errors
+        d["error_kinds"] = self.error_kinds
         d["syntax_valid"] = self.syntax_valid
         return d

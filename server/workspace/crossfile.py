@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 import attrs
 from cachetools import LRUCache
 
-from .workspace_index import WorkspaceIndex
+from .workspace_index import Symbol, WorkspaceIndex
 
 CHARS_PER_TOKEN = 3  # code in these tokenizers: ~3-4 characters a token; err on the small side
 NEAR_LINES_BEFORE = 30
@@ -32,6 +32,16 @@ NEAR_LINES_AFTER = 8
 SNIPPET_LINES = 16  # window of an open document compared with the cursor's lines
 SNIPPET_MIN_SIMILARITY = 0.15
 HEADER_CHARS = 40  # what a file header costs, roughly, besides the path
+# A name the file imports but that the lines around the cursor do not show yet is the
+# likeliest next call (the cursor is where it gets used): it ranks like a name on the
+# line before the cursor. An imported name already in view gets a smaller lift.
+IMPORTED_UNSEEN = 0.8
+IMPORTED_SEEN = 0.3
+IMPORTED_FILE_BOOST = 3.0  # a definition in a file the imports point at
+MEMBER_WEIGHT = 0.5  # a method of a class named near the cursor, relative to the class
+TOP_KEPT = 3  # the best candidates a sticky context must hold to be kept (prompt_split)
+PACK = "mixed"  # how `fit` packs candidates (fit_detail; bench/context_prompt.py)
+SIGNATURE_CHARS = 160  # longest one-line signature kept (longer ones are cut at a comma)
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _KEYWORDS = frozenset(
     {
@@ -178,7 +188,10 @@ def _near(prefix: str, suffix: str) -> list[tuple[str, float]]:
     return out
 
 
-_PY_FROM = re.compile(r"^\s*from\s+(\.*[\w.]*)\s+import\s+\(?([^)\n#]*)", re.M)
+# `from m import a, b` or `from m import (\n    a,\n    b,\n)` (the parenthesised list may
+# span lines and hold comments).
+_PY_FROM = re.compile(r"^\s*from\s+(\.*[\w.]*)\s+import\s+(\([^)]{0,4000}\)?|[^\n#]*)", re.M)
+_PY_COMMENT = re.compile(r"#[^\n]*")
 _PY_IMPORT = re.compile(r"^\s*import\s+([\w., ]+)", re.M)
 _JAVA_IMPORT = re.compile(r"^\s*import\s+(?:static\s+)?([\w.]+)\s*;", re.M)
 _JS_IMPORT = re.compile(r"""(?:from|import|require\()\s*['"](\.{1,2}/[^'"]+)['"]""")
@@ -194,7 +207,8 @@ def imports(language: str, text: str, path: str) -> tuple[set[str], list[str]]:
         for mod, what in _PY_FROM.findall(text):
             dots = len(mod) - len(mod.lstrip("."))
             parts = [p for p in mod.lstrip(".").split(".") if p]
-            for item in what.split(","):
+            what = _PY_COMMENT.sub("", what).strip("()")
+            for item in what.replace("\\\n", " ").split(","):
                 name = item.strip().split(" as ")[0].strip()
                 if name and name != "*":
                     names.add(name)
@@ -282,7 +296,7 @@ def candidates(
     open_docs: Sequence[OpenDoc] = (),
     snippets: SnippetCache | None = None,
     full_prefix: str | None = None,
-    limit: int = 40,
+    limit: int = 120,
 ) -> list[Candidate]:
     """Ranked context for the cursor between `prefix` and `suffix` of the file `path`.
 
@@ -306,8 +320,12 @@ def _definitions(
         if len(name) > 2 and name not in _KEYWORDS:
             weights[name] = weights.get(name, 0.0) + w
     imported, ends = imports(language, head, path)
+    near = set(weights)
     for name in imported:
-        weights[name] = weights.get(name, 0.0) + 0.3
+        # Python imports name functions (a call to come); Java's name classes, whose
+        # members come in below when the class shows near the cursor.
+        unseen = language == "python" and name not in weights
+        weights[name] = weights.get(name, 0.0) + (IMPORTED_UNSEEN if unseen else IMPORTED_SEEN)
     own = {s.name for s in index.symbols_of(path)}
     suffixes = tuple(ends)
     imported_file: dict[str, bool] = {}
@@ -322,20 +340,47 @@ def _definitions(
             hit = imported_file.get(s.path)
             if hit is None:
                 hit = imported_file[s.path] = bool(suffixes) and s.path.endswith(suffixes)
-            boost = 3.0 if hit else 1.0
+            boost = IMPORTED_FILE_BOOST if hit else 1.0
             if s.kind == "class" and name in imported:
                 boost *= 1.5
+            score = w * boost / len(defs) ** 0.5
             scored.append(
                 Candidate(
                     path=s.path,
                     text=s.text,
                     kind="definition",
-                    score=w * boost / len(defs) ** 0.5,
+                    score=score,
                     name=name,
                     line=s.line,
                 )
             )
+            if s.kind == "class" and name in near and MEMBER_WEIGHT > 0:
+                scored += _members(index, s, score * MEMBER_WEIGHT)
     return scored
+
+
+def _members(index: WorkspaceIndex, cls: Symbol, score: float) -> list[Candidate]:
+    """The methods of class `cls` (those after it in its file, up to the next class), as
+    candidates: a type named near the cursor (`JsonReader in`) is often the receiver of
+    the call being typed (`in.peek()`), whose name is nowhere near yet."""
+    out = []
+    for m in index.symbols_of(cls.path):
+        if m.line <= cls.line:
+            continue
+        if m.kind == "class":
+            break
+        if m.kind == "method" and not m.name.startswith("_"):
+            out.append(
+                Candidate(
+                    path=m.path,
+                    text=m.text,
+                    kind="definition",
+                    score=score,
+                    name=m.name,
+                    line=m.line,
+                )
+            )
+    return out
 
 
 def _snippets(
@@ -373,34 +418,132 @@ def _snippets(
     return out
 
 
+_BODY_OPENER = re.compile(r"[{:]\s*(//.*|#.*)?$")
+_WS = re.compile(r"\s+")
+
+
+def signature(text: str, path: str = "") -> str:
+    """A definition's header on one line: decorators and annotations left out, a header
+    over several lines joined, the body replaced by `...` (Python) or `;` (braces).
+
+    Many candidates fit where bodies let two: the model learns the callee's name,
+    parameters and return type, which is what a call at the cursor needs."""
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines) - 1 and lines[i].lstrip().startswith("@"):
+        i += 1  # decorators, Java annotations
+    header: list[str] = []
+    for line in lines[i:]:
+        header.append(line.strip())
+        if _BODY_OPENER.search(line) or line.rstrip().endswith(";"):
+            break
+    one = _WS.sub(" ", " ".join(header)).strip()
+    python = path.endswith((".py", ".pyi")) or one.startswith(("def ", "async def ", "class "))
+    if python and one.endswith(":"):
+        one += " ..."
+    elif one.endswith("{"):
+        one = one[:-1].rstrip() + ";"
+    if len(one) > SIGNATURE_CHARS:
+        cut = one.rfind(",", 0, SIGNATURE_CHARS)
+        one = one[: cut if cut > 0 else SIGNATURE_CHARS] + ", ..."
+    return one
+
+
+@attrs.frozen
+class Fitted:
+    """What `fit` chose: the files, and the candidates that went in (for stickiness)."""
+
+    files: list[ContextFile]
+    picked: frozenset[tuple[str, int, str, str]]  # candidate keys
+    top: tuple[tuple[str, int, str, str], ...]  # the best-ranked candidates that went in
+
+
+def key_of(c: Candidate) -> tuple[str, int, str, str]:
+    return (c.path, c.line, c.kind, c.text)
+
+
 def fit(
-    ranked: Iterable[Candidate], budget_chars: int, allowed: Callable[[str], bool]
+    ranked: Iterable[Candidate],
+    budget_chars: int,
+    allowed: Callable[[str], bool],
+    *,
+    pack: str = "",
 ) -> list[ContextFile]:
-    """The best candidates that `allowed` admits, within `budget_chars`, grouped by file.
+    """The best candidates that `allowed` admits, within `budget_chars`, grouped by file."""
+    return fit_detail(ranked, budget_chars, allowed, pack=pack).files
+
+
+def fit_detail(
+    ranked: Iterable[Candidate],
+    budget_chars: int,
+    allowed: Callable[[str], bool],
+    *,
+    pack: str = "",
+) -> Fitted:
+    """`fit`, with the candidates taken.
+
+    `pack`: "bodies" takes each candidate whole, best first, while it fits (a 12-line
+    body each: few candidates); "signatures" takes a one-line signature of each
+    definition (snippets whole); "mixed" (the default, see docs/crossfile.md) first
+    takes signatures, best first, then replaces them with whole bodies, best first, while
+    the budget lasts, then adds snippets.
 
     Files come least relevant first: the most useful context sits next to the current
     file at the end of the prompt, where models attend most."""
+    pack = pack or PACK
     left = budget_chars
-    picked: dict[str, list[Candidate]] = {}
+    pieces: dict[str, dict[tuple[str, int, str, str], tuple[Candidate, str]]] = {}
     verdict: dict[str, bool] = {}
-    for c in ranked:
-        if left <= HEADER_CHARS:
-            break
-        ok = verdict.get(c.path)
-        if ok is None:
-            ok = verdict[c.path] = allowed(c.path)
-        if not ok:
-            continue
-        same = picked.get(c.path, [])
-        if any(p.text == c.text or (c.text in p.text) for p in same):
-            continue
-        cost = len(c.text) + 1 + (0 if same else HEADER_CHARS + len(c.path))
+
+    def ok(c: Candidate) -> bool:
+        v = verdict.get(c.path)
+        if v is None:
+            v = verdict[c.path] = allowed(c.path)
+        return v
+
+    def take(c: Candidate, text: str) -> bool:
+        nonlocal left
+        same = pieces.get(c.path, {})
+        k = key_of(c)
+        old = same.get(k)
+        if any(t == text or text in t for kk, (_, t) in same.items() if kk != k):
+            return False
+        cost = len(text) + 1 - (len(old[1]) + 1 if old else 0)
+        cost += 0 if same else HEADER_CHARS + len(c.path)
         if cost > left:
-            continue
+            return False
         left -= cost
-        picked.setdefault(c.path, []).append(c)
+        pieces.setdefault(c.path, {})[k] = (c, text)
+        return True
+
+    cands = [c for c in ranked if ok(c)]
+    if pack == "bodies":
+        for c in cands:
+            if left <= HEADER_CHARS:
+                break
+            take(c, c.text.rstrip("\n"))
+    else:
+        sigs = {}
+        for c in cands:
+            if c.kind == "definition":
+                sigs[key_of(c)] = sig = signature(c.text, c.path)
+                if left > HEADER_CHARS:
+                    take(c, sig)
+        if pack == "mixed":
+            for c in cands:  # upgrade to bodies, best first; snippets and edits whole
+                if left <= 0:
+                    break
+                body = c.text.rstrip("\n")
+                if body != sigs.get(key_of(c)):
+                    take(c, body)
+    rank = {key_of(c): i for i, c in reversed(list(enumerate(cands)))}
+    first: dict[str, int] = {}
+    for p, taken in pieces.items():
+        first[p] = min(rank[k] for k in taken)
     files = []
-    for p, parts in reversed(list(picked.items())):
-        parts.sort(key=lambda c: c.line)
-        files.append(ContextFile(p, "\n".join(c.text.rstrip("\n") for c in parts) + "\n"))
-    return files
+    for p in sorted(pieces, key=lambda p: -first[p]):
+        parts = sorted(pieces[p].values(), key=lambda ct: ct[0].line)
+        files.append(ContextFile(p, "\n".join(t for _, t in parts) + "\n"))
+    picked = frozenset(k for p in pieces.values() for k in p)
+    top = tuple(sorted(picked, key=lambda k: rank[k])[:TOP_KEPT])
+    return Fitted(files, picked, top)

@@ -19,6 +19,8 @@ a literal `!`.
 from __future__ import annotations
 
 import functools
+import os
+import posixpath
 import re
 from collections.abc import Iterable, Sequence
 
@@ -112,9 +114,91 @@ def patterns(never: Sequence[str], secret_files: bool) -> tuple[str, ...]:
     return (*never, *SECRET_PATTERNS) if secret_files else tuple(never)
 
 
+@functools.lru_cache(maxsize=256)
+def _combined(patterns: tuple[str, ...]) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+    """All of `patterns` as two regexes (any entry, folders only): one match per prefix
+    instead of one per pattern (the egress gate asks this for every source)."""
+    files: list[str] = []
+    dirs: list[str] = []
+    for p in patterns:
+        compiled = _compile(p)
+        if compiled is not None:
+            (dirs if compiled[1] else files).append(compiled[0].pattern)
+
+    def one(xs: list[str]) -> re.Pattern[str] | None:
+        return re.compile("|".join(f"(?:{x})" for x in xs)) if xs else None
+
+    return one(files), one(dirs)
+
+
 def never_send(patterns: Sequence[str], path: str, roots: Iterable[str] = ()) -> bool:
     """True when a pattern covers `path` (absolute, '/'-separated) in any root or at all."""
     if not path or not patterns:
         return False
-    candidates = [*relative_paths(path, roots), path]
-    return any(_matches(p, c) for p in patterns for c in candidates)
+    files, dirs = _combined(tuple(patterns))
+    for candidate in (*relative_paths(path, roots), path):
+        parts = [part for part in candidate.split("/") if part]
+        # The file itself, and each folder above it (a matched folder covers its content).
+        for n in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:n])
+            if files is not None and files.fullmatch(prefix):
+                return True
+            if dirs is not None and n < len(parts) and dirs.fullmatch(prefix):
+                return True
+    return False
+
+
+# -- resolved paths: the privacy question is asked of what a path really names ------------
+
+
+@functools.lru_cache(maxsize=256)
+def _folds_at(folder: str) -> bool:
+    """Whether the file system holding the existing folder `folder` ignores case: the same
+    folder named with its letters' case swapped is the same folder."""
+    head, name = os.path.split(folder.rstrip("/"))
+    if not name or name.swapcase() == name:
+        return False if not head or head == folder else _folds_at(head)
+    try:
+        return os.path.samefile(folder, os.path.join(head, name.swapcase()))
+    except (OSError, ValueError):
+        return False
+
+
+def folds_case(path: str) -> bool:
+    """Whether `path` lives on a case-folding file system (macOS and Windows by default):
+    probed on its nearest existing folder that has a letter in its name."""
+    p = os.path.dirname(path) if not os.path.isdir(path) else path
+    while p and not os.path.isdir(p):
+        p = os.path.dirname(p)
+    return _folds_at(p) if p else False
+
+
+def real_path(path: str, *, fold: bool | None = None) -> str | None:
+    """The real path `path` names: symlinks followed (the target's folders too), `.` and
+    `..` removed, '/'-separated, case-folded where the file system folds case (`fold`
+    None: probe it). None when it cannot be resolved (not an absolute file path)."""
+    if not path or "\x00" in path:
+        return None
+    native = path.replace("/", os.sep) if os.sep != "/" else path
+    if not os.path.isabs(native):
+        return None
+    try:
+        real = os.path.realpath(native).replace(os.sep, "/")
+    except (OSError, ValueError):
+        return None
+    if fold is None:
+        fold = folds_case(real)
+    return real.casefold() if fold else real
+
+
+def normal_path(path: str, *, fold: bool = False) -> str:
+    """`path` with `.`, `..` and repeated '/' removed (no symlinks followed)."""
+    p = posixpath.normpath(path.replace(os.sep, "/")) if path else ""
+    if p.startswith("//") and not p.startswith("///") and not path.startswith("//"):
+        p = p[1:]
+    return p.casefold() if fold else p
+
+
+def within(path: str, roots: Iterable[str]) -> bool:
+    """`path` is one of `roots` or inside one (all '/'-separated, same case rule)."""
+    return any(path == r.rstrip("/") or path.startswith(r.rstrip("/") + "/") for r in roots)

@@ -354,12 +354,19 @@ def source_files(root: str, max_file_bytes: int) -> Iterator[tuple[str, int]]:
             if _ignored(rules, rel, False):
                 continue
             full = os.path.join(folder, name)
+            if os.path.islink(full) and not _links_inside(full, root):
+                continue  # a link out of the workspace: its target is not ours to index
             try:
                 size = os.path.getsize(full)
             except OSError:
                 continue
             if size <= max_file_bytes:
                 yield full.replace(os.sep, "/"), size
+
+
+def _links_inside(link: str, root: str) -> bool:
+    real, real_root = os.path.realpath(link), os.path.realpath(root)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
 # -- the index -------------------------------------------------------------------------

@@ -71,6 +71,14 @@ class FakeOllama(ScriptedServer):
         self.honour_stop = True  # False: ignore `options.stop`, as a buggy server might
         self.honour_num_predict = True  # False: ignore `options.num_predict` (seen in the wild)
         self.modes: list[str] = []  # per generation: "fim" | "raw" | "chat" | "load"
+        # Realistic timings (None: the script's delays alone): (prompt tokens/s, decode
+        # tokens/s), with a KV cache like Ollama's runner: the prompt's start shared with
+        # what was evaluated before costs nothing, what a cancel interrupted stays
+        # evaluated. A token is taken as 4 characters.
+        self.speed: tuple[float, float] | None = None
+        self._cached = ""  # the text the fake's "KV cache" holds
+        self.prompt_chars_total = 0  # prompt characters of the timed generations
+        self.cached_chars_total = 0  # of them found in the "KV cache"
         self.routes.update(
             {
                 ("POST", "/api/generate"): self._generate,
@@ -203,6 +211,13 @@ class FakeOllama(ScriptedServer):
         started = time.monotonic_ns()
         if streaming and not script.hang:
             await resp.start_stream("application/x-ndjson")
+        prompt_eval: tuple[int, int] | None = None  # (tokens, ns) when self.speed is set
+        if self.speed is not None and not script.hang:
+            prompt_eval = await self._evaluate(
+                resp, f"{body.get('prompt', '')}{body.get('suffix', '')}"
+            )
+            if prompt_eval is None:
+                return  # the client left during the prompt's evaluation
 
         async def line(obj: dict[str, Any]) -> bool:
             return await resp.write(json.dumps(obj).encode() + b"\n")
@@ -222,6 +237,8 @@ class FakeOllama(ScriptedServer):
             delay = (
                 script.first_delay if i == 0 and script.first_delay is not None else script.delay
             )
+            if self.speed is not None:
+                delay = 1 / self.speed[1]
             if not await resp.sleep(delay):
                 return
             if script.garbage:
@@ -276,11 +293,15 @@ class FakeOllama(ScriptedServer):
             "done_reason": reason,
             "total_duration": elapsed + 1_500_000,
             "load_duration": 1_000_000,
-            "prompt_eval_count": max(1, len(prompt) // 4),
-            "prompt_eval_duration": 500_000,
+            "prompt_eval_count": max(1, len(prompt) // 4)
+            if prompt_eval is None
+            else prompt_eval[0],
+            "prompt_eval_duration": 500_000 if prompt_eval is None else prompt_eval[1],
             "eval_count": req.tokens_sent,
             "eval_duration": elapsed,
         }
+        if prompt_eval is not None:
+            final["eval_duration"] = max(1, elapsed - prompt_eval[1])
         if not streaming:
             if want_lp:
                 final["logprobs"] = logprobs
@@ -288,6 +309,30 @@ class FakeOllama(ScriptedServer):
             return
         if await line(final):
             await resp.end_stream()
+
+    async def _evaluate(self, resp: Responder, text: str) -> tuple[int, int] | None:
+        """Take the time `self.speed` gives the part of `text` not cached yet; None when
+        the client left meanwhile (what was evaluated stays cached)."""
+        assert self.speed is not None
+        common = 0
+        for a, b in zip(self._cached, text, strict=False):
+            if a != b:
+                break
+            common += 1
+        todo = len(text) - common
+        self.prompt_chars_total += len(text)
+        self.cached_chars_total += common
+        chars_per_s = self.speed[0] * 4
+        t0 = time.monotonic()
+        done = 0
+        while done < todo:
+            step = min(todo - done, max(1, int(chars_per_s * 0.02)))
+            if not await resp.sleep(step / chars_per_s):
+                self._cached = text[: common + done]
+                return None
+            done += step
+        self._cached = text
+        return max(1, todo // 4), int((time.monotonic() - t0) * 1e9)
 
 
 __all__ = ["DEFAULT_MODEL", "FakeOllama", "canonical"]

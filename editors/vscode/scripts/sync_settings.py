@@ -70,11 +70,9 @@ SETTINGS_NOTE = (
 
 
 def _scope_note(key: str) -> str:
-    if key in config.USER_ONLY_KEYS:
-        return " *User settings only: a workspace may not say where code goes.*"
     if key in config.TIGHTEN_ONLY_KEYS:
         return " *A workspace may only set this towards sending less off the machine.*"
-    return ""
+    return " *User settings only: a workspace may not set it.*"
 
 
 def _schema(hint: Any, field: attrs.Attribute[Any]) -> dict[str, Any]:
@@ -105,9 +103,9 @@ def server_properties() -> dict[str, dict[str, Any]]:
             prop = _schema(hints[field.name], field)
             prop["default"] = getattr(getattr(defaults, name), field.name)
             key = f"{name}.{field.name}"
-            # Where code goes is the user's call: a workspace's .vscode/settings.json
-            # must not set it (the server refuses it from workspace scope anyway).
-            prop["scope"] = "machine" if key in config.USER_ONLY_KEYS else "resource"
+            # The server's one allow-list: a workspace's .vscode/settings.json may set
+            # only the tighten-only keys (the server refuses the rest from it anyway).
+            prop["scope"] = "resource" if key in config.TIGHTEN_ONLY_KEYS else "machine"
             prop["order"] = order
             env = config.ENV_PREFIX + f"{name}_{field.name}".upper()
             prop["markdownDescription"] = (

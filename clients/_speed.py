@@ -1,0 +1,91 @@
+"""How fast a local model reads a prompt and writes tokens, measured as it runs.
+
+The server sizes each local prompt and prediction from these rates (a time budget,
+not a character count): the same settings then fit a fast workstation and a busy
+2-core laptop. The embedded backend measures both rates when its worker loads the
+model and after every generation; Ollama reports them in its final line
+(`prompt_eval_count` / `prompt_eval_duration`, `eval_count` / `eval_duration`).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import attrs
+
+# A prompt evaluation of a handful of tokens is dominated by fixed costs (the first
+# batch, the pipe): it says little about the rate of a 300-token prompt.
+MIN_PROMPT_SAMPLE = 24
+MIN_DECODE_SAMPLE = 3
+# Weight of the newest sample: the machine's load changes within seconds, one slow
+# sample should not halve the window.
+ALPHA = 0.3
+# What a calibration measures the rates on: real code, ~130 tokens (more than
+# MIN_PROMPT_SAMPLE in any tokenizer we know).
+CALIBRATION_TEXT = (
+    "def parse_args(argv):\n    parser = argparse.ArgumentParser(prog='tool')\n"
+    "    parser.add_argument('--verbose', action='store_true')\n"
+    "    parser.add_argument('--output', '-o', default=None, help='where to write')\n"
+    "    for name in sorted(argv):\n        if name.startswith('-'):\n"
+    "            continue\n        if not os.path.exists(name):\n"
+    "            raise SystemExit(f'no such file: {name}')\n"
+    "    return parser.parse_args(argv)\n"
+)
+
+
+@attrs.frozen
+class Rates:
+    """Tokens per second; None until measured."""
+
+    prompt_tps: float | None = None
+    decode_tps: float | None = None
+    samples: int = 0
+
+
+class SpeedMeter:
+    """Moving averages of prompt-evaluation and decode rates (thread-safe: the
+    embedded backend's pipe reader thread feeds it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rates = Rates()
+
+    @property
+    def rates(self) -> Rates:
+        return self._rates
+
+    def observe(
+        self,
+        *,
+        prompt_tokens: int = 0,
+        prompt_s: float | None = None,
+        decode_tokens: int = 0,
+        decode_s: float | None = None,
+    ) -> None:
+        """One generation's counts (tokens actually evaluated, not those reused from the
+        KV cache) and times; samples too small to mean anything are ignored."""
+        with self._lock:
+            r = self._rates
+            p, d, n = r.prompt_tps, r.decode_tps, r.samples
+            if prompt_s and prompt_s > 0 and prompt_tokens >= MIN_PROMPT_SAMPLE:
+                p = _blend(p, prompt_tokens / prompt_s)
+                n += 1
+            if decode_s and decode_s > 0 and decode_tokens >= MIN_DECODE_SAMPLE:
+                d = _blend(d, decode_tokens / decode_s)
+                n += 1
+            self._rates = Rates(p, d, n)
+
+    def seed(self, prompt_tps: float | None, decode_tps: float | None) -> None:
+        """Rates measured once (a calibration run), taken as one sample each."""
+        with self._lock:
+            r = self._rates
+            p = r.prompt_tps if not prompt_tps else _blend(r.prompt_tps, prompt_tps)
+            d = r.decode_tps if not decode_tps else _blend(r.decode_tps, decode_tps)
+            self._rates = Rates(p, d, r.samples + bool(prompt_tps) + bool(decode_tps))
+
+
+def _blend(old: float | None, new: float) -> float:
+    return new if old is None else (1 - ALPHA) * old + ALPHA * new
+
+
+__all__ = ["CALIBRATION_TEXT", "Rates", "SpeedMeter"]

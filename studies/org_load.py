@@ -1,0 +1,250 @@
+"""An organisation's developers on one vLLM cluster, under three policies.
+
+For 100 to 5,000 developers on a cluster sized for a nominal 1,000, under no control, a
+fixed escalation budget and backpressure (the server's own `routing.backpressure` code),
+it prints p50/p95 time to ghost text, the share answered within the deadline, the share
+escalated, the cluster's utilisation, the longest queue and the expected pass@1 (from an
+eval run's records: each task's local confidence, syntax verdict and test result).
+Assumptions and their sources: docs/load.md. With --plot it draws docs/load.png.
+
+    .venv/bin/python -m studies.org_load --records .eval/run
+    .venv/bin/python -m studies.org_load --records .eval/run --plot docs/load.png
+
+--calibrate "c:step_ms,..." refits the replica's step time to a sweep measured on a real
+vLLM (bench.vllm_curve prints one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import attrs
+
+from studies._orgmodel import Cluster, Control, Outcome, Result, Workload, calibrate, simulate
+
+DEVELOPERS = (100, 500, 1000, 2000, 3000, 5000)
+POLICIES = ("none", "budget", "backpressure")
+
+
+# HumanEval single-line pass@1 of the 480B model alone in the study behind SynConfRoute
+# (78.9 % routed, 7.4 points above the large model alone: DESIGN.md).
+PAPER_REMOTE_PASS = 0.715
+
+
+def load_outcomes(folder: Path, k: int = 3, remote_pass: float | None = None) -> list[Outcome]:
+    """Each scored task of an eval run folder, as the simulator needs it. When the run's
+    remote was the oracle (the ground truth), each escalated task passes with probability
+    `remote_pass` instead (drawn once per task, seeded)."""
+    import random
+
+    from synconfroute.server.evaluation.records import RunFolder
+    from synconfroute.server.evaluation.scoring import outcomes
+
+    run = RunFolder.locate(folder)
+    tasks, _ = outcomes(run, k=k, missing_logprobs="escalate", gate_mode="tree-sitter")
+    local_s = {rec.key: rec.local.total_s for rec in run.records.values()}
+    oracle = any(rec.remote is not None and rec.remote.oracle for rec in run.records.values())
+    p = PAPER_REMOTE_PASS if remote_pass is None else remote_pass
+    rng = random.Random(1)
+    out = []
+    for t in tasks:
+        valid = t.evidence.syntax in ("valid", None, "unsupported-language", "timeout")
+        out.append(
+            Outcome(
+                confidence=t.confidence,
+                valid=valid and t.evidence.available,
+                local_pass=t.local_pass,
+                remote_pass=(rng.random() < p) if oracle else t.remote_pass,
+                local_s=float(local_s.get(t.key) or 0.0),
+            )
+        )
+    return out
+
+
+def scale_local(outcomes: list[Outcome], median_s: float) -> list[Outcome]:
+    """Scale the records' local latencies so their median is `median_s` (the records may
+    come from a slower machine than a developer's laptop)."""
+    times = [o.local_s for o in outcomes if o.local_s > 0]
+    f = median_s / statistics.median(times) if times else 1.0
+    return [attrs.evolve(o, local_s=(o.local_s or median_s) * f) for o in outcomes]
+
+
+def threshold_for_share(outcomes: list[Outcome], share: float) -> float:
+    """The threshold at which the SynConfRoute rule escalates `share` of the tasks."""
+    invalid = sum(1 for o in outcomes if not o.valid) / len(outcomes)
+    confs = sorted(o.confidence for o in outcomes if o.valid and o.confidence is not None)
+    if not confs or share <= invalid:
+        return -1e9
+    want = (share - invalid) * len(outcomes)
+    i = min(len(confs) - 1, max(0, round(want)))
+    return confs[i]
+
+
+def workload(a: argparse.Namespace, threshold: float) -> Workload:
+    return Workload(
+        requests_per_min=a.rate,
+        threshold=threshold,
+        seconds=a.seconds,
+        seed=a.seed,
+        deadline_s=a.deadline_ms / 1000,
+        prompt_tokens=a.prompt_tokens,
+        output_tokens=a.output_tokens,
+    )
+
+
+def size_for(
+    outcomes: list[Outcome], a: argparse.Namespace, threshold: float, cluster: Cluster
+) -> Cluster:
+    """The fewest replicas that serve the nominal load, uncontrolled, within the deadline:
+    every escalation answered in time (the cheapest cluster that serves it). Busy time is
+    no sizing figure under continuous batching: a replica that steps all the time may
+    still have room in every step."""
+    for n in range(1, 200):
+        c = attrs.evolve(cluster, replicas=n)
+        w = attrs.evolve(workload(a, threshold), developers=a.nominal, seconds=120)
+        if simulate(outcomes, w, c, Control()).remote_in_time >= 0.999:
+            return c
+    return cluster
+
+
+def row(devs: int, policy: str, r: Result) -> str:
+    pct = [r.in_time, r.shown, r.escalated, r.remote_in_time, r.utilisation]
+    return (
+        f"| {devs:>5} | {policy:<12} "
+        f"| {1000 * r.ghost_p50_s:>6.0f} | {1000 * r.ghost_p95_s:>6.0f} | "
+        + " | ".join(f"{100 * x:>5.1f}%" for x in pct)
+        + f" | {r.queue_max:>6} | {100 * r.pass_at_1:>5.1f}% |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=Path, required=True, help="a `synconfroute eval` run folder")
+    ap.add_argument("--developers", default=",".join(map(str, DEVELOPERS)))
+    ap.add_argument("--replicas", type=int, default=0, help="default: sized for the nominal load")
+    ap.add_argument("--nominal", type=int, default=1000, help="developers the cluster is for")
+    ap.add_argument(
+        "--remote-pass",
+        type=float,
+        help="pass rate of escalated tasks when the records' "
+        "remote is the oracle (default: the paper's 480B model alone, 71.5%%)",
+    )
+    ap.add_argument("--share", type=float, default=0.42, help="nominal escalation share")
+    ap.add_argument("--local-median-ms", type=float, default=300.0)
+    ap.add_argument("--rate", type=float, default=2.0, help="requests a developer-minute")
+    ap.add_argument("--seconds", type=float, default=300.0, help="simulated steady state")
+    ap.add_argument("--budget", type=float, default=0.3)
+    ap.add_argument("--deadline-ms", type=float, default=4000.0)
+    ap.add_argument("--prompt-tokens", type=int, default=1500)
+    ap.add_argument("--output-tokens", type=int, default=16)
+    ap.add_argument("--max-seqs", type=int, default=256, help="vLLM's --max-num-seqs")
+    ap.add_argument(
+        "--prefill-ms", type=float, default=0.13, help="prefill cost a prompt token (ms)"
+    )
+    ap.add_argument("--calibrate", default="", help='measured sweep "c:step_ms,c:step_ms,..."')
+    ap.add_argument("--plot", type=Path, help="write the figure here")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    outcomes = scale_local(
+        load_outcomes(a.records, remote_pass=a.remote_pass), a.local_median_ms / 1000
+    )
+    threshold = threshold_for_share(outcomes, a.share)
+    cluster = Cluster(max_seqs=a.max_seqs, prefill_s=a.prefill_ms / 1000)
+    if a.calibrate:
+        pairs = [p.split(":") for p in a.calibrate.split(",")]
+        step, per = calibrate([int(c) for c, _ in pairs], [float(s) / 1000 for _, s in pairs])
+        print(f"calibrated step: {1000 * step:.2f} ms + {1000 * per:.3f} ms per sequence")
+        cluster = attrs.evolve(cluster, step_s=step, seq_s=per)
+    if a.replicas:
+        cluster = attrs.evolve(cluster, replicas=a.replicas)
+    else:
+        cluster = size_for(outcomes, a, threshold, cluster)
+    print(
+        f"{len(outcomes)} tasks from {a.records}; threshold {threshold:.3f} escalates "
+        f"{100 * a.share:.0f}% at nominal; local median {a.local_median_ms:.0f} ms; "
+        f"{a.rate:g} requests a developer-minute; {cluster.replicas} replicas"
+    )
+    print(
+        "| developers | policy | ghost p50 ms | ghost p95 ms | in time | shown | escalated "
+        "| remote in time | utilisation | queue max | pass@1 |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    results: dict[str, list[tuple[int, Result]]] = {p: [] for p in POLICIES}
+    for devs in (int(x) for x in a.developers.split(",")):
+        for policy in POLICIES:
+            w = attrs.evolve(workload(a, threshold), developers=devs)
+            r = simulate(outcomes, w, cluster, Control(policy=policy, budget=a.budget))  # type: ignore[arg-type]
+            results[policy].append((devs, r))
+            print(row(devs, policy, r), flush=True)
+    # After a busy spell at 3x the nominal load ends (back to half of it), how fast the
+    # raised bar comes down: the share escalated in three later windows.
+    spell = attrs.evolve(
+        workload(a, threshold), developers=3 * a.nominal, drop_to=a.nominal // 2, drop_at=400
+    )
+    after = [
+        simulate(
+            outcomes,
+            attrs.evolve(spell, warmup=400 + x, seconds=120),
+            cluster,
+            Control(policy="backpressure"),
+        ).escalated
+        for x in (0, 300, 900)
+    ]
+    calm = simulate(
+        outcomes,
+        attrs.evolve(workload(a, threshold), developers=a.nominal // 2),
+        cluster,
+        Control(),
+    ).escalated
+    print(
+        f"recovery: after a spell at {3 * a.nominal} developers drops to {a.nominal // 2}, "
+        "backpressure escalates "
+        + ", ".join(f"{100 * e:.1f}%" for e in after)
+        + f" in minutes 0-2, 5-7 and 15-17 (no control at that load: {100 * calm:.1f}%)"
+    )
+    if a.plot:
+        plot(results, a.plot, cluster.replicas, a.nominal)
+        print(f"plot: {a.plot}")
+    return 0
+
+
+def plot(
+    results: dict[str, list[tuple[int, Result]]], out: Path, replicas: int, nominal: int
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from synconfroute.server.learning import figures
+
+    panels = (
+        ("ghost_p95_s", "time to ghost text p95 (s)", 1.0),
+        ("in_time", "answered within the deadline", 100.0),
+        ("escalated", "escalated (%)", 100.0),
+        ("pass_at_1", "expected pass@1 (%)", 100.0),
+    )
+    fig, axes = figures.panels(len(panels), panel_w=3.6, panel_h=3.0)
+    for ax, (field, label, scale) in zip(axes, panels, strict=True):
+        for policy, pts in results.items():
+            xs = [d for d, _ in pts]
+            ys = [scale * getattr(r, field) for _, r in pts]
+            ax.plot(xs, ys, marker="o", ms=3, label=policy)
+        ax.axvline(nominal, color="gray", ls=":", lw=1, label="nominal load")
+        ax.set_xscale("log")
+        ax.set_xlabel("developers", fontsize=8)
+        ax.set_ylabel(label + (" (%)" if field == "in_time" else ""), fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    figures.finish(
+        fig,
+        axes,
+        f"An organisation on one vLLM cluster ({replicas} replicas sized for {nominal:,} "
+        "developers), under three policies",
+    )
+    fig.savefig(out, dpi=110)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

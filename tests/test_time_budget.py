@@ -1,0 +1,245 @@
+"""The local budget in time, the anchored window and the prediction's time cap."""
+
+from __future__ import annotations
+
+import itertools
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from synconfroute.clients._speed import Rates, SpeedMeter
+from synconfroute.clients.ollama import OllamaBackend
+from synconfroute.clients.types import CompletionRequest
+from synconfroute.server.routing.context import make_context
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.routing.request import CompletionContext
+from synconfroute.server.routing.time_budget import (
+    ASSUMED,
+    GRID_STEPS,
+    MIN_PROMPT_CHARS,
+    PROMPT_STEPS,
+    anchor_line,
+    anchored_window,
+    local_budget,
+)
+from synconfroute.server.settings.config import Settings
+from synconfroute.server.vocab.positions import cap_window
+
+from .fakes.http import TokenScript
+from .fakes.ollama import FakeOllama
+
+CLICK = Path("/work/shared/data/repos/click-src.tar.gz")
+
+
+def real_python_file() -> str:
+    """click's core.py when the shared data is here, else the stdlib's argparse.py."""
+    if CLICK.is_file():
+        with tarfile.open(CLICK) as tar:
+            for m in tar.getmembers():
+                if m.name.endswith("click/core.py"):
+                    f = tar.extractfile(m)
+                    assert f is not None
+                    return f.read().decode()
+    import argparse
+
+    return Path(argparse.__file__).read_text()
+
+
+def typed_prefixes(text: str, first_line: int, lines: int) -> list[tuple[str, int]]:
+    """(document so far, cursor offset) for every key of `lines` lines typed from
+    `first_line` on, as an editor would see it: the text after the cursor not yet there."""
+    starts = [0]
+    for i, c in enumerate(text):
+        if c == "\n":
+            starts.append(i + 1)
+    out = []
+    for off in range(starts[first_line], starts[first_line + lines]):
+        out.append((text[:off], off))
+    return out
+
+
+# -- the anchored window --------------------------------------------------------
+
+
+def window_starts(text: str, limit: int, *, anchored: bool) -> list[tuple[int, str]]:
+    """(document offset where the window starts, window) for each key typed."""
+    out = []
+    for doc, off in typed_prefixes(text, 1200, 48):
+        ctx = make_context(doc, off, context_lines=200)
+        if anchored:
+            prefix, _ = anchored_window(ctx.prefix, ctx.suffix, limit, prefix_only=True)
+        else:
+            prefix, _ = cap_window(ctx.prefix, "", limit)
+        out.append((off - len(prefix), prefix))
+    return out
+
+
+def test_the_old_cursor_relative_cut_moves_the_window_start_with_every_line() -> None:
+    """The bug: the window is the last N characters before the cursor, so its start
+    moves with nearly every line typed and the KV cache is lost at every pause."""
+    seen = window_starts(real_python_file(), 1500, anchored=False)
+    moves = sum(1 for a, b in itertools.pairwise(seen) if a[0] != b[0])
+    assert moves >= 40  # 48 lines typed
+
+
+def test_the_anchored_window_moves_in_grid_steps_and_typing_only_appends() -> None:
+    seen = window_starts(real_python_file(), 1500, anchored=True)
+    moves = [i for i, (a, b) in enumerate(itertools.pairwise(seen)) if a[0] != b[0]]
+    assert len(moves) <= 48 // GRID_STEPS[1] + 2, moves  # 48 lines typed
+    for i, ((start, prefix), (start2, prefix2)) in enumerate(itertools.pairwise(seen)):
+        if i not in moves:
+            assert start == start2 and prefix2.startswith(prefix)  # one key appended
+        assert len(prefix) <= 1500
+    assert min(len(p) for _, p in seen) >= 1500 // 2  # at least half the room kept
+
+
+def test_the_window_starts_on_a_grid_line_of_the_document() -> None:
+    text = real_python_file()
+    lines = text.split("\n")
+    for line in (40, 250, 251, 700, 1999):
+        off = sum(len(x) + 1 for x in lines[:line]) + 4
+        ctx = make_context(text, off, context_lines=200)
+        first = text.count("\n", 0, off - len(ctx.prefix))
+        assert first == anchor_line(line, 200)
+        assert first % GRID_STEPS[0] == 0 or first == 0
+        assert line - 200 <= first <= line
+        prefix, _ = anchored_window(ctx.prefix, ctx.suffix, 2000, prefix_only=True)
+        start = text.count("\n", 0, off - len(prefix))
+        assert start % GRID_STEPS[-2] == 0 or len(prefix) >= 1000
+
+
+def test_a_prefix_only_model_gets_the_whole_budget_for_the_prefix() -> None:
+    prefix = "".join(f"line_{i} = {i}\n" for i in range(400))
+    suffix = "".join(f"after_{i} = {i}\n" for i in range(400))
+    p, s = anchored_window(prefix, suffix, 2000, prefix_only=True)
+    assert s == "" and 1000 <= len(p) <= 2000
+    p, s = anchored_window(prefix, suffix, 2000)
+    assert 0 < len(s) <= 500 and len(p) + len(s) <= 2000
+
+
+def test_a_huge_line_is_cut_where_it_must_be() -> None:
+    p, _ = anchored_window("x" * 5000, "", 1000, prefix_only=True)
+    assert len(p) == 1000
+
+
+# -- the budget -----------------------------------------------------------------
+
+
+def test_the_prompt_fits_the_first_token_target_at_the_measured_rate() -> None:
+    s = Settings()
+    b = local_budget(s.local, s.completion, Rates(prompt_tps=320, decode_tps=72, samples=2))
+    # 320 tok/s x (0.7 s - one decode step) x 3.5 chars a token
+    assert 700 <= b.prompt_chars <= 800
+    assert b.multiline and b.max_predict_s == 0.3 and b.max_tokens == 22
+    slower = local_budget(s.local, s.completion, Rates(prompt_tps=160, decode_tps=72))
+    assert slower.prompt_chars < b.prompt_chars
+
+
+def test_a_slow_machine_still_gets_a_few_lines_and_only_single_line_completions() -> None:
+    s = Settings()
+    b = local_budget(s.local, s.completion, Rates(prompt_tps=20, decode_tps=20))
+    assert b.prompt_chars == MIN_PROMPT_CHARS
+    assert not b.multiline  # 0.3 s x 20 tok/s = 6 tokens: not two lines
+
+
+def test_unmeasured_rates_are_assumed_slow_and_switched_off_the_character_cap_rules() -> None:
+    s = Settings()
+    assumed = local_budget(s.local, s.completion, ASSUMED)
+    assert local_budget(s.local, s.completion, None) == assumed
+    assert local_budget(s.local, s.completion, Rates()) == assumed
+    assert assumed.prompt_chars < s.local.max_prompt_chars
+    s.local.first_token_target_ms = 0
+    s.local.max_predict_ms = 0
+    b = local_budget(s.local, s.completion, Rates(prompt_tps=320, decode_tps=72))
+    assert b.prompt_chars == s.local.max_prompt_chars and b.max_predict_s is None
+    assert b.max_tokens == s.completion.max_tokens
+
+
+def test_small_changes_of_the_rate_keep_the_window_size() -> None:
+    """The window's size moves in coarse steps: a rate that drifts by a few percent
+    (it does, on a shared machine) does not resize the window and lose the KV cache."""
+    s = Settings()
+    sizes = {
+        local_budget(s.local, s.completion, Rates(prompt_tps=r, decode_tps=72)).prompt_chars
+        for r in range(330, 380, 5)
+    }
+    assert len(sizes) == 1 and sizes <= set(PROMPT_STEPS)
+
+
+def test_the_meter_ignores_tiny_samples_and_follows_the_load() -> None:
+    m = SpeedMeter()
+    m.observe(prompt_tokens=3, prompt_s=0.1, decode_tokens=1, decode_s=0.1)
+    assert m.rates.prompt_tps is None and m.rates.decode_tps is None
+    m.observe(prompt_tokens=300, prompt_s=1.0, decode_tokens=20, decode_s=0.25)
+    assert m.rates.prompt_tps == pytest.approx(300) and m.rates.decode_tps == pytest.approx(80)
+    m.observe(prompt_tokens=100, prompt_s=1.0)
+    assert 100 < (m.rates.prompt_tps or 0) < 300
+
+
+# -- the time cap, with Ollama's timings (the fake speaks its wire protocol) ----
+
+LONG_PREFIX = "".join(f"value_{i} = compute({i}, scale=2)\n" for i in range(20))
+
+
+async def test_ollama_rates_come_from_its_timings_and_cap_a_multiline_prediction() -> None:
+    with FakeOllama() as fake:
+        fake.speed = (400.0, 80.0)  # 12.5 ms a token
+        s = Settings()
+        s.local.backend = "ollama"
+        s.local.max_predict_ms = 300
+        s.completion.deadline_ms = 5000
+        local = OllamaBackend(fake.url, "qwen2.5-coder:3b", timeout=5)
+        p = Pipeline(s, local, None, make_gate(s.routing))
+        try:
+            # At start (the server warms the tier): one generation to its end, timed.
+            r = await local.calibrate()
+            assert r.prompt_tps is not None and 200 < r.prompt_tps < 450
+            assert r.decode_tps is not None and 40 < r.decode_tps < 90
+            # A block that ends by itself: Ollama's final line carries its timings.
+            fake.script(TokenScript.of("    a = 1\n", "    b = 2\n", "    c = 3\n"))
+            one = await p.complete(CompletionContext(prefix=LONG_PREFIX, suffix="\n"))
+            assert one.route == "local" and one.completion.startswith("    a = 1\n")
+            r = local.rates
+            assert r.prompt_tps is not None and 200 < r.prompt_tps < 450
+            assert r.decode_tps is not None and 40 < r.decode_tps < 90
+            # A block: 0.3 s at 80 tok/s is about 24 tokens (lines here), not 40 lines.
+            fake.script(TokenScript.of(*[f"    y{i} = x\n" for i in range(40)], logprob=-0.01))
+            block = await p.complete(CompletionContext(prefix="def g(x):\n", suffix="\n"))
+            n = block.completion.count("\n") + 1
+            assert block.route == "local" and 2 <= n <= 28, block.completion
+            assert "local" in block.truncated
+        finally:
+            await local.aclose()
+
+
+async def test_a_stream_closed_before_ollamas_final_line_still_measures_decode() -> None:
+    with FakeOllama() as fake:
+        fake.speed = (400.0, 40.0)
+        local = OllamaBackend(fake.url, "qwen2.5-coder:3b", timeout=5)
+        try:
+            fake.script(TokenScript.of(" x", " +", " 1", " +", " 2", "\n", "y = 3"))
+            req = CompletionRequest(prefix="z =", suffix="\n", single_line=True)
+            c = await local.complete(req)  # stops reading at the line end
+            assert c.text == " x + 1 + 2"
+            assert local.last_timings == {}  # no final line came
+            assert local.rates.decode_tps is not None and 20 < local.rates.decode_tps < 45
+        finally:
+            await local.aclose()
+
+
+async def test_without_the_time_cap_the_whole_block_comes() -> None:
+    """The same block with `local.max_predict_ms = 0`: the cap above is what cut it."""
+    with FakeOllama() as fake:
+        fake.speed = (400.0, 200.0)
+        s = Settings()
+        s.local.max_predict_ms = 0
+        local = OllamaBackend(fake.url, "qwen2.5-coder:3b", timeout=5)
+        p = Pipeline(s, local, None, make_gate(s.routing))
+        try:
+            fake.script(TokenScript.of(*[f"    y{i} = x\n" for i in range(40)], logprob=-0.01))
+            block = await p.complete(CompletionContext(prefix="def g(x):\n", suffix="\n"))
+            assert block.route == "local" and block.completion.count("\n") >= 30
+        finally:
+            await local.aclose()

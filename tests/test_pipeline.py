@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+import attrs
 import pytest
 
 from synconfroute.clients.ollama import OllamaBackend
@@ -203,7 +204,9 @@ async def test_escalation_carries_the_remote_priority(
     s.remote.priority = -2
     local_fake.script(INVALID)
     remote_fake.script(REMOTE)
-    rec = await pipeline(local_fake.url, remote_fake.base_url, s).complete(CTX)
+    rec = await pipeline(local_fake.url, remote_fake.base_url, s).complete(
+        attrs.evolve(CTX, invoked=True)
+    )
     assert rec.route == "remote"
     assert remote_fake.received("/v1/completions")[0].json()["priority"] == -2
     assert "priority" not in local_fake.received("/api/generate")[0].json()

@@ -314,7 +314,7 @@ class SyntaxDocument:
             verdict = self._verdict("valid", mode, "tree-sitter", detail="empty completion")
         elif mode == "tree-sitter":
             stage = self._ts_stage(after, splice, deadline, full)
-            verdict = self._ts_verdict(stage, mode, after)
+            verdict = self._ts_verdict(stage, mode, after, splice=splice)
             ts_tree = stage.tree
         elif mode == "compiler":
             verdict = self._compiler_mode(completion, after, splice, deadline, full)
@@ -518,7 +518,14 @@ class SyntaxDocument:
         copy.edit(start, old_end, new_end, sp, ep, np_)
         return copy
 
-    def _ts_verdict(self, stage: _Stage, mode: Mode, after: bytes, detail: str = "") -> Verdict:
+    def _ts_verdict(
+        self,
+        stage: _Stage,
+        mode: Mode,
+        after: bytes,
+        detail: str = "",
+        splice: Splice | None = None,
+    ) -> Verdict:
         if stage.status == "timeout":
             return self._verdict(
                 "timeout",
@@ -530,12 +537,22 @@ class SyntaxDocument:
         if stage.status == "valid":
             return self._verdict("valid", mode, "tree-sitter", detail=detail)
         site = stage.intro[0]
+        where, message = site.where, site.message()
+        if splice is not None:
+            # tree-sitter's error node often starts where its recovery began ("unexpected
+            # 'a'" for `a + (b`); when the completion opened a bracket it never closes and
+            # that node covers it, the bracket is what the user must see.
+            opener = unclosed_opener(after[splice.start : splice.new_end])
+            if opener is not None:
+                at = splice.start + opener[0]
+                if any(s.start <= at <= max(s.end, s.start) for s in stage.intro):
+                    where, message = at, f"'{opener[1]}' is never closed"
         return self._verdict(
             "invalid",
             mode,
             "tree-sitter",
-            where=self._position_after(after, site.where),
-            message=site.message(),
+            where=self._position_after(after, where),
+            message=message,
             detail=detail,
         )
 
@@ -691,3 +708,30 @@ def _point(data: bytes, offset: int) -> tuple[int, int]:
     """tree-sitter point (row, byte column) of a byte offset: rows counted at \\n only,
     tree-sitter's own rule (LSP positions are another matter: server/vocab/positions.py)."""
     return data.count(b"\n", 0, offset), offset - (data.rfind(b"\n", 0, offset) + 1)
+
+
+_CLOSERS = {ord("("): ord(")"), ord("["): ord("]"), ord("{"): ord("}")}
+
+
+def unclosed_opener(inserted: bytes) -> tuple[int, str] | None:
+    """(byte offset, bracket) of the last bracket `inserted` opens and does not close, or
+    None. Brackets inside a one-line string literal are skipped; a closer with no opener
+    (the completion closes something of the user's) ends nothing of ours."""
+    stack: list[int] = []
+    quote = 0
+    i = 0
+    while i < len(inserted):
+        c = inserted[i]
+        if quote:
+            if c == ord("\\"):
+                i += 1
+            elif c == quote or c == ord("\n"):
+                quote = 0
+        elif c in (ord("'"), ord('"')):
+            quote = c
+        elif c in _CLOSERS:
+            stack.append(i)
+        elif stack and c == _CLOSERS[inserted[stack[-1]]]:
+            stack.pop()
+        i += 1
+    return (stack[-1], chr(inserted[stack[-1]])) if stack else None

@@ -403,6 +403,6 @@ def _parse(window: bytes) -> tuple[str, int, int] | None:
             compile(window, "<window>", "exec", 0x400, dont_inherit=True)  # PyCF_ONLY_AST
     except SyntaxError as e:
         return str(e.msg), e.lineno or 0, max(0, (e.offset or 1) - 1)
-    except (ValueError, RecursionError, MemoryError):  # NUL bytes, deep nesting
+    except Exception:  # NUL bytes (ValueError), deep nesting (RecursionError, MemoryError)
         return "unparsable", 0, 0
     return None

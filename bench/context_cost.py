@@ -17,7 +17,11 @@ the KV-cache reuse rate while typing (prompt tokens reused from the previous req
 prompt tokens), how often the context changed between two keystrokes, and whether the
 callee's header is in the tokens the model saw (decoded from the worker's prompt ids).
 
-    .venv/bin/python -m bench.context_cost [--tasks 10] [--keys 16]
+The total is fixed (--prompt-chars, default 4,500: what fits SmolLM2's window) so both
+sides get the same budget; --measured-budget lets the tier's measured speed set it
+instead (local.first_token_target_ms, issue 26), as the server does.
+
+    .venv/bin/python -m bench.context_cost [--tasks 10] [--keys 16] [--measured-budget]
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ def _session(root: str, with_context: bool, args: argparse.Namespace) -> Session
     s.editor.debounce_ms = 0
     s.completion.deadline_ms = 60000  # measure, do not cut
     s.local.max_prompt_chars = args.prompt_chars
+    if not args.measured_budget:  # the same total for both sides, whatever the speed
+        s.local.first_token_target_ms = 0
     if not with_context:
         s.completion.context = "file"
         s.completion.recent_edits = False
@@ -133,7 +139,8 @@ async def run(root: str, tasks: list[dict[str, Any]], args: argparse.Namespace) 
         return f"{statistics.fmean(v):.2f}" if v else "-"
 
     on, off = stats[True], stats[False]
-    print(f"\n{len(tasks)} tasks, up to {args.keys} keystrokes each; prompt {args.prompt_chars} ch")
+    total = "measured budget" if args.measured_budget else f"prompt {args.prompt_chars} ch"
+    print(f"\n{len(tasks)} tasks, up to {args.keys} keystrokes each; {total}")
     print(f"{'':34}{'with context':>14}{'without':>10}{'ratio':>8}")
     for key, label in (
         ("cold_first_token_ms", "first token, cold (p50 ms)"),
@@ -163,6 +170,12 @@ def main() -> None:
         default=4500,
         help="local.max_prompt_chars: what fits SmolLM2's 2,048-token window (the worker "
         "trims the START of a longer prompt, context first)",
+    )
+    ap.add_argument(
+        "--measured-budget",
+        action="store_true",
+        help="let the tier's measured speed shrink the prompt (local.first_token_target_ms, "
+        "issue 26) instead of the fixed --prompt-chars",
     )
     args = ap.parse_args()
     t0 = time.perf_counter()

@@ -154,6 +154,7 @@ def main() -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(f"{args.n} single-line escalations per arm, real vLLM on 127.0.0.1 (no TLS)")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'arm':<15}{'requests':>9}{'connections':>13}{'aborted':>9}{'p50 ms':>9}{'p90 ms':>9}")
     for arm, r in result.items():
         print(

@@ -227,8 +227,26 @@ def _valid_event(event: Any) -> bool:
                 _optional(d.get(k), _NUMBER)
                 for k in ("cached_tokens", "tokens_generated", "tokens_at_cancel")
             )
-            and all(_optional(d.get(k), _NUMBER) for k in ("prompt_s", "decode_s"))
+            and all(
+                _optional(d.get(k), _NUMBER)
+                for k in ("prompt_s", "decode_s", "evaluated_tokens", "eval_s")
+            )
             and _optional(d.get("finish_reason"), str)
+        )
+    if "prefilled" in event:
+        p = event["prefilled"]
+        return (
+            isinstance(p, dict)
+            and all(
+                isinstance(p.get(k), _NUMBER) and not isinstance(p.get(k), bool)
+                for k in ("prompt_tokens", "cached_tokens", "evaluated_tokens", "eval_s")
+            )
+            and isinstance(p.get("outcome"), str)
+        )
+    if "rates" in event:
+        r = event["rates"]
+        return isinstance(r, dict) and all(
+            _optional(r.get(k), _NUMBER) for k in ("prompt_tps", "decode_tps")
         )
     if "error" in event:
         return isinstance(event["error"], dict)

@@ -71,6 +71,10 @@ class BackendError(Exception):
         # `complete()` fills it in), so the ledger counts only what was really sent.
         self.bytes_sent = 0
         self.sent_nothing = sent_nothing
+        # The server's HTTP status and Retry-After (seconds) when it refused (429/503):
+        # what the router's backpressure watches.
+        self.status: int | None = None
+        self.retry_after_s: float | None = None
 
 
 class BackendUnavailable(BackendError):

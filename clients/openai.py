@@ -358,12 +358,15 @@ class OpenAIBackend:
                 hint=held[0].hint,
                 sent_nothing=True,
             )
-        raise BackendUnavailable(
+        err = BackendUnavailable(
             "no OpenAI-compatible server answered: " + "; ".join(failures),
             backend=BACKEND,
             hint="check that the vLLM server(s) are up and the remote URL(s) are right",
             sent_nothing=sent.n == 0,
-        ) from cause
+        )
+        if isinstance(cause, _Retry):  # the last server refused: say how, for backpressure
+            err.status, err.retry_after_s = cause.status, cause.retry_after
+        raise err from cause
 
     def _failed(self, url: str, exc: _Retry, rest: Sequence[str]) -> None:
         """Back off from `url` when the failure will repeat; say so once, not per request."""

@@ -133,6 +133,10 @@ class ProbeReport:
     first_token_s: float | None = None
     total_s: float | None = None
     sample: str | None = None
+    # Measured speed (tokens/s), which sizes the local prompt and prediction in time
+    # (`server.routing.time_budget`); None where the backend cannot tell.
+    prompt_tps: float | None = None
+    decode_tps: float | None = None
     problems: tuple[Problem, ...] = ()
 
     @property

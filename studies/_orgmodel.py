@@ -63,6 +63,10 @@ class Workload:
     seconds: float = 600.0  # simulated time (after `warmup`)
     warmup: float = 60.0
     seed: int = 0
+    # A busy spell that ends: after `drop_at` seconds only the first `drop_to` developers
+    # keep asking (the rest go to a meeting). Measure after it with a later `warmup`.
+    drop_to: int | None = None
+    drop_at: float = math.inf
 
 
 @attrs.frozen(kw_only=True)
@@ -166,6 +170,8 @@ def simulate(outcomes: Sequence[Outcome], w: Workload, cluster: Cluster, ctl: Co
         if kind == "arrive":
             d = obj
             assert isinstance(d, int)
+            if w.drop_to is not None and d >= w.drop_to and now >= w.drop_at:
+                continue
             if now < end:
                 push(now + rng.expovariate(rate), "arrive", d)
             o = outcomes[rng.randrange(len(outcomes))]
@@ -184,7 +190,7 @@ def simulate(outcomes: Sequence[Outcome], w: Workload, cluster: Cluster, ctl: Co
             want = (not o.valid) or unsure
             go = want
             if go and p is not None and not p.can_escalate(now, r.born + w.deadline_s):
-                go = not o.valid and p.can_escalate(now)  # broken code still tries
+                go = False  # cannot be answered in time: keep the valid answer, or none
             if go and ctl.policy == "budget":
                 go = budgets[r.dev].allow(now, o.confidence, not o.valid)
             if ctl.policy == "budget":

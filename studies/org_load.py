@@ -179,6 +179,32 @@ def main(argv: list[str] | None = None) -> int:
             r = simulate(outcomes, w, cluster, Control(policy=policy, budget=a.budget))  # type: ignore[arg-type]
             results[policy].append((devs, r))
             print(row(devs, policy, r), flush=True)
+    # After a busy spell at 3x the nominal load ends (back to half of it), how fast the
+    # raised bar comes down: the share escalated in three later windows.
+    spell = attrs.evolve(
+        workload(a, threshold), developers=3 * a.nominal, drop_to=a.nominal // 2, drop_at=400
+    )
+    after = [
+        simulate(
+            outcomes,
+            attrs.evolve(spell, warmup=400 + x, seconds=120),
+            cluster,
+            Control(policy="backpressure"),
+        ).escalated
+        for x in (0, 300, 900)
+    ]
+    calm = simulate(
+        outcomes,
+        attrs.evolve(workload(a, threshold), developers=a.nominal // 2),
+        cluster,
+        Control(),
+    ).escalated
+    print(
+        f"recovery: after a spell at {3 * a.nominal} developers drops to {a.nominal // 2}, "
+        "backpressure escalates "
+        + ", ".join(f"{100 * e:.1f}%" for e in after)
+        + f" in minutes 0-2, 5-7 and 15-17 (no control at that load: {100 * calm:.1f}%)"
+    )
     if a.plot:
         plot(results, a.plot, cluster.replicas, a.nominal)
         print(f"plot: {a.plot}")

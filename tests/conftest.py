@@ -3,8 +3,12 @@ real vLLM (one per session)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -34,11 +38,34 @@ def fakes(local_fake: FakeOllama, remote_fake: FakeOpenAI) -> tuple[FakeOllama, 
 
 
 # -- the real vLLM (issue 23): one server per test session --------------------------
+# Started in a thread as soon as the collected tests show one will be needed: its start-up
+# (25-100 s, mostly loading and waiting) overlaps the tests that run before the first
+# real-vLLM test instead of adding to the session's time.
+_early: dict[str, tuple[VllmServer, Future[VllmServer]]] = {}
 _vllm_started: list[VllmServer] = []
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    wanted = any("vllm" in getattr(item, "fixturenames", ()) for item in items)
+    if not wanted or vllm_server.missing() is not None or vllm_server.attached() is not None:
+        return
+    log = Path(tempfile.mkdtemp(prefix="pytest-vllm-")) / "server.log"
+    server = VllmServer(log_path=log)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="vllm-start")
+    _early["server"] = (server, pool.submit(server.start))
+    pool.shutdown(wait=False)
+
+
+def pytest_sessionfinish() -> None:
+    if "server" in _early:
+        server, started = _early.pop("server")
+        with contextlib.suppress(Exception):
+            started.result(timeout=vllm_server.START_TIMEOUT_S)
+        server.stop()
+
+
 @pytest.fixture(scope="session")
-def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+def vllm() -> Iterator[VllmServer]:
     """A real vLLM serving SmolLM2-135M on 127.0.0.1 (usage statistics off), started
     with `--scheduling-policy priority` and warmed up by one completion; stopped at the
     end of the session. Skips where `scripts/setup.sh --dev` has not installed it; CI
@@ -52,14 +79,19 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     if running is not None:
         yield running
         return
-    server = VllmServer(log_path=tmp_path_factory.mktemp("vllm") / "server.log")
-    with server:
-        _vllm_started.append(server)
-        yield server
+    if "server" not in _early:  # e.g. a test asked for it without naming the fixture
+        log = Path(tempfile.mkdtemp(prefix="pytest-vllm-")) / "server.log"
+        server = VllmServer(log_path=log)
+        _early["server"] = (server, ThreadPoolExecutor(1).submit(server.start))
+    server, started = _early["server"]
+    started.result(timeout=vllm_server.START_TIMEOUT_S)  # raises why it did not start
+    _vllm_started.append(server)
+    yield server  # stopped in pytest_sessionfinish
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for s in _vllm_started:
         terminalreporter.write_line(
-            f"real vLLM: started in {s.start_s:.1f}s, first completion {s.warmup_s:.1f}s"
+            f"real vLLM: started in {s.start_s:.1f}s (in the background, from collection), "
+            f"first completion {s.warmup_s:.1f}s; log {s.log_path}"
         )

@@ -26,10 +26,11 @@ def write_config(
     local_backend: str = "ollama",
     extra: str = "",
     remote_extra: str = "",
+    local_extra: str = "",
 ) -> Path:
-    """A settings file pointing the tiers at the given (fake) servers (`remote_extra`:
-    more lines of the [remote] table)."""
-    lines = ["[local]", f'backend = "{local_backend}"']
+    """A settings file pointing the tiers at the given (fake) servers (`local_extra`,
+    `remote_extra`: more lines of the [local] and [remote] tables)."""
+    lines = ["[local]", f'backend = "{local_backend}"', local_extra]
     if local_url:
         lines += [f'url = "{local_url}"', 'model = "qwen2.5-coder:3b"', "timeout = 5"]
     if remote_url:

@@ -34,7 +34,7 @@ from synconfroute.server.commands.cli import main
 from synconfroute.server.routing.gate import make_gate
 from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.routing.request import CompletionContext
-from synconfroute.server.settings.config import Settings
+from synconfroute.server.settings.config import Settings, merge
 from synconfroute.server.vocab.card import route_card
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 
@@ -306,11 +306,14 @@ def ctx() -> CompletionContext:
     )
 
 
-async def test_pipeline_while_remote_backs_off_counts_nothing_sent() -> None:
+@pytest.mark.parametrize("backpressure", [False, True])
+async def test_pipeline_while_remote_backs_off_counts_nothing_sent(backpressure: bool) -> None:
+    """After a 429 with Retry-After, nothing is sent: the client's own backoff fails the
+    request at once, or (routing.backpressure, the default) the router does not even ask."""
     with FakeOllama() as local, FakeOpenAI() as remote:
         local.script(TokenScript.of(" a", " +", " (b", logprob=-0.05), always=True)  # invalid
         remote.script(TokenScript(status=429, retry_after="30"), always=True)
-        s = Settings()
+        s, _ = merge(Settings(), {"routing": {"backpressure": backpressure}})
         p = Pipeline(
             s,
             OllamaBackend(local.url, LOCAL, timeout=5),
@@ -330,7 +333,11 @@ async def test_pipeline_while_remote_backs_off_counts_nothing_sent() -> None:
         assert len(remote.received("/v1/completions")) == 1
     assert first.bytes_sent > 0  # the 429'd request did leave
     assert second.bytes_sent == 0 and second.route == "none"
-    assert any("backing off" in e for e in second.errors)
+    if backpressure:
+        assert second.reasons == ("syntax-invalid", "cluster-busy")
+        assert "shedding load (429)" in second.load
+    else:
+        assert any("backing off" in e for e in second.errors)
 
 
 # -- item 14: the key never shows ---------------------------------------------------------

@@ -150,3 +150,12 @@ def test_docs_settings_md_is_current() -> None:
     assert doc.read_text(encoding="utf-8") == config.settings_markdown(), (
         "docs/settings.md is stale: run `synconfroute settings --markdown > docs/settings.md`"
     )
+
+
+def test_remote_priority_ranks_background_work_below_the_editor() -> None:
+    assert config.RemoteSettings().request_priority() is None  # 0: nothing sent
+    assert config.RemoteSettings().request_priority(background=True) is None
+    remote = config.RemoteSettings(priority=-5)
+    assert remote.request_priority() == -5
+    background = remote.request_priority(background=True)
+    assert background is not None and background > -5  # lower is served first

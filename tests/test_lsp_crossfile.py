@@ -61,6 +61,8 @@ async def test_private_files_never_reach_a_remote_prompt(tmp_path: Path) -> None
             remote_url=remote.base_url,
             extra='[completion]\ncontext = "workspace"\n[privacy]\nnever_send = ["app/keys.py"]',
             remote_extra="send_context = true",
+            # The configured total, not one sized from the fake's timings (issue 26).
+            local_extra="first_token_target_ms = 0",
         )
         client, _ = await start(cfg, capabilities("visual-studio-code", inline=True), root=ws)
         try:

@@ -598,3 +598,23 @@ async def test_probe_generation_failure_is_a_problem(
     assert report.reachable and not report.usable
     assert "out of memory" in report.problems[0].message
     json.dumps([p.message for p in report.problems])  # plain strings, ready to print
+
+
+# -- single line and priority on the wire (the real server: tests/test_vllm.py) ----------
+async def test_single_line_asks_the_server_to_end_the_line(
+    fake: FakeOpenAI, backend: OpenAIBackend
+) -> None:
+    await backend.complete(CompletionRequest(prefix="x = ", single_line=True))
+    body = last(fake).json()
+    assert body["stop"] == [*QWEN_CODER.stop, "\n"]
+    assert body["min_tokens"] == 1  # vLLM: the line stop fires after the first token
+    await backend.complete(CompletionRequest(prefix="x = "))
+    body = last(fake).json()
+    assert "\n" not in body["stop"] and "min_tokens" not in body
+
+
+async def test_priority_is_sent_only_when_set(fake: FakeOpenAI, backend: OpenAIBackend) -> None:
+    await backend.complete(CompletionRequest(prefix="x = ", priority=-3))
+    assert last(fake).json()["priority"] == -3
+    await backend.complete(REQ)
+    assert "priority" not in last(fake).json()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+import attrs
 import pytest
 
 from synconfroute.clients.ollama import OllamaBackend
@@ -194,3 +195,18 @@ async def test_other_policies(
     rec = await pipeline(local_fake.url, remote_fake.base_url, s).complete(CTX)
     assert rec.route == route, rec.reasons
     assert completions(remote_fake) == (1 if route == "remote" else 0)
+
+
+async def test_escalation_carries_the_remote_priority(
+    local_fake: FakeOllama, remote_fake: FakeOpenAI
+) -> None:
+    s = Settings()
+    s.remote.priority = -2
+    local_fake.script(INVALID)
+    remote_fake.script(REMOTE)
+    rec = await pipeline(local_fake.url, remote_fake.base_url, s).complete(
+        attrs.evolve(CTX, invoked=True)
+    )
+    assert rec.route == "remote"
+    assert remote_fake.received("/v1/completions")[0].json()["priority"] == -2
+    assert "priority" not in local_fake.received("/api/generate")[0].json()

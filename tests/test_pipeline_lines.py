@@ -84,14 +84,31 @@ async def test_single_line_keeps_a_leading_newline(local_fake: FakeOllama) -> No
 async def test_single_line_remote_stops_at_the_line_end(
     local_fake: FakeOllama, remote_fake: FakeOpenAI
 ) -> None:
+    # The server ends the line (stop "\n"): the answer ends cleanly, nothing is cut off,
+    # so the connection stays usable (against the real vLLM: tests/test_vllm.py).
     local_fake.script(INVALID)
     rest = [f"print({i})\n" for i in range(30)]
     remote_fake.script(TokenScript.of(" a", " + b", "\n", *rest, logprob=-0.01, delay=0.02))
     rec = await pipeline(local_fake.url, remote_fake.base_url).complete(SINGLE)
     assert (rec.route, rec.completion) == ("remote", " a + b")
     gen = remote_fake.received("/v1/completions")[-1]
-    assert await asyncio.to_thread(remote_fake.wait_for, lambda: gen.disconnected)
-    assert gen.tokens_sent <= 5, gen.tokens_sent
+    assert gen.json()["stop"][-1] == "\n" and gen.json()["min_tokens"] == 1
+    assert gen.tokens_sent <= 3, gen.tokens_sent
+    assert not gen.disconnected
+
+
+async def test_single_line_remote_hangs_up_on_a_server_that_ignores_stop(
+    local_fake: FakeOllama,
+) -> None:
+    local_fake.script(INVALID)
+    rest = [f"print({i})\n" for i in range(30)]
+    with FakeOpenAI(honour_stop=False) as remote:
+        remote.script(TokenScript.of(" a", " + b", "\n", *rest, logprob=-0.01, delay=0.02))
+        rec = await pipeline(local_fake.url, remote.base_url).complete(SINGLE)
+        assert (rec.route, rec.completion) == ("remote", " a + b")
+        gen = remote.received("/v1/completions")[-1]
+        assert await asyncio.to_thread(remote.wait_for, lambda: gen.disconnected)
+        assert gen.tokens_sent <= 5, gen.tokens_sent
 
 
 async def test_multi_line_is_not_stopped_at_the_line_end(local_fake: FakeOllama) -> None:

@@ -141,3 +141,28 @@ def test_a_class_named_near_the_cursor_brings_its_methods(tmp_path: Path) -> Non
     text = "".join(f.text for f in crossfile.fit(ranked, 600, lambda p: True))
     assert "public JsonToken peek() throws IOException" in text
     assert "public String nextString()" in text
+
+
+def test_where_other_files_code_goes_is_said_in_words_and_on_the_card() -> None:
+    from synconfroute.server.settings.config import Settings
+    from synconfroute.server.vocab.card import route_card
+    from synconfroute.server.vocab.record import RouteDecision
+
+    s = Settings()
+    assert prompt_split.sharing(s) == "local model only (no remote tier)"
+    s.remote.url, s.remote.model = "http://gpu:8000/v1", "m"
+    assert prompt_split.sharing(s) == "local model only (remote.send_context off)"
+    s.remote.send_context = True
+    assert prompt_split.sharing(s).startswith("local model and the cluster")
+    s.privacy.local_only = True
+    assert prompt_split.sharing(s) == "local model only (privacy.local_only)"
+    s.completion.context, s.completion.recent_edits = "file", False
+    assert prompt_split.sharing(s).startswith("not used")
+    rec = RouteDecision(
+        completion="x", route="local", reasons=("confident-and-valid",), policy="synconf",
+        confidence=-0.1, threshold=-0.5, syntax=None, local_model="m", remote_model=None,
+        context_sharing="local model only (remote.send_context off)",
+    )  # fmt: skip
+    assert "- other files' code goes to: local model only (remote.send_context off)" in (
+        route_card(rec)
+    )

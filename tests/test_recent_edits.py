@@ -75,6 +75,9 @@ def _session(
 ) -> Session:
     s.editor.debounce_ms = 0
     s.completion.context = "file"  # only the edits: no index in these tests
+    # The fake's reported timings would size the prompt (issue 26): these tests are
+    # about which tier gets which file, at the configured total.
+    s.local.first_token_target_ms = 0
 
     def make(st: config.Settings) -> Pipeline:
         r = None

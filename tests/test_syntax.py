@@ -210,10 +210,12 @@ PY_SUF = "\n    print(name)\n    return total\n"
 @pytest.mark.parametrize(
     ("completion", "message", "where"),
     [
-        ("        total += g(x, ", "unexpected 'total'", (4, 8)),  # cut after a comma
-        ("        total += g(x, 2", "unexpected 'total'", (4, 8)),  # dropped ')'
+        # The bracket the completion opened and never closed, not where tree-sitter's
+        # recovery began ("unexpected 'total'"): what the user must fix.
+        ("        total += g(x, ", "'(' is never closed", (4, 18)),  # cut after a comma
+        ("        total += g(x, 2", "'(' is never closed", (4, 18)),  # dropped ')'
         ("        total += g(x, 2))", "unexpected ')'", (4, 24)),  # added ')'
-        ("        total += [x, 2", None, (4, 8)),  # dropped ']'
+        ("        total += [x, 2", "'[' is never closed", (4, 17)),  # dropped ']'
         ("        log('total)", None, (4, 12)),  # string left open
         (
             "        total += 1\n       total += 2",

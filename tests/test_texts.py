@@ -139,3 +139,16 @@ def test_card_lists_latency_in_the_order_things_happen() -> None:
     assert line == (
         "- latency: local first token 3 ms, local total 8 ms, syntax gate 1 ms, total 9 ms"
     )
+
+
+def test_the_gate_points_at_the_bracket_the_completion_never_closes() -> None:
+    """The VS Code card used to say "unexpected 'a'" at the start of `a + (b`."""
+    from synconfroute.server.syntax import SyntaxDocument
+
+    doc = SyntaxDocument("def add(a, b):\n    return \n\n\nprint(add(1, 2))\n", "python")
+    v = doc.check("a + (b", at=(1, 11))
+    assert (v.status, v.line, v.column, v.message) == ("invalid", 1, 15, "'(' is never closed")
+    card = route_card(_rec(["syntax-invalid"], route="remote", syntax=v))
+    assert "- syntax: invalid (tree-sitter) at line 2, column 16: '(' is never closed" in card
+    # A completion that closes what it opens keeps tree-sitter's own site.
+    assert doc.check("a + (b", at=(1, 11)).message != doc.check("a +", at=(1, 11)).message

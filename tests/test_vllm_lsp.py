@@ -25,9 +25,10 @@ from tests.vllm_server import VllmServer, until
 pytestmark = pytest.mark.slow
 
 KEY_ENV = "SYNCONFROUTE_TEST_VLLM_KEY"
-URI = "file:///tmp/numbers.py"
-# After "[" a block may start: a multi-line completion, and SmolLM2 counts on and on.
-TEXT = "numbers = [\n"
+# SmolLM2 counts on along the line for hundreds of tokens (a single-line completion).
+LINE = "numbers = [" + ", ".join(str(i) for i in range(1, 31)) + ", "
+TEXT = LINE + "\n"
+CURSOR = t.Position(0, len(LINE))
 
 
 @pytest_asyncio.fixture
@@ -58,9 +59,15 @@ async def editor(
         + "\n",
         encoding="utf-8",
     )
+    # A real file in the workspace: the egress gate refuses code it cannot place.
+    (tmp_path / "numbers.py").write_text(TEXT, encoding="utf-8")
     client, _ = await start(
-        config, capabilities("visual_studio_code", inline=True), env={KEY_ENV: vllm.api_key}
+        config,
+        capabilities("visual_studio_code", inline=True),
+        env={KEY_ENV: vllm.api_key},
+        root=tmp_path,
     )
+    client.uri = (tmp_path / "numbers.py").as_uri()  # type: ignore[attr-defined]
     try:
         yield client
     finally:
@@ -72,9 +79,10 @@ async def test_cancel_request_stops_the_generation_on_vllm(
 ) -> None:
     local_fake.default = TokenScript.of("x", " =", " 1", logprob=-4.0)  # unconfident
     offset = vllm.log_offset()
-    open_doc(editor, URI, TEXT)
+    uri: str = editor.uri  # type: ignore[attr-defined]
+    open_doc(editor, uri, TEXT)
     fut = editor.protocol.send_request(
-        "textDocument/inlineCompletion", inline_request(URI, t.Position(1, 0)), msg_id="v-1"
+        "textDocument/inlineCompletion", inline_request(uri, CURSOR), msg_id="v-1"
     )
     # The escalation is generating on the server (1,000 tokens: tens of seconds here).
     assert await until(lambda: vllm.running() == 1, 60.0), vllm.log_tail()

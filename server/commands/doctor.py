@@ -70,8 +70,12 @@ async def probe(backend: Backend, *, generation_s: float = GENERATION_S) -> Prob
                     NO_LOGPROBS_FIX,
                 )
             )
+    calibrate = getattr(backend, "calibrate", None)
+    rates = await calibrate() if calibrate is not None else None
     return attrs.evolve(
         report,
+        prompt_tps=getattr(rates, "prompt_tps", None),
+        decode_tps=getattr(rates, "decode_tps", None),
         logprobs=logprobs,
         first_token_s=done.first_token_s,
         total_s=done.total_s,
@@ -175,6 +179,12 @@ def format_text(loaded: Loaded, results: list[TierResult]) -> str:
             out.append(
                 f"  ok   tiny generation: first token {_ms(r.first_token_s)}, "
                 f"total {_ms(r.total_s)}{sample}"
+            )
+        if r.prompt_tps or r.decode_tps:
+            out.append(
+                f"  ok   speed: prompt {r.prompt_tps or 0:.0f} tok/s, decode "
+                f"{r.decode_tps or 0:.0f} tok/s (sizes the local window and prediction: "
+                "local.first_token_target_ms, local.max_predict_ms)"
             )
         for p in r.problems:
             tag = "ERR " if p.severity == "error" else "warn"

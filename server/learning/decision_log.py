@@ -59,6 +59,9 @@ class Status:
     last: str | None  # summary of the latest decision
     pid: int
     local_worker: WorkerStatus | None
+    # The cluster's load as the router sees it (routing.backpressure / escalation_budget):
+    # state ("ok", "slow", "shedding", "down"), why, lift of the bar, budget used.
+    cluster: dict[str, object] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -168,7 +171,13 @@ class DecisionLog:
             a.resume(a.current, "", observed)
 
     def status(
-        self, policy: str, threshold: float, local: str, pid: int, worker: WorkerStatus | None
+        self,
+        policy: str,
+        threshold: float,
+        local: str,
+        pid: int,
+        worker: WorkerStatus | None,
+        cluster: dict[str, object] | None = None,
     ) -> Status:
         """The session's state; `policy` and `threshold` from the rules the next request
         routes by (the session resolves them)."""
@@ -193,4 +202,5 @@ class DecisionLog:
             last=summary(last) if last else None,
             pid=pid,
             local_worker=worker,
+            cluster=cluster,
         )

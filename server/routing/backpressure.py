@@ -7,7 +7,8 @@ same code.
 The routing rule stays SynConfRoute: escalate when confidence < threshold or the syntax is
 invalid. Under load the confidence bar moves down by `lift` (log-prob units, at most
 `max_lift`), so fewer unsure-but-valid local answers go out; an invalid one still escalates
-unless the cluster said "not now" (429/503 with Retry-After) or is unreachable. The lift
+unless the cluster said "not now" (429/503 with Retry-After), is unreachable, or cannot
+start the answer in time (then the request answers empty at once instead of waiting). The lift
 rises by `step` on every congestion signal (a first token slower than the target, 429,
 503, a connection failure) and falls by `step` on every answer in time. One client sees
 only its own escalations, a few a minute, so the lift also halves every `recover_s`
@@ -29,6 +30,8 @@ from typing import Literal
 
 import attrs
 
+from ..vocab.kinds import Reason
+
 State = Literal["ok", "slow", "shedding", "down"]
 
 
@@ -38,12 +41,12 @@ class Limits:
 
     ttft_target_s: float = 0.5  # a first token slower than this is a congestion signal
     max_lift: float = 1.5  # the confidence bar moves down at most this far
-    step: float = 0.25  # lift added per congestion signal
-    recover_s: float = 60.0  # lift halves after this long without a signal
+    step: float = 0.5  # lift added per congestion signal
+    recover_s: float = 600.0  # lift halves after this long without a signal
     ewma: float = 0.3  # weight of the newest first-token time in the moving figure
     default_retry_s: float = 5.0  # a 429/503 without Retry-After holds this long, at first
     max_hold_s: float = 120.0  # consecutive failures double the hold up to this
-    relief: float = 0.5  # an answer in time takes this share of a step off the lift
+    relief: float = 1.0  # an answer in time takes this share of a step off the lift
 
 
 @attrs.frozen(kw_only=True)
@@ -75,6 +78,7 @@ class Backpressure:
         self._decayed_at = 0.0
         self._hold_until = -1e18
         self._ttft: float | None = None
+        self._ttft_at = 0.0  # when the moving first-token time last took a sample
         self._why = "cluster answering in time"
         self._state: State = "ok"
         self._failures = 0  # in a row, without an answer between them
@@ -102,6 +106,7 @@ class Backpressure:
         self._failures = 0
         a = self.limits.ewma
         self._ttft = ttft_s if self._ttft is None else (1 - a) * self._ttft + a * ttft_s
+        self._ttft_at = now
         if ttft_s > self.limits.ttft_target_s:
             self._signal(
                 now,
@@ -127,9 +132,22 @@ class Backpressure:
         if waited_s is not None:
             a = self.limits.ewma
             self._ttft = waited_s if self._ttft is None else (1 - a) * self._ttft + a * waited_s
+            self._ttft_at = now
         wait = self._backoff()
         self._hold_until = max(self._hold_until, now + wait)
         self._signal(now, "down", f"cluster unreachable or too slow, retry in {wait:.0f} s")
+
+    def _ttft_now(self, now: float) -> float | None:
+        """The moving first-token time, drifting back to the target without samples: a
+        client that stopped escalating because the cluster was slow tries again later
+        (one request then measures the cluster anew)."""
+        if self._ttft is None:
+            return None
+        target = self.limits.ttft_target_s
+        if self._ttft <= target:
+            return self._ttft
+        age = max(0.0, now - self._ttft_at)
+        return target + (self._ttft - target) * float(0.5 ** (age / self.limits.recover_s))
 
     def _backoff(self) -> float:
         self._failures += 1
@@ -145,7 +163,7 @@ class Backpressure:
             lift=round(self._lift, 4),
             hold_until=self._hold_until,
             why=self._why,
-            ttft_s=self._ttft,
+            ttft_s=self._ttft_now(now),
         )
 
 
@@ -202,3 +220,30 @@ class EscalationBudget:
         if confidence is not None:
             self._conf.append((now, confidence))
             bisect.insort(self._sorted, confidence)
+
+
+def load_hold(
+    *,
+    reasons: tuple[Reason, ...],
+    confidence: float | None,
+    threshold: float,
+    pressure: Pressure | None,
+    budget_ok: bool,
+    now: float,
+    deadline: float,
+) -> Reason | None:
+    """Why an escalation the SynConfRoute rule asks for stays home under load (None: it
+    goes out). `pressure` is None with backpressure off.
+
+    - The cluster said "not now", or cannot start the answer in time: `cluster-busy`.
+    - Unsure only (no syntax problem known) but above the raised bar: `cluster-busy`; the
+      caller still escalates it if the gate then finds it invalid.
+    - Over the escalation budget: `escalation-budget`.
+    """
+    if pressure is not None:
+        if not pressure.can_escalate(now, deadline):
+            return Reason.CLUSTER_BUSY
+        unsure_only = set(reasons) <= {Reason.LOW_CONFIDENCE}
+        if unsure_only and confidence is not None and confidence >= threshold - pressure.lift:
+            return Reason.CLUSTER_BUSY
+    return None if budget_ok else Reason.ESCALATION_BUDGET

@@ -25,6 +25,7 @@ from ..vocab.verdict import Verdict
 from ..workspace import crossfile, egress, privacy, prompt_split
 from . import router, time_budget
 from .backends import Tiers
+from .backpressure import Backpressure, EscalationBudget, Limits, Pressure, load_hold
 from .cache import CompletionCache, Hit
 from .gate import SyntaxGate, make_gate
 from .request import CompletionContext, Gate
@@ -151,6 +152,47 @@ class Pipeline:
         self.egress = egress.guard(remote, lambda: self.settings)
         # The context each (document, tier) got last: kept while the ranking agrees.
         self._sticky = prompt_split.Sticky()
+        # How busy the cluster is (routing.backpressure) and this machine's share of
+        # escalations (routing.escalation_budget): they live as long as this pipeline.
+        r = settings.routing
+        self.load = Backpressure(Limits(max_lift=r.max_lift, ttft_target_s=r.ttft_target_ms / 1000))
+        self.budget = EscalationBudget(r.escalation_budget, r.budget_window_s)
+
+    def pressure(self) -> Pressure | None:
+        """The cluster's state now, or None with backpressure off or no remote tier."""
+        if not self.settings.routing.backpressure or self.remote is None:
+            return None
+        return self.load.pressure(self._clock())
+
+    def load_status(self) -> dict[str, object] | None:
+        """The cluster's load for `synconfroute.status` (None: no remote tier)."""
+        if self.remote is None:
+            return None
+        p = self.pressure()
+        return {
+            "state": p.state if p else "not watched (routing.backpressure is off)",
+            "why": p.why if p else "",
+            "lift": p.lift if p else 0.0,
+            "first_token_ms": None if p is None or p.ttft_s is None else round(1000 * p.ttft_s),
+            "escalated_share": round(self.budget.used(self._clock()), 3),
+            "escalation_budget": self.budget.share,
+        }
+
+    def _observe(self, remote: RemoteStep, started: float) -> None:
+        """What the remote's answer (or failure) says about the cluster's load."""
+        now = self._clock()
+        if remote.ok and remote.first_token_ms is not None:
+            self.load.answered(now, remote.first_token_ms / 1000)
+            return
+        err = remote.problem.error if remote.problem is not None else None
+        if err is None or err.sent_nothing:
+            return  # held by the client's own backoff: nothing new was learnt
+        if err.status in (429, 503):
+            self.load.refused(now, err.status, err.retry_after_s)
+        elif isinstance(err, BackendTimeout):
+            self.load.unreachable(now, now - started)
+        elif err.status is None:
+            self.load.unreachable(now)  # a connection failure
 
     @property
     def settings(self) -> Settings:
@@ -299,7 +341,11 @@ class Pipeline:
             deadline=deadline,
             single_line=single_line,
             max_predict_s=budget.max_predict_s if budget is not None and capped else None,
-            priority=self.settings.remote.request_priority() if tier == "remote" else None,
+            priority=(
+                self.settings.remote.request_priority(invoked=ctx.invoked)
+                if tier == "remote"
+                else None
+            ),
             plan=egress.make_plan(
                 tier,
                 ctx.path,
@@ -398,8 +444,13 @@ class Pipeline:
         ctx = req.ctx
         access = self.access(ctx)
         remote = None
+        held: Reason | None = None
         if access == "ok":
-            remote = await self._call_remote(ctx, req.deadline, req.multiline)
+            held = self._hold(req, verdict, ev)
+            if held is None:
+                remote = await self._remote(req)
+            else:
+                remote = RemoteStep("failed")  # not asked: the local answer stays
         if remote is not None and remote.problem is not None:
             problems.append(remote.problem)
         if remote is None or remote.outcome == "revoked":
@@ -418,15 +469,63 @@ class Pipeline:
             # Could we still keep the local completion? Only if it passes the gate.
             gated = await self._gate_local(req, last, ev)
             ev = gated.evidence
+        if held is not None and ev.syntax == "invalid" and self._may_escalate_broken(req):
+            # Held for the raised bar, but the code is broken: the rule still escalates it.
+            held, remote = None, await self._remote(req)
+            if remote.problem is not None:
+                problems.append(remote.problem)
         local_text = gated.text if gated else last.text
-        final = router.after_remote(verdict, ev, remote_ok=remote.ok, remote_text=remote.text)
+        final = router.after_remote(
+            verdict, ev, remote_ok=remote.ok, remote_text=remote.text, held=held
+        )
+        self.budget.record(self._clock(), verdict.confidence, held is None)
         outcome = Outcome(
             route=final.route,
             reasons=final.reasons,
             completion={"remote": remote.text, "local": local_text}.get(final.route, ""),
             confidence=verdict.confidence,
         )
-        return self._record(req, outcome, (first, last, gated), remote, problems, rerun_ms), True
+        rec = self._record(req, outcome, (first, last, gated), remote, problems, rerun_ms)
+        if held is not None:
+            rec = attrs.evolve(rec, load=self._load_text(held))
+        return rec, True
+
+    def _hold(self, req: _Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None:
+        """Why this escalation stays home under load; None: it goes out."""
+        now = self._clock()
+        invalid = ev.syntax == "invalid"
+        return load_hold(
+            reasons=verdict.reasons,
+            confidence=verdict.confidence,
+            threshold=req.rules.threshold,
+            pressure=self.pressure(),
+            budget_ok=self.budget.allow(now, verdict.confidence, invalid),
+            now=now,
+            deadline=req.deadline,
+        )
+
+    def _load_text(self, held: Reason) -> str:
+        if held == Reason.ESCALATION_BUDGET:
+            used = self.budget.used(self._clock())
+            return (
+                f"{100 * used:.0f}% of the last {self.budget.window_s:.0f} s of completions "
+                f"escalated (budget {100 * self.budget.share:.0f}%)"
+            )
+        p = self.pressure()
+        if p is None:
+            return ""
+        return f"{p.why}; escalation bar {p.lift:.2f} below the threshold"
+
+    def _may_escalate_broken(self, req: _Req) -> bool:
+        p = self.pressure()
+        now = self._clock()
+        return (p is None or p.can_escalate(now, req.deadline)) and now < req.deadline
+
+    async def _remote(self, req: _Req) -> RemoteStep:
+        started = self._clock()
+        remote = await self._call_remote(req.ctx, req.deadline, req.multiline)
+        self._observe(remote, started)
+        return remote
 
     def _record(
         self,

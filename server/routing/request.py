@@ -43,6 +43,8 @@ class CompletionContext:
     # Chunks the user changed lately in other open files (completion.recent_edits),
     # newest first, not yet filtered by privacy nor cut to a budget.
     recent_edits: tuple[EditChunk, ...] = ()
+    # The user asked (LSP trigger kind Invoked), not typing: its escalation ranks first.
+    invoked: bool = False
 
 
 class Gate(Protocol):

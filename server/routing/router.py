@@ -171,8 +171,19 @@ class Final:
     reasons: tuple[Reason, ...]
 
 
-def after_remote(verdict: Ruling, ev: LocalEvidence, *, remote_ok: bool, remote_text: str) -> Final:
-    """The route once the escalated request came back (or failed)."""
+def after_remote(
+    verdict: Ruling,
+    ev: LocalEvidence,
+    *,
+    remote_ok: bool,
+    remote_text: str,
+    held: Reason | None = None,
+) -> Final:
+    """The route once the escalated request came back (or failed), or was `held` home
+    under load (cluster-busy, escalation-budget): a valid local answer stays, else none."""
+    if held is not None:
+        keep = ev.available and bool(ev.text) and ev.syntax == "valid"
+        return Final("local" if keep else "none", (*verdict.reasons, held))
     if remote_ok and remote_text:
         return Final("remote", (*verdict.reasons, Reason.REMOTE_OK))
     failed = Reason.REMOTE_FAILED if not remote_ok else Reason.REMOTE_EMPTY

@@ -383,6 +383,8 @@ class Session:
         ctx = self.context.build(
             window, st, snapshot, offset, at, self.settings, blocking_gate=pipeline.gate_blocks
         )
+        if invoked:
+            ctx = attrs.evolve(ctx, invoked=True)
         rec = await self.tracker.run(st, pipeline, ctx, self.rules())
         if rec is None:
             return None
@@ -444,8 +446,16 @@ class Session:
     def status(self) -> Status:
         rules = self.rules()
         return self.decision_log.status(
-            rules.policy, rules.threshold, self.local_choice, os.getpid(), self._worker_status()
+            rules.policy,
+            rules.threshold,
+            self.local_choice,
+            os.getpid(),
+            self._worker_status(),
+            self._cluster_status(),
         )
+
+    def _cluster_status(self) -> dict[str, object] | None:
+        return self._pipeline.load_status() if self._pipeline is not None else None
 
     def _worker_status(self) -> WorkerStatus | None:
         """The embedded tier's worker process (llama.cpp runs there, not in the server)."""

@@ -187,21 +187,25 @@ class RemoteSettings:
         0,
         "vLLM request priority of the editor's completions (lower is served first; the "
         "server must run with `--scheduling-policy priority`: vLLM documents that it "
-        "refuses any value but 0 otherwise). 0 sends no priority; otherwise background work "
-        f"(`synconfroute eval`) sends this plus {BACKGROUND_PRIORITY_STEP}, so "
-        "interactive escalations rank above it.",
+        "refuses any value but 0 otherwise). 0 sends no priority; otherwise a completion "
+        "the user asked for sends this, one while typing this plus 1, and background work "
+        f"(`synconfroute eval`) this plus {BACKGROUND_PRIORITY_STEP}, so interactive "
+        "escalations rank above it.",
     )
 
     @property
     def all_urls(self) -> list[str]:
         return [u for u in [self.url, *self.urls] if u]
 
-    def request_priority(self, *, background: bool = False) -> int | None:
+    def request_priority(self, *, background: bool = False, invoked: bool = True) -> int | None:
         """The `priority` to send, or None (0 is vLLM's default, and the only value a
-        server without the priority policy takes)."""
+        server without the priority policy takes). The user's explicit request ranks
+        first, then completions while typing (one step below), then background work."""
         if self.priority == 0:
             return None
-        return self.priority + (BACKGROUND_PRIORITY_STEP if background else 0)
+        if background:
+            return self.priority + BACKGROUND_PRIORITY_STEP
+        return self.priority + (0 if invoked else 1)
 
     @property
     def configured(self) -> bool:
@@ -290,6 +294,37 @@ class RoutingSettings:
     adaptive_step: float = _doc(0.05, "How far one `adaptive` move goes.", lo=0.001, hi=1.0)
     adaptive_every: int = _doc(
         50, "At most one `adaptive` move per this many resolved completions.", lo=5
+    )
+    backpressure: bool = _doc(
+        True,
+        "While the cluster is slow (first tokens later than `ttft_target_ms`) or shedding "
+        "load (429/503), raise the bar for escalating: an unsure but valid local answer "
+        "stays local, and a request the cluster cannot answer in time keeps its valid "
+        "local answer or answers empty at once. The bar comes back down as the cluster "
+        "answers in time again (docs/load.md). The reason `cluster-busy` says when.",
+    )
+    max_lift: float = _doc(
+        1.5,
+        "With `backpressure`: how far below the threshold the bar for escalating may move "
+        "(log-probability units).",
+        lo=0.0,
+        hi=10.0,
+    )
+    ttft_target_ms: float = _doc(
+        500.0,
+        "With `backpressure`: a remote first token later than this is a sign of a busy cluster.",
+        lo=10.0,
+    )
+    escalation_budget: float = _doc(
+        1.0,
+        "The largest share of completions this machine escalates over `budget_window_s` "
+        "(1: no budget). Past it only the likeliest helps go out: syntax-invalid local "
+        "answers and the lowest confidences. Reason `escalation-budget`.",
+        lo=0.0,
+        hi=1.0,
+    )
+    budget_window_s: float = _doc(
+        300.0, "The sliding window of `escalation_budget`, in seconds.", lo=10.0
     )
 
     def threshold_for(self, model: str) -> float:
@@ -700,6 +735,10 @@ def _at_most(u: Any, w: Any) -> bool:
     return bool(w <= u)
 
 
+def _at_least(u: Any, w: Any) -> bool:
+    return bool(w >= u)
+
+
 def _off_or_same(off: Any) -> Callable[[Any, Any], bool]:
     return lambda u, w: bool(w in (off, u))
 
@@ -736,6 +775,9 @@ TIGHTEN_ONLY: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
     "routing.adaptive_min": (_at_most, "lower it"),
     "routing.adaptive_max": (_at_most, "lower it"),
     "routing.syntax_max_bytes": (_size_limit, "raise it (0: no limit)"),
+    "routing.backpressure": (_off_or_same(True), "turn it on"),
+    "routing.max_lift": (_at_least, "raise it"),
+    "routing.escalation_budget": (_at_most, "lower it"),
     "completion.context": (_off_or_same("file"), '"file"'),
     "completion.recent_edits": (_off_or_same(False), "turn it off"),
     "remote.send_context": (_off_or_same(False), "turn it off"),

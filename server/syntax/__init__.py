@@ -18,6 +18,15 @@ How "introduced" is decided (measured by studies/gate_accuracy.py):
   python does not check: indentation of the statements in and around the completion, and
   a block header with no body. C/C++ statement-like macros (`FOR(i,0,n) x+=i;`) are
   rewritten to same-length statements and both texts parsed again before an error counts.
+- Python, file broken near the cursor (an error of the text without the completion within
+  a few lines of it, or an indentation tree-sitter-python accepts and Python does not):
+  tree-sitter's recovery reshapes the old errors around any insertion, so Python's own
+  parser decides on a window of the completion's lines, with stubs standing for the code
+  above (`_pywindow`): an error in the completion, the rest of its line or the next line
+  of code is its fault; an indentation error in the block after it too; an error further
+  down that the text without the completion had on that line is not (studies/
+  gate_broken.py: real files with the middle deleted, a call left open above, a
+  half-typed line).
 - compilers: the text with the completion compiles: valid. It fails and the text without
   it compiles: invalid. Both fail: an error inside the completion is its fault; with
   `ast`/`javalang` (first error only) an error after it that is the old first error, moved,

@@ -14,7 +14,7 @@ import attrs
 import tree_sitter
 
 from ..vocab.positions import Encoding, Text, to_position
-from . import _cmacros, _compilers
+from . import _cmacros, _compilers, _pywindow
 from ._compilers import DEFAULT_CONFIG, CompilerConfig, CompilerResult, Judgement
 from ._pyindent import indentation_sites
 from ._treesitter import ErrorSite, Splice, blame, collect_sites, introduced, parse
@@ -26,6 +26,9 @@ from .verdict import DEFAULT_BUDGET_S, MODES, Mode, Verdict
 Position = tuple[int, int]  # (line, character), 0-based; character in the document's encoding
 
 _WS = frozenset(b" \t\r\n")
+# An error in the text without the completion this many lines above the cursor's line (or
+# two lines below the replaced range) makes the file "broken near the cursor".
+_NEAR_LINES = 6
 
 
 def _utf8(text: str) -> bytes:
@@ -311,7 +314,7 @@ class SyntaxDocument:
             verdict = self._verdict("valid", mode, "tree-sitter", detail="empty completion")
         elif mode == "tree-sitter":
             stage = self._ts_stage(after, splice, deadline, full)
-            verdict = self._ts_verdict(stage, mode, after)
+            verdict = self._ts_verdict(stage, mode, after, splice=splice)
             ts_tree = stage.tree
         elif mode == "compiler":
             verdict = self._compiler_mode(completion, after, splice, deadline, full)
@@ -384,6 +387,53 @@ class SyntaxDocument:
         return sites
 
     def _ts_stage(self, after: bytes, splice: Splice, deadline: float, full: bool) -> _Stage:
+        stage = self._ts_differential(after, splice, deadline, full)
+        if self.language != "python" or stage.status == "timeout" or not self._broken_near(splice):
+            return stage
+        # The file is broken near the cursor: tree-sitter's recovery reshapes the old errors
+        # around the completion either way; Python's parser on the completion's own lines
+        # decides (see _pywindow).
+        if not after[splice.start : splice.new_end].strip():
+            return stage  # blank: nothing for Python to judge that tree-sitter cannot
+        w = _pywindow.judge(after, splice.start, splice.new_end)
+        if w.valid is None:
+            return stage
+        if w.valid or (w.beyond and self._broken_line(w.where - splice.delta)):
+            # (beyond: the user's own error, further down)
+            return _Stage("valid", [], stage.tree)
+        if stage.status == "invalid":
+            return stage  # both object: tree-sitter's site says more precisely where
+        site = ErrorSite(w.where, w.where, False, "INDENT", "", note=w.message)
+        return _Stage("invalid", [site], stage.tree)
+
+    def _broken_near(self, splice: Splice) -> bool:
+        """Whether the text without the completion has an error within a few lines of it
+        (Python: or a broken indentation at it, which tree-sitter-python does not report)."""
+        data = self.data
+        if _pywindow.indentation_broken(data, splice.start):
+            return True
+        sites = self._sites_before()
+        if not sites:
+            return False
+        lo = splice.start
+        for _ in range(_NEAR_LINES + 1):
+            lo = data.rfind(b"\n", 0, max(lo - 1, 0)) + 1 if lo > 0 else 0
+        hi = splice.old_end
+        for _ in range(2):
+            e = data.find(b"\n", hi + 1)
+            hi = len(data) if e < 0 else e
+        return any(s.start <= hi and lo <= s.end for s in sites)
+
+    def _broken_line(self, pos: int) -> bool:
+        """Whether the text without the completion has an error starting on the line of
+        byte `pos`."""
+        data = self.data
+        ls = data.rfind(b"\n", 0, pos) + 1
+        le = data.find(b"\n", pos)
+        le = len(data) if le < 0 else le
+        return any(ls <= s.start <= le for s in self._sites_before())
+
+    def _ts_differential(self, after: bytes, splice: Splice, deadline: float, full: bool) -> _Stage:
         tree = self.tree
         assert tree is not None
         parser = self._parser()
@@ -468,7 +518,14 @@ class SyntaxDocument:
         copy.edit(start, old_end, new_end, sp, ep, np_)
         return copy
 
-    def _ts_verdict(self, stage: _Stage, mode: Mode, after: bytes, detail: str = "") -> Verdict:
+    def _ts_verdict(
+        self,
+        stage: _Stage,
+        mode: Mode,
+        after: bytes,
+        detail: str = "",
+        splice: Splice | None = None,
+    ) -> Verdict:
         if stage.status == "timeout":
             return self._verdict(
                 "timeout",
@@ -480,12 +537,22 @@ class SyntaxDocument:
         if stage.status == "valid":
             return self._verdict("valid", mode, "tree-sitter", detail=detail)
         site = stage.intro[0]
+        where, message = site.where, site.message()
+        if splice is not None:
+            # tree-sitter's error node often starts where its recovery began ("unexpected
+            # 'a'" for `a + (b`); when the completion opened a bracket it never closes and
+            # that node covers it, the bracket is what the user must see.
+            opener = unclosed_opener(after[splice.start : splice.new_end])
+            if opener is not None:
+                at = splice.start + opener[0]
+                if any(s.start <= at <= max(s.end, s.start) for s in stage.intro):
+                    where, message = at, f"'{opener[1]}' is never closed"
         return self._verdict(
             "invalid",
             mode,
             "tree-sitter",
-            where=self._position_after(after, site.where),
-            message=site.message(),
+            where=self._position_after(after, where),
+            message=message,
             detail=detail,
         )
 
@@ -641,3 +708,30 @@ def _point(data: bytes, offset: int) -> tuple[int, int]:
     """tree-sitter point (row, byte column) of a byte offset: rows counted at \\n only,
     tree-sitter's own rule (LSP positions are another matter: server/vocab/positions.py)."""
     return data.count(b"\n", 0, offset), offset - (data.rfind(b"\n", 0, offset) + 1)
+
+
+_CLOSERS = {ord("("): ord(")"), ord("["): ord("]"), ord("{"): ord("}")}
+
+
+def unclosed_opener(inserted: bytes) -> tuple[int, str] | None:
+    """(byte offset, bracket) of the last bracket `inserted` opens and does not close, or
+    None. Brackets inside a one-line string literal are skipped; a closer with no opener
+    (the completion closes something of the user's) ends nothing of ours."""
+    stack: list[int] = []
+    quote = 0
+    i = 0
+    while i < len(inserted):
+        c = inserted[i]
+        if quote:
+            if c == ord("\\"):
+                i += 1
+            elif c == quote or c == ord("\n"):
+                quote = 0
+        elif c in (ord("'"), ord('"')):
+            quote = c
+        elif c in _CLOSERS:
+            stack.append(i)
+        elif stack and c == _CLOSERS[inserted[stack[-1]]]:
+            stack.pop()
+        i += 1
+    return (stack[-1], chr(inserted[stack[-1]])) if stack else None

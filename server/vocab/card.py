@@ -38,6 +38,10 @@ WHY = {
     "kept-local-unconfirmed": "it would have escalated but could not, so the local answer "
     "was kept unconfirmed",
     "cache-hit": "the same request was answered a moment ago (no model asked)",
+    "cluster-busy": "the cluster is slow or shedding load, so the bar for escalating is "
+    "higher for now (routing.backpressure)",
+    "escalation-budget": "this machine used its share of escalations for the last minutes "
+    "(routing.escalation_budget)",
 }
 _STAGES = {
     "local_first_token": "local first token",
@@ -111,6 +115,8 @@ def route_card(rec: RouteDecision, *, markdown: bool = True) -> str:
         lines.append(f"- context from other files: {shown}")
     if rec.context_sharing:
         lines.append(f"- other files' code goes to: {rec.context_sharing}")
+    if rec.load:
+        lines.append(f"- cluster: {rec.load}")
     if rec.cache_hit:
         lines.append("- served from the cache (no model asked)")
     if rec.route == "remote" and rec.local_completion:

@@ -43,6 +43,9 @@ class Reason(StrEnum):
     PRIVACY_BLOCKED = "privacy-blocked"
     KEPT_LOCAL_UNCONFIRMED = "kept-local-unconfirmed"  # wanted to escalate, could not
     CACHE_HIT = "cache-hit"
+    # Under load (routing.backpressure, routing.escalation_budget): kept local, or none.
+    CLUSTER_BUSY = "cluster-busy"
+    ESCALATION_BUDGET = "escalation-budget"
 
 
 __all__ = ["GateMode", "Policy", "Reason", "Route", "Semantic", "SyntaxStatus"]

@@ -88,6 +88,7 @@ class RouteDecision:
     context_files: tuple[tuple[str, int, str], ...] = ()
     context_bytes_sent: int = 0
     context_sharing: str = ""  # where other files' code may go, in words (settings)
+    load: str = ""  # why the cluster's load kept this request home (cluster-busy), in words
     cache_hit: bool = False
     language: str = ""
     path: str = ""

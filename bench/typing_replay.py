@@ -1,9 +1,9 @@
 """Time to ghost text on real files, through the real server over stdio.
 
-    .venv/bin/python scripts/bench_typing.py replay [--tier embedded|ollama-fake]
+    .venv/bin/python -m bench.typing_replay replay [--tier embedded|ollama-fake]
         [--context file|workspace] [--files N] [--lines N] [--key-ms 90] [--pause-ms 1500]
-    .venv/bin/python scripts/bench_typing.py open [--files 10] [--rest-ms 1000]
-    .venv/bin/python scripts/bench_typing.py complete [--positions 10]
+    .venv/bin/python -m bench.typing_replay open [--files 10] [--rest-ms 1000]
+    .venv/bin/python -m bench.typing_replay complete [--positions 10]
 
 Files: click's sources (/work/shared/data/repos/click-src.tar.gz, `--tarball`), else the
 stdlib's. `--root DIR` runs the server from another source tree (e.g. an export of an
@@ -499,7 +499,6 @@ async def main() -> None:
             return
         fake = None
         if args.tier == "ollama-fake":
-            sys.path.insert(0, str(ROOT))
             from tests.fakes import FakeOllama, TokenScript
 
             # A plausible single line for every request; the timings are the point.

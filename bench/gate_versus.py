@@ -1,0 +1,157 @@
+"""Gate check time of this checkout against another one, side by side in one run.
+
+Two worker processes, one importing each checkout's `synconfroute`, time the same checks
+on the same generated files (bench/gate.py's), in alternating rounds, so that both see the
+same machine load; the ratio is what to read on a busy machine.
+
+    git archive main | tar -x -C /tmp/gate_base
+    python -m bench.gate_versus --base /tmp/gate_base
+    python -m bench.gate_versus --base /tmp/gate_base --lines 2500 --rounds 20 --reps 50
+
+Cases: a clean file with a completion as whole lines and inside a line (bench/gate.py's),
+and the same Python file with the block header above the completion deleted (broken at
+the cursor: the path where the Python window judge runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent.parent
+
+
+def _cases(lines: int) -> dict[str, tuple[str, str, int, str]]:
+    """name -> (language, text, byte offset, completion)."""
+    from bench.gate import COMPLETIONS, _anchor, cpp_file, python_file
+
+    out: dict[str, tuple[str, str, int, str]] = {}
+    for lang in ("python", "cpp"):
+        text = python_file(lines) if lang == "python" else cpp_file(lines)
+        anchor, whole, inline = COMPLETIONS[lang]
+        at_line = len(text[: _anchor(text, anchor)].encode())
+        at_inline = len(text[: _anchor(text, "total += ")].encode())
+        out[f"{lang} lines"] = (lang, text, at_line, whole)
+        out[f"{lang} inline"] = (lang, text, at_inline, inline)
+    # broken at the cursor: the `for` header above the body line deleted
+    text = python_file(lines)
+    header = "        for j in range(3):\n"
+    i = text.find(header, len(text) // 2)
+    broken = text[:i] + text[i + len(header) :]
+    out["python broken-at-cursor"] = ("python", broken, len(broken[:i].encode()), header)
+    return out
+
+
+def worker(lines: int) -> int:
+    """Answer 'case reps' lines on stdin with a JSON list of seconds per check."""
+    from synconfroute.server.syntax import SyntaxDocument
+
+    cases = _cases(lines)
+    docs = {name: SyntaxDocument(text, lang) for name, (lang, text, _, _) in cases.items()}
+    print(json.dumps({"ready": sorted(cases)}), flush=True)
+    for line in sys.stdin:
+        name, reps = line.rsplit(" ", 1)
+        _, _, at, comp = cases[name]
+        doc = docs[name]
+        doc.check(comp, at, budget_s=5)  # warm
+        times = []
+        for _ in range(int(reps)):
+            t = time.perf_counter()
+            doc.check(comp, at, budget_s=5)
+            times.append(time.perf_counter() - t)
+        print(json.dumps(times), flush=True)
+    return 0
+
+
+def _spawn(root: Path, lines: int) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{HERE}")
+    p = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--worker", "--lines", str(lines)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(root),
+    )
+    assert p.stdout is not None
+    json.loads(p.stdout.readline())
+    return p
+
+
+def _p(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] * 1000.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--base", help="the other checkout (a folder with synconfroute/ and server/)")
+    ap.add_argument("--lines", type=int, default=2500)
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=50, help="checks per round and case")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        return worker(args.lines)
+    if not args.base:
+        ap.error("--base is required")
+    procs = {
+        "base": _spawn(Path(args.base).resolve(), args.lines),
+        "this": _spawn(HERE, args.lines),
+    }
+    names = sorted(_cases(args.lines))
+    times: dict[tuple[str, str], list[float]] = {(w, n): [] for w in procs for n in names}
+    for r in range(args.rounds):
+        order = list(procs) if r % 2 == 0 else list(procs)[::-1]
+        for name in names:
+            for w in order:
+                p = procs[w]
+                assert p.stdin is not None and p.stdout is not None
+                p.stdin.write(f"{name} {args.reps}\n")
+                p.stdin.flush()
+                times[(w, name)] += json.loads(p.stdout.readline())
+    for p in procs.values():
+        assert p.stdin is not None
+        p.stdin.close()
+        p.wait()
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        b, t = times[("base", name)], times[("this", name)]
+        rows.append(
+            {
+                "case": name,
+                "lines": args.lines,
+                "base_p50_ms": _p(b, 0.5),
+                "this_p50_ms": _p(t, 0.5),
+                "ratio_p50": _p(t, 0.5) / _p(b, 0.5),
+                "base_p99_ms": _p(b, 0.99),
+                "this_p99_ms": _p(t, 0.99),
+                "n": len(t),
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"gate check, {args.lines} lines, {args.rounds} alternating rounds of {args.reps}")
+    print(
+        f"{'case':26} {'base p50':>9} {'this p50':>9} {'ratio':>6} {'base p99':>9} {'this p99':>9}"
+    )
+    for r in rows:
+        print(
+            f"{r['case']:26} {r['base_p50_ms']:9.3f} {r['this_p50_ms']:9.3f} {r['ratio_p50']:6.2f} "
+            f"{r['base_p99_ms']:9.3f} {r['this_p99_ms']:9.3f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

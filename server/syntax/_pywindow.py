@@ -1,0 +1,408 @@
+"""Python: judge a completion by `ast` on the few lines around it, when the file is broken.
+
+In a file already broken near the cursor (a hole under a block header, an unclosed `foo(`
+a few lines up, a half-typed line) tree-sitter's error recovery reshapes the old errors
+around any insertion, so "did the completion add an error?" answers wrongly both ways:
+broken completions hide in the old error region, correct ones look guilty. Python's own
+parser, on a window that holds only the completion's lines, does not care what is broken
+elsewhere:
+
+- the window: the cursor's line (with what the user typed before the cursor), the
+  completion, the rest of its last line and the next line of code ("the zone"), plus more
+  lines after it while the input is merely incomplete there (a bracket or a block the
+  user's next lines go on to close or fill);
+- above it, stubs instead of the user's text: one `if 1:` per enclosing block level
+  (taken from the indentation of the headers above), and `pass` (or `if 1:` when it is a
+  header) for the line just above. What is broken above the cursor cannot reach the
+  window, and the indentation stack is Python's own;
+- the verdict: the window parses: valid. An error in the zone: invalid. An error further
+  down (in the user's lines the window grew over): not the completion's doing, valid.
+  Undecided (None) when the cursor's line continues a statement of the lines above (an
+  open bracket or a backslash there), where the window cannot stand on its own.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import attrs
+
+_STRINGS = re.compile(rb"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'")
+_CLAUSE = re.compile(rb"(elif|else|except|finally)\b")
+_INCOMPLETE = (
+    "was never closed",
+    "unexpected EOF",
+    "unterminated triple-quoted string",
+    "expected 'except' or 'finally' block",  # a `try:` whose handler is further down
+)
+_INDENTATION = ("indent", "unindent")
+_MAX_UP = 400  # lines searched above the cursor for the enclosing headers
+_MAX_GROW = 40  # lines the window may grow by while the input is incomplete
+
+
+def _lines_up(data: bytes, pos: int) -> list[tuple[int, int]]:
+    """(start, end) of the lines above the line holding `pos`, nearest first (lazy)."""
+    out: list[tuple[int, int]] = []
+    end = data.rfind(b"\n", 0, pos)
+    while end >= 0 and len(out) < _MAX_UP:
+        start = data.rfind(b"\n", 0, end) + 1
+        out.append((start, end))
+        end = start - 1
+    return out
+
+
+def _code(line: bytes) -> bytes:
+    """The line without its comment and trailing blanks (strings emptied first)."""
+    s = _STRINGS.sub(b'""', line)
+    k = s.find(b"#")
+    return (s if k < 0 else s[:k]).rstrip()
+
+
+def _net(line: bytes) -> int:
+    s = _code(line)
+    return sum(s.count(c) for c in b"([{") - sum(s.count(c) for c in b")]}")
+
+
+def _indent(line: bytes) -> bytes:
+    return line[: len(line) - len(line.lstrip(b" \t"))]
+
+
+_COMPOUND = re.compile(
+    rb"(if|elif|else|for|while|with|try|except|finally|def|class|async|match|case)\b"
+)
+
+
+def _triple_quotes(line: bytes) -> int:
+    return line.count(b'"""') + line.count(b"'''")
+
+
+def _logical_start(data: bytes, ups: list[tuple[int, int]], k: int) -> int:
+    """Index (in `ups`) of the first line of the statement that line `k` ends: walk up
+    while the lines close more brackets than they open."""
+    net = _net(data[ups[k][0] : ups[k][1]])
+    while k + 1 < len(ups):
+        above = data[ups[k + 1][0] : ups[k + 1][1]]
+        if net >= 0 and not _code(above).endswith(b"\\"):
+            break
+        k += 1
+        net += _net(above)
+    return k
+
+
+def _suspicious(data: bytes, ups: list[tuple[int, int]], k: int) -> bool:
+    above = data[ups[k][0] : ups[k][1]]
+    code = _code(above).strip()
+    if code.endswith(b":"):
+        code += b" pass"
+    if _parse(code) is not None:
+        return True
+    for m in range(k + 1, min(len(ups), k + _MAX_GROW)):
+        line = data[ups[m][0] : ups[m][1]]
+        c = _code(line)
+        if c.strip():
+            return len(_indent(line)) < len(_indent(above)) and not c.endswith(b":")
+    return False
+
+
+def _open_brackets(data: bytes, ups: list[tuple[int, int]], k: int) -> list[int]:
+    """Indexes of the (at most two) closest lines above, from line `k` up, that open a
+    bracket still open at the cursor, looking no further than the enclosing header."""
+    net, top, out = 0, 0, []
+    ind = len(_indent(data[ups[k][0] : ups[k][1]]))
+    for j in range(k, min(len(ups), k + _MAX_GROW)):
+        line = data[ups[j][0] : ups[j][1]]
+        code = _code(line)
+        if not code.strip():
+            continue
+        net += _net(line)
+        if net > top:
+            top = net
+            out.append(j)
+            if len(out) == 2:
+                break
+        if len(_indent(line)) < ind and code.endswith(b":"):
+            break
+    return out
+
+
+def _enclosing(data: bytes, ups: list[tuple[int, int]], j: int, cur: int) -> list[bytes]:
+    """Stubs for the headers enclosing line `j` (of indentation `cur`), innermost first:
+    the lines above less indented than the current level that end in ':' or start with a
+    compound statement's keyword (the first line of a header over several lines)."""
+    levels: list[bytes] = []
+    j += 1
+    while cur > 0 and j < len(ups):
+        line = data[ups[j][0] : ups[j][1]]
+        code = _code(line)
+        if (
+            code.strip()
+            and len(_indent(line)) < cur
+            and (code.endswith(b":") or _COMPOUND.match(code.lstrip(b" \t")))
+        ):
+            h = _logical_start(data, ups, j)  # a header over several lines
+            ind_h = _indent(data[ups[h][0] : ups[h][1]])
+            if len(ind_h) < cur:
+                levels.append(ind_h + b"if 1:")
+                cur = len(ind_h)
+            j = h
+        j += 1
+    if cur > 0:
+        levels.append(b"if 1:")  # the outer levels were too far up: one stands for them
+    return levels
+
+
+def _contexts(data: bytes, ls: int, nested: bool = False) -> list[tuple[bytes, int]]:
+    """Ways to stand for the code above the line starting at `ls`: (stub lines, where the
+    window starts). Several when the line above is ambiguous (a header the user left
+    without its ':', a line that opens a bracket: the cursor's line continues it, or the
+    user left it broken)."""
+    ups = _lines_up(data, ls)
+    k = 0
+    while k < len(ups) and not _code(data[ups[k][0] : ups[k][1]]).strip():
+        k += 1
+    if k == len(ups):
+        return [(b"", ls)]
+    above = data[ups[k][0] : ups[k][1]]
+    code = _code(above)
+    j = _logical_start(data, ups, k)
+    if _triple_quotes(above) % 2:
+        # the line above closes a string over several lines: its statement starts where
+        # the string opened
+        for m in range(k + 1, min(len(ups), k + _MAX_UP)):
+            if _triple_quotes(data[ups[m][0] : ups[m][1]]) % 2:
+                j = _logical_start(data, ups, m)
+                break
+    first = data[ups[j][0] : ups[j][1]]
+    ind = _indent(first)
+    keyword = bool(_COMPOUND.match(first.lstrip(b" \t")))
+
+    def build(ind: bytes, j: int, stub: bytes) -> bytes:
+        levels = [ind + stub, *_enclosing(data, ups, j, len(ind))]
+        return b"\n".join(reversed(levels)) + b"\n"
+
+    out: list[tuple[bytes, int]] = []
+    if _net(above) > 0 or code.endswith(b"\\"):
+        if not nested:  # the cursor's line continues the statement above
+            out += [(st, ws) for st, ws in _contexts(data, ups[j][0], True)]
+        out.append((build(ind, j, b"if 1:" if keyword else b"pass"), ls))
+        return out
+    header = code.endswith(b":")
+    out.append((build(ind, j, b"if 1:" if header else b"pass"), ls))
+    if not nested:
+        # inside a bracket opened further up (the items of a dict over several lines), or
+        # below a bracket the user left open: read it both ways
+        for o in _open_brackets(data, ups, k):
+            out += _contexts(data, ups[_logical_start(data, ups, o)][0], True)
+    if not header and keyword:
+        out.append((build(ind, j, b"if 1:"), ls))
+    if j != k:
+        out.append((build(_indent(above), k, b"if 1:" if header else b"pass"), ls))
+    # the line above looks broken (it does not parse alone, or it is indented as the
+    # rest of a statement whose bracket is gone): stand for the closest line above that
+    # is no deeper than the cursor's line
+    cur = len(_indent(data[ls : _line_end(data, ls)]))
+    for m in range(k, min(len(ups), k + _MAX_GROW) if _suspicious(data, ups, k) else k):
+        line = data[ups[m][0] : ups[m][1]]
+        c = _code(line)
+        if c.strip() and len(_indent(line)) <= cur:
+            if m != j:
+                out.append((build(_indent(line), m, b"if 1:" if c.endswith(b":") else b"pass"), ls))
+            break
+    return out
+
+
+def _line_start(data: bytes, pos: int) -> int:
+    return data.rfind(b"\n", 0, pos) + 1
+
+
+def _line_end(data: bytes, pos: int) -> int:
+    e = data.find(b"\n", pos)
+    return len(data) if e < 0 else e
+
+
+def _next_code_line_end(data: bytes, pos: int) -> int:
+    """End of the first line with code that starts at or after `pos` (a line start)."""
+    while pos < len(data):
+        e = _line_end(data, pos)
+        if _code(data[pos:e]).strip():
+            return e
+        pos = e + 1
+    return len(data)
+
+
+@attrs.frozen
+class WindowVerdict:
+    """`valid` None: undecided. `where`: byte offset of the error's line (invalid only)."""
+
+    valid: bool | None
+    message: str = ""
+    where: int = -1
+    beyond: bool = False  # the error is in the user's lines after the zone
+
+
+def judge(data: bytes, start: int, end: int) -> WindowVerdict:
+    """Is the completion at bytes [start, end) of `data` (the text WITH it) valid Python
+    where it stands? The best answer over the ways to read the lines above it."""
+    ls = data.rfind(b"\n", 0, start) + 1
+    found: list[WindowVerdict] = []
+    for n, (stubs, ws) in enumerate(_contexts(data, ls)):
+        v = _judge_in(data, stubs, ws, ls, start, end)
+        # another reading counts only when its window parses outright: its excuses (an
+        # error far down, a bracket the user opened) are no evidence
+        if v.valid and (n == 0 or not v.message):
+            return v
+        found.append(v)
+    return found[0]
+
+
+def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int) -> WindowVerdict:
+    first = data[ls : _line_end(data, ls)]
+    if ws == ls and _CLAUSE.match(first.lstrip(b" \t")):
+        kw = first.lstrip(b" \t")[:2]
+        extra = b"try: pass" if kw in (b"ex", b"fi") else b"if 1: pass"
+        stubs += _indent(first) + extra + b"\n"
+    # the zone: through the rest of the completion's last line and the next line of code
+    last_end = _line_end(data, end - 1) if end > start else _line_end(data, start)
+    if end > start and data[end - 1 : end] == b"\n":
+        last_end = end - 1
+    zone_end = _next_code_line_end(data, last_end + 1) if last_end < len(data) else last_end
+    after = data[_line_start(data, zone_end) : zone_end]
+    if len(_indent(after)) < len(_indent(first)) and _CLAUSE.match(after.lstrip(b" \t")):
+        zone_end = last_end  # `finally:` of a statement above the window
+    n_stub = stubs.count(b"\n")
+    zone_lines = n_stub + data.count(b"\n", ws, zone_end) + 1
+    own_lines = n_stub + data.count(b"\n", ws, last_end) + 1  # through the completion's
+    # The zone alone first: Python reports a tokenizer error further down (an unmatched
+    # ')' that the completion orphaned) before a parser error in the zone.
+    window = stubs + data[ws:zone_end]
+    err = _parse(window)
+    opened = None  # a bracket opened in the zone and not closed there
+    if err is None:
+        pass
+    elif not _incomplete(err, window) and err[1] <= zone_lines:
+        return WindowVerdict(False, err[0], _at(data, ws, err[1] - n_stub, err[2]))
+    elif "was never closed" in err[0] and n_stub < err[1] <= own_lines:
+        opened = err
+    hi = _block_end(data, zone_end, len(_indent(first)))
+    msg, line, col = "", 0, 0
+    tail = b""  # a body for a header the window ends with
+    for _ in range(_MAX_GROW + 1):
+        window = stubs + data[ws:hi] + tail
+        err = _parse(window)
+        if err is None:
+            return WindowVerdict(True)
+        msg, line, col = err
+        if not _incomplete(err, window):
+            break
+        if "expected an indented block" in msg and not tail:
+            last = window[window.rfind(b"\n") + 1 :]
+            ind = _indent(last)
+            tail = b"\n" + ind + (b"\t" if b"\t" in ind else b"    ") + b"pass"
+            continue
+        if hi >= len(data):
+            break
+        hi = _line_end(data, hi + 1)
+        tail = b""
+    else:
+        if line > zone_lines and opened is None:
+            return WindowVerdict(True, f"python: {msg} (in the lines after it)")
+    if opened is not None and line > zone_lines:
+        # the user's lines further down did not close it cleanly: the completion's bracket
+        msg, line, col = opened
+    where = _at(data, ws, line - n_stub, col)
+    if line > own_lines and "was never closed" in msg:
+        return WindowVerdict(True, f"python: {msg} (a bracket the user opened after it)")
+    if line > zone_lines and not any(m in msg for m in _INDENTATION):
+        # in the user's lines after the completion: the caller knows whether they were
+        # broken there before. Not an indentation error in the block the window holds:
+        # the completion's lines set the indentation those lines are judged by.
+        return WindowVerdict(False, msg, where, beyond=True)
+    return WindowVerdict(False, msg, where)
+
+
+def indentation_broken(data: bytes, pos: int) -> bool:
+    """Whether the indentation is broken at `pos` (in the text without the completion),
+    which tree-sitter-python does not report: the next line of code is deeper than the
+    one above it that is no header, or a header's next line is not deeper. Runs on every
+    Python check: plain byte tests first, the comment/bracket-aware ones only on doubt."""
+    ls = data.rfind(b"\n", 0, pos) + 1
+    below = b""
+    e = ls
+    n = len(data)
+    while e < n:
+        le = data.find(b"\n", e)
+        le = n if le < 0 else le
+        below = data[e:le]
+        e = le + 1
+        s = below.lstrip()
+        if s and not s.startswith(b"#"):
+            break
+    else:
+        return False
+    end = ls - 1
+    for _ in range(_MAX_GROW):
+        if end < 0:
+            return False
+        start = data.rfind(b"\n", 0, end) + 1
+        above = data[start:end]
+        end = start - 1
+        s = above.lstrip()
+        if not s or s.startswith(b"#"):
+            continue
+        deeper = len(below) - len(below.lstrip(b" \t")) > len(above) - len(s)
+        if deeper == above.rstrip().endswith(b":"):
+            return False
+        if not _code(above).strip() or _net(above) != 0:
+            return False  # in a string or a statement over several lines: no telling
+        return deeper != _code(above).endswith(b":")
+    return False
+
+
+def _incomplete(err: tuple[str, int, int], window: bytes) -> bool:
+    """More input might fix it: the error is on the window's last line or at its end."""
+    return any(m in err[0] for m in _INCOMPLETE) or err[1] > window.count(b"\n")
+
+
+def _line_at(data: bytes, ws: int, n: int) -> int:
+    """Byte offset of the start of the n-th (1-based) line from the one at `ws`."""
+    where = ws
+    for _ in range(max(0, n - 1)):
+        where = _line_end(data, where) + 1
+    return min(where, len(data))
+
+
+def _at(data: bytes, ws: int, n: int, col: int) -> int:
+    """Byte offset of column `col` of the n-th (1-based) line from the one at `ws`."""
+    start = _line_at(data, ws, n)
+    return min(start + col, _line_end(data, start)) if n >= 1 else start
+
+
+def _block_end(data: bytes, pos: int, base: int) -> int:
+    """From the end of a line, through the lines indented deeper than `base` and the first
+    line of code that is not (where a wrong indentation above shows)."""
+    for _ in range(_MAX_GROW):
+        if pos >= len(data):
+            break
+        e = _line_end(data, pos + 1)
+        line = data[pos + 1 : e]
+        pos = e
+        if _code(line).strip() and len(_indent(line)) <= base:
+            if len(_indent(line)) < base and _CLAUSE.match(line.lstrip(b" \t")):
+                return pos - len(line) - 1  # `else:` of a statement above the window
+            break
+    return pos
+
+
+def _parse(window: bytes) -> tuple[str, int, int] | None:
+    """(message, 1-based line, 0-based column) of the first syntax error, None when
+    `window` parses."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(window, "<window>", "exec", 0x400, dont_inherit=True)  # PyCF_ONLY_AST
+    except SyntaxError as e:
+        return str(e.msg), e.lineno or 0, max(0, (e.offset or 1) - 1)
+    except Exception:  # NUL bytes (ValueError), deep nesting (RecursionError, MemoryError)
+        return "unparsable", 0, 0
+    return None

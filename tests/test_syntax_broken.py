@@ -1,0 +1,138 @@
+"""The gate in Python files already broken at or near the cursor (issue 22).
+
+A hole under a block header leaves the suffix's deeper indentation as an error, an unclosed
+`foo(` a few lines up or a half-typed line breaks the file away from the completion: the
+gate must still judge the completion itself (scripts/gate_broken.py measures it on real
+files).
+"""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from synconfroute.server.syntax import SyntaxDocument, _pywindow, check_completion
+
+# HumanEval/1 with its multi-line middle (a `for` header and an `if` header) removed
+PREFIX = """from typing import List
+
+
+def separate_paren_groups(paren_string: str) -> List[str]:
+    result = []
+    current_string = []
+    current_depth = 0
+
+"""
+SUFFIX = """            current_depth += 1
+            current_string.append(c)
+        elif c == ')':
+            current_depth -= 1
+            current_string.append(c)
+
+            if current_depth == 0:
+                result.append(''.join(current_string))
+                current_string.clear()
+
+    return result
+"""
+TRUTH = "    for c in paren_string:\n        if c == '(':\n"
+OPEN_CALL = PREFIX.replace("    current_string = []\n", "    current_string = []\n    foo(\n")
+HALF_LINE = PREFIX.replace("    current_string = []\n", "    current_string = \n")
+
+
+def status(prefix: str, completion: str, suffix: str = SUFFIX) -> str:
+    # a generous budget: the machine running the tests may be busy
+    return check_completion(prefix, completion, suffix, "python", budget_s=5).status
+
+
+def test_the_hole_is_broken_and_the_truth_mends_it() -> None:
+    with pytest.raises(SyntaxError):
+        ast.parse(PREFIX + SUFFIX)
+    ast.parse(PREFIX + TRUTH + SUFFIX)
+    assert status(PREFIX, TRUTH) == "valid"
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        "    for c in paren_string:\n        if c ==",  # the issue's example
+        "    f",  # glued to the next line
+        "    for c in paren_string:\n",  # the body's indentation matches no level
+        "    for c in paren_string:\n        if c == '(",  # a string left open
+        "    for c in paren_str",
+    ],
+)
+@pytest.mark.parametrize("prefix", [PREFIX, OPEN_CALL, HALF_LINE], ids=["hole", "open", "half"])
+def test_cut_tails_in_a_file_broken_at_the_cursor_are_caught(prefix: str, cut: str) -> None:
+    with pytest.raises(SyntaxError):
+        ast.parse(PREFIX + cut + SUFFIX)
+    assert status(prefix, cut) == "invalid"
+
+
+@pytest.mark.parametrize("prefix", [OPEN_CALL, HALF_LINE], ids=["open", "half"])
+def test_a_correct_completion_under_user_breakage_passes(prefix: str) -> None:
+    assert status(prefix, TRUTH) == "valid"
+
+
+def test_unclosed_call_three_lines_above_a_correct_line() -> None:
+    """The unclosed-paren false reject: a correct statement three lines under `foo(`."""
+    prefix = "def f(xs):\n    total = 0\n    foo(\n    for x in xs:\n        total += x\n"
+    suffix = "    return total\n"
+    assert status(prefix, "    total *= 2\n", suffix) == "valid"
+    assert status(prefix, "    total *=\n", suffix) == "invalid"
+
+
+def test_a_completion_that_dedents_wrongly_is_caught_below_the_zone() -> None:
+    # the cut leaves `try:` with its body at 17 columns; the lines after the next one
+    # come back to 16: no outer level matches
+    prefix = "def f(p):\n    if p:\n        x = 1\n"
+    suffix = (
+        "            a = open(p)\n            b = a.read()\n        except OSError:\n"
+        "            pass\n    return 0\n"
+    )
+    assert status(prefix, "        try:\n     ", suffix) == "invalid"
+    assert status(prefix, "        try:\n", suffix) == "valid"
+
+
+def test_a_continuation_line_is_read_both_ways() -> None:
+    # the line above opens a bracket: the cursor's line may continue it
+    prefix = "def f(a):\n    x = 1\n    y = g(a,\n"
+    assert status(prefix, "          a)\n", "    return y\n") == "valid"
+
+
+def test_clean_files_keep_the_differential() -> None:
+    """No error near the cursor: the window judge is not asked (same verdicts as before)."""
+    text = "def f(a):\n    x = 1\n\n    return x\n"
+    doc = SyntaxDocument(text, "python")
+    at = text.index("\n\n") + 1
+    assert doc.check("    y = x + 1\n", at, budget_s=5).status == "valid"
+    assert doc.check("    y = (x + 1\n", at, budget_s=5).status == "invalid"
+
+
+def test_window_judge_reports_where() -> None:
+    data = (PREFIX + "    for c in paren_string:\n        if c ==" + SUFFIX).encode()
+    start = len(PREFIX)
+    v = _pywindow.judge(data, start, start + len("    for c in paren_string:\n        if c =="))
+    assert v.valid is False
+    line_start = data.rfind(b"\n", 0, v.where) + 1
+    assert data[line_start:].startswith(b"        if c ==")  # the glued line
+
+
+def test_a_string_over_several_lines_above_the_cursor() -> None:
+    """The line above closes a string whose text sits at column 0: its statement starts
+    where the string opened, not at that column."""
+    prefix = 'def main():\n    USAGE = """usage:\nrun it\n"""\n\n'
+    suffix = "        print(USAGE)\n\n    usage(0)\n"
+    assert status(prefix, "    def usage(code):\n", suffix) == "valid"
+    assert status(prefix, "    def usa", suffix) == "invalid"
+
+
+def test_a_try_whose_handler_is_further_down() -> None:
+    prefix = "def f(p):\n    x = 1\n"
+    suffix = (
+        "        raise ValueError(p)\n    y = 2\n    try:\n        z = 3\n"
+        + "        z += 1\n" * 45
+        + "    except OSError:\n        pass\n"
+    )
+    assert status(prefix, "    if not p:\n", suffix) == "valid"

@@ -73,13 +73,40 @@ test("initializationOptions carry the user's settings only, never a workspace's"
   });
 });
 
-test("where code goes is a user setting (scope machine); the rest a workspace may tighten", () => {
-  assert.deepEqual(userOnlyKeys(properties).sort(), [
-    "local.url",
-    "remote.api_key_env",
-    "remote.url",
-    "remote.urls",
-  ]);
+test("a workspace may set only the tighten-only keys (scope resource); the rest are user-only", () => {
+  // The server's one allow-list (TIGHTEN_ONLY in server/settings/config.py).
+  const tighten = [
+    "completion.context",
+    "completion.context_lines",
+    "completion.recent_edits",
+    "privacy.local_only",
+    "privacy.never_send",
+    "privacy.secret_files",
+    "remote.backend",
+    "remote.context_tokens",
+    "remote.max_prompt_chars",
+    "remote.model",
+    "remote.send_context",
+    "routing.adaptive",
+    "routing.adaptive_max",
+    "routing.adaptive_min",
+    "routing.missing_logprobs",
+    "routing.policy",
+    "routing.semantic",
+    "routing.syntax_max_bytes",
+    "routing.threshold",
+    "routing.thresholds",
+  ];
+  const userOnly = userOnlyKeys(properties).sort();
+  assert.deepEqual(
+    userOnly,
+    serverKeys(properties)
+      .filter((k) => !tighten.includes(k))
+      .sort(),
+  );
+  for (const key of ["local.url", "local.model", "local.model_path", "remote.url", "remote.api_key_env"]) {
+    assert.ok(userOnly.includes(key), key);
+  }
   const scoped = properties as Record<string, { scope?: string }>;
   assert.equal(scoped["synconfroute.privacy.local_only"].scope, "resource");
 });

@@ -64,7 +64,9 @@ def test_remote_access() -> None:
     s = Settings()
     assert remote_access(s, None, "a.py") == "not-configured"
     fake_remote = object()
-    assert remote_access(s, fake_remote, "a.py") == "ok"  # type: ignore[arg-type]
+    assert remote_access(s, fake_remote, "/repo/a.py") == "ok"  # type: ignore[arg-type]
+    # A path that cannot be resolved to a real one fails closed (docs/privacy.md).
+    assert remote_access(s, fake_remote, "a.py") == "privacy-blocked"  # type: ignore[arg-type]
     s.privacy.never_send = ["**/secrets/**", "*.env"]
     assert remote_access(s, fake_remote, "/repo/secrets/keys.py") == "privacy-blocked"  # type: ignore[arg-type]
     assert remote_access(s, fake_remote, "/repo/prod.env") == "privacy-blocked"  # type: ignore[arg-type]

@@ -332,13 +332,19 @@ async def test_percent_encoded_uris_through_the_server(tmp_path: Path, local: Fa
             extra='[privacy]\nnever_send = ["**/My Project/secret/**"]\n'
             '[routing]\npolicy = "remote"',
         )
-        client, _ = await start_server(cfg, capabilities("visual-studio-code", inline=True))
+        # Inside the workspace folder: a file outside every folder never escalates.
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        base = ws.as_uri()
+        client, _ = await start_server(
+            cfg, capabilities("visual-studio-code", inline=True), root=ws
+        )
         try:
             text = "def f(a):\n    return \n"
             uris = (
-                "file:///home/me/My%20Project/a.py",
-                "file:///c%3A/Users/me/b.py",
-                "file:///w/node_modules/%40types/c.py",
+                f"{base}/My%20Project/a.py",
+                f"{base}/c%3A/Users/me/b.py",
+                f"{base}/node_modules/%40types/c.py",
             )
             for n, uri in enumerate(uris):
                 other = uri.replace("%20", " ").replace("%3A", ":").replace("%40", "@")
@@ -358,7 +364,7 @@ async def test_percent_encoded_uris_through_the_server(tmp_path: Path, local: Fa
             n_remote = len(remote.received("/v1/completions"))
             assert n_remote == len(uris)  # the second spelling is a cache hit
             # never_send matches the decoded path: the secret folder stays local.
-            secret = "file:///home/me/My%20Project/secret/k.py"
+            secret = f"{base}/My%20Project/secret/k.py"
             open_doc(client, secret, text + "# other\n")
             got = await client.text_document_inline_completion_async(
                 inline_request(secret, t.Position(1, 11))
@@ -369,7 +375,7 @@ async def test_percent_encoded_uris_through_the_server(tmp_path: Path, local: Fa
             # A closed document is not open any more, however it is spelled.
             with pytest.raises(Exception, match="not open"):
                 await client.text_document_inline_completion_async(
-                    inline_request("file:///home/me/My Project/a.py", t.Position(1, 11))
+                    inline_request(f"{base}/My Project/a.py", t.Position(1, 11))
                 )
         finally:
             await stop(client)
@@ -424,7 +430,20 @@ async def test_prompt_is_bounded(tmp_path: Path, local: FakeOllama) -> None:
             remote_url=remote.base_url,
             extra='[routing]\npolicy = "remote"',
         )
-        client, _ = await start_server(cfg, capabilities("visual-studio-code", inline=True))
+        ws = tmp_path / "w"  # the documents' folder: outside it nothing escalates
+        ws.mkdir()
+        client, _ = await start_server(
+            cfg,
+            capabilities("visual-studio-code", inline=True),
+            root=ws,
+            # The character caps, not the measured speed (which moves between requests),
+            # and no other open file in the prompt: this test counts lines and characters.
+            env={
+                "SYNCONFROUTE_LOCAL_FIRST_TOKEN_TARGET_MS": "0",
+                "SYNCONFROUTE_COMPLETION_CONTEXT": "file",
+                "SYNCONFROUTE_COMPLETION_RECENT_EDITS": "false",
+            },
+        )
         try:
             lf = "".join(f"v{i} = {i}\n" for i in range(5000))
             cr = lf.replace("\n", "\r")
@@ -435,7 +454,7 @@ async def test_prompt_is_bounded(tmp_path: Path, local: FakeOllama) -> None:
                 ("cr", cr, t.Position(2500, 0)),
                 ("u2028", sep, t.Position(0, len(sep) // 2)),
             ):
-                uri = f"file:///w/{name}.py"
+                uri = f"{ws.as_uri()}/{name}.py"
                 open_doc(client, uri, text)
                 await client.text_document_inline_completion_async(inline_request(uri, pos))
                 body = local.received("/api/generate")[-1].json()
@@ -445,9 +464,9 @@ async def test_prompt_is_bounded(tmp_path: Path, local: FakeOllama) -> None:
             assert sizes["u2028"] <= 10_000
             # A 9 MB single-line JavaScript file: bounded per tier.
             big = "var a=[" + "1," * 4_500_000 + "];"
-            open_doc(client, "file:///w/big.js", big, language="javascript")
+            open_doc(client, f"{ws.as_uri()}/big.js", big, language="javascript")
             await client.text_document_inline_completion_async(
-                inline_request("file:///w/big.js", t.Position(0, len(big) // 2))
+                inline_request(f"{ws.as_uri()}/big.js", t.Position(0, len(big) // 2))
             )
             body = local.received("/api/generate")[-1].json()
             assert len(body["prompt"]) + len(body.get("suffix", "")) <= 10_000

@@ -40,3 +40,15 @@ def test_mypy_strict_on_server_and_clients() -> None:
     files = [*(ROOT / "synconfroute").glob("*.py")]
     files += [p for folder in ("server", "clients") for p in (ROOT / folder).rglob("*.py")]
     assert f"no issues found in {len(files)} source files" in r.stdout, r.stdout
+
+
+def test_the_only_tracked_links_are_the_package_halves() -> None:
+    """A link committed by accident (a worktree's .code-server or node_modules pointing at
+    another checkout) dangles on every other machine and breaks set-up there."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = subprocess.run(
+        ["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    links = sorted(line.split("\t", 1)[1] for line in out.splitlines() if line.startswith("120000"))
+    assert links == ["synconfroute/clients", "synconfroute/server"], links

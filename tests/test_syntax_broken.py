@@ -136,3 +136,14 @@ def test_a_try_whose_handler_is_further_down() -> None:
         + "    except OSError:\n        pass\n"
     )
     assert status(prefix, "    if not p:\n", suffix) == "valid"
+
+
+def test_a_body_less_header_of_the_users_below_is_not_the_completions_fault() -> None:
+    """Neovim's e2e: completing `def add`'s body while `def sub(a, b):` below has none yet
+    (the text already broken there) was rejected: "expected an indented block"."""
+    from synconfroute.server.syntax import SyntaxDocument
+
+    doc = SyntaxDocument("def add(a, b):\n    \n\n\ndef sub(a, b):\n    \n", "python")
+    assert doc.check("total = a + b\n    return total", at=(1, 4)).status == "valid"
+    assert doc.check("if x:", at=(1, 4)).status == "invalid"  # its own header, no body
+    assert doc.check("total = (a", at=(1, 4)).status == "invalid"

@@ -293,7 +293,11 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
         if err is None:
             return WindowVerdict(True)
         msg, line, col = err
-        if not _incomplete(err, window):
+        # A header of the user's below the completion whose body is missing (already
+        # before the completion: `def g():` with nothing under it yet) or lies beyond the
+        # window: give it one and look again, as for an incomplete window.
+        user_header = "expected an indented block" in msg and line > zone_lines
+        if not _incomplete(err, window) and not (user_header and not tail):
             break
         if "expected an indented block" in msg and not tail:
             last = window[window.rfind(b"\n") + 1 :]

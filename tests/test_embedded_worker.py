@@ -200,9 +200,10 @@ async def test_the_server_survives_a_worker_crash_mid_request(tmp_path: Path) ->
                 "[routing]\nthreshold = -100\n"
             ),
         )
-        client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
+        # The documents live in the workspace folder: outside it nothing escalates.
+        client, _ = await start(cfg, capabilities("visual-studio-code", inline=True), root=tmp_path)
         try:
-            uri = "file:///work/project/numbers.py"
+            uri = (tmp_path / "numbers.py").as_uri()
             open_doc(client, uri, LONG + "\n")
             cursor = t.Position(4, 0)
             warm = await client.text_document_inline_completion_async(inline_request(uri, cursor))
@@ -213,7 +214,7 @@ async def test_the_server_survives_a_worker_crash_mid_request(tmp_path: Path) ->
             server_pid, worker = status["pid"], status["local_worker"]
             assert worker and worker["pid"] != server_pid and worker["rss_mb"] > 10
 
-            other = "file:///work/project/values.py"  # not a cache hit
+            other = (tmp_path / "values.py").as_uri()  # not a cache hit
             open_doc(client, other, "values = [\n    10,\n    20,\n    30,\n\n")
             pending = asyncio.ensure_future(
                 client.text_document_inline_completion_async(inline_request(other, cursor))
@@ -230,7 +231,7 @@ async def test_the_server_survives_a_worker_crash_mid_request(tmp_path: Path) ->
             card = hover.contents.value if hover else ""  # type: ignore[union-attr]
             assert "SIGSEGV" in card, card
 
-            third = "file:///work/project/add.py"
+            third = (tmp_path / "add.py").as_uri()
             open_doc(client, third, "def add(a, b):\n    return\n")
             after = await client.text_document_inline_completion_async(
                 inline_request(third, t.Position(1, 10))

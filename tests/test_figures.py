@@ -6,7 +6,9 @@ The summaries are real: synthetic task outcomes scored by the evaluation's own `
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,24 @@ from synconfroute.server.learning import figures, stats  # noqa: E402
 from synconfroute.server.routing.router import LocalEvidence  # noqa: E402
 
 LANGS = ["python", "java", "cpp"]
+
+
+@contextlib.contextmanager
+def checked_savefig() -> Iterator[list[list[str]]]:
+    """Every figure saved inside is checked first (`figures.problems`), as users get it."""
+    seen: list[list[str]] = []
+    real_savefig = plt.Figure.savefig
+
+    def checked(fig: Any, *args: Any, **kw: Any) -> None:
+        seen.append(figures.problems(fig))
+        real_savefig(fig, *args, **kw)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(plt.Figure, "savefig", checked)
+    try:
+        yield seen
+    finally:
+        mp.undo()
 
 
 def _tasks(n: int, seed: int) -> list[scoring.TaskOutcome]:
@@ -65,19 +85,8 @@ def _summary(panels: int, n: int, remote: str = "oracle") -> dict[str, Any]:
 @pytest.mark.parametrize("panels", [1, 2, 8])
 @pytest.mark.parametrize("n", [2, 2000])
 def test_eval_plots_hold_for_any_panel_count(tmp_path: Path, panels: int, n: int) -> None:
-    seen: list[list[str]] = []
-    real_savefig = plt.Figure.savefig
-
-    def checked(fig: Any, *args: Any, **kw: Any) -> None:
-        seen.append(figures.problems(fig))
-        real_savefig(fig, *args, **kw)
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(plt.Figure, "savefig", checked)
-    try:
+    with checked_savefig() as seen:
         written = report.plot(_summary(panels, n), tmp_path)
-    finally:
-        mp.undo()
     assert [p.name for p in written] == ["pass_at_1.png", "kept_local_precision.png"]
     assert seen == [[], []]
     assert all(p.stat().st_size > 10_000 for p in written)
@@ -142,18 +151,7 @@ def _ledger_summary(n: int, buckets: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("n", "buckets"), [(1, 1), (3, 2), (5000, 12)])
 def test_stats_plot_holds_for_few_and_many_points(tmp_path: Path, n: int, buckets: int) -> None:
-    seen: list[list[str]] = []
-    real_savefig = plt.Figure.savefig
-
-    def checked(fig: Any, *args: Any, **kw: Any) -> None:
-        seen.append(figures.problems(fig))
-        real_savefig(fig, *args, **kw)
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(plt.Figure, "savefig", checked)
-    try:
+    with checked_savefig() as seen:
         out = stats.plot(_ledger_summary(n, buckets), tmp_path / "s.png")
-    finally:
-        mp.undo()
     assert out.exists()
     assert seen == [[]]

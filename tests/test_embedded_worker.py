@@ -201,7 +201,14 @@ async def test_the_server_survives_a_worker_crash_mid_request(tmp_path: Path) ->
             ),
         )
         # The documents live in the workspace folder: outside it nothing escalates.
-        client, _ = await start(cfg, capabilities("visual-studio-code", inline=True), root=tmp_path)
+        client, _ = await start(
+            cfg,
+            capabilities("visual-studio-code", inline=True),
+            root=tmp_path,
+            # No time cap on the prediction (local.max_predict_ms): on a fast machine a
+            # capped generation ends before the kill lands in its middle.
+            env={"SYNCONFROUTE_LOCAL_MAX_PREDICT_MS": "0"},
+        )
         try:
             uri = (tmp_path / "numbers.py").as_uri()
             open_doc(client, uri, LONG + "\n")

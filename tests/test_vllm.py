@@ -208,14 +208,25 @@ async def test_interactive_escalation_is_served_before_background_work(
 ) -> None:
     """The server runs `--scheduling-policy priority` with 4 slots. With the slots busy,
     a background request queues first and an interactive one after it; the slot that
-    frees first goes to the interactive one."""
+    frees first goes to the interactive one.
+
+    The fillers ignore end-of-text and are long, and the test frees a slot itself by
+    hanging up one filler: on a fast machine a filler that "frees after ~40 tokens" ended
+    before all four slots were seen busy (CI failed so)."""
     remote = RemoteSettings(priority=-1)
-    fill = {"model": vllm.model, "prompt": "numbers = [\n", "temperature": 0.0, "stream": True}
+    fill = {
+        "model": vllm.model,
+        "prompt": "numbers = [\n",
+        "temperature": 0.0,
+        "stream": True,
+        "ignore_eos": True,  # vLLM's extra sampling field: exactly max_tokens each
+        "max_tokens": MAX_MODEL_LEN - 64,
+    }
     firsts: dict[str, float] = {}
 
-    async def filler(client: httpx.AsyncClient, max_tokens: int) -> None:
-        body = {**fill, "max_tokens": max_tokens}
-        async with client.stream("POST", "/completions", json=body) as resp:
+    async def filler(client: httpx.AsyncClient) -> None:
+        async with client.stream("POST", "/completions", json=fill) as resp:
+            resp.raise_for_status()
             async for _ in resp.aiter_lines():
                 pass
 
@@ -230,16 +241,17 @@ async def test_interactive_escalation_is_served_before_background_work(
         headers={"Authorization": f"Bearer {vllm.api_key}"},
         timeout=120.0,
     ) as client:
-        # One slot frees after ~40 tokens, the other three much later.
-        fillers = [asyncio.create_task(filler(client, n)) for n in (40, 400, 400, 400)]
+        fillers = [asyncio.create_task(filler(client)) for _ in range(MAX_NUM_SEQS)]
         try:
-            assert await until(lambda: vllm.running() == MAX_NUM_SEQS, 60.0)
+            busy = await until(lambda: vllm.running() == MAX_NUM_SEQS, 60.0)
+            assert busy, (vllm.running(), [t.done() and t.exception() for t in fillers])
             background = asyncio.create_task(
                 escalate("background", remote.request_priority(background=True))
             )
             assert await until(lambda: vllm.metric("vllm:num_requests_waiting") == 1, 30.0)
             interactive = asyncio.create_task(escalate("interactive", remote.request_priority()))
             assert await until(lambda: vllm.metric("vllm:num_requests_waiting") == 2, 30.0)
+            fillers[0].cancel()  # hang up: vLLM aborts it and one slot frees
             await asyncio.wait_for(interactive, 120.0)
             assert "background" not in firsts  # still waiting for the next free slot
         finally:

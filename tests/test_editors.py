@@ -288,6 +288,29 @@ def test_neovim_reports_the_resting_cursor_and_the_completion_starts_warm(
 # -- Emacs --------------------------------------------------------------------------------
 
 
+@pytest.mark.embedded
+def test_emacs_reports_the_resting_cursor_and_the_completion_starts_warm(tmp_path: Path) -> None:
+    """As the Neovim test above, in Emacs with eglot (the package's idle timer)."""
+    emacs = _emacs_with_eglot()
+    _smollm2_or_skip()
+    proj, cold, warm = _prefill_project(tmp_path)
+    result_path = tmp_path / "emacs-result.json"
+    env = _env(
+        tmp_path,
+        SYNCONFROUTE_E2E_ROOT=str(ROOT),
+        SYNCONFROUTE_E2E_FILE=str(warm),
+        SYNCONFROUTE_E2E_COLD=str(cold),
+        SYNCONFROUTE_E2E_RESULT=str(result_path),
+        SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+    )
+    cmd = [emacs, "--batch", "-l", str(SCRIPTS / "emacs_prefill_e2e.el")]
+    output = _run(cmd, cwd=proj, env=env, timeout=300)
+    r = _read_result(result_path, output)
+    assert r["off"]["prefills"] == 0 and r["off"]["share"] < 0.5, r
+    assert r["on"]["prefills"] >= 1 and r["on"]["share"] > 0.9, r
+    print("emacs prompt reuse: reports off", r["off"], "on", r["on"])
+
+
 def _emacs_with_eglot() -> str:
     emacs = _need("emacs", "Debian's emacs-nox runs the package in batch mode")
     probe = subprocess.run(

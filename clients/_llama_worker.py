@@ -180,6 +180,8 @@ def _stats(gen: GenerationStats) -> dict[str, Any]:
         "prompt_s": gen.prompt_s,
         "decode_s": gen.decode_s,
         "finish_reason": gen.finish_reason or ("cancelled" if gen.cancelled else "error"),
+        "slot": gen.slot,
+        "held_tokens": gen.held_tokens,
     }
 
 

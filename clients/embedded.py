@@ -167,6 +167,7 @@ class _Call:
             if isinstance(item, dict) and "done" in item:
                 _apply_stats(gen, item["done"])
                 if (b := self._backend) is not None:
+                    b.generations_total += 1
                     b.prompt_tokens_total += len(gen.prompt_ids)
                     b.cached_tokens_total += gen.cached_tokens
                     b.speed.observe(
@@ -515,6 +516,7 @@ class EmbeddedBackend(ModelIdentity):
         # Prompt tokens of the generations so far, and of them reused from the KV cache.
         self.prompt_tokens_total = 0
         self.cached_tokens_total = 0
+        self.generations_total = 0  # generations that reached the worker (those tokens' count)
         # What the worker's KV caches hold (per slot), for sizing the window by what is
         # already evaluated (`uncached_chars`).
         self.kv = KvIndex()

@@ -229,7 +229,86 @@ def test_neovim_011_ghost_text_partial_accept_dismiss_hover(tmp_path: Path) -> N
     assert set(local.modes) == {"fim"}
 
 
+# -- Where the cursor rests: synconfroute/cursor and prefill, with the real SmolLM2 ---------
+
+
+def _smollm2_or_skip() -> None:
+    import importlib.util
+
+    from synconfroute.clients.embedded import bundled_model_path
+
+    if importlib.util.find_spec("llama_cpp") is None or bundled_model_path() is None:
+        pytest.skip("llama-cpp-python or the SmolLM2 GGUF is not installed (extra embedded)")
+
+
+def _prefill_project(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Two real Python files (argparse excerpts), a settings file for the embedded tier."""
+    import argparse
+
+    source = Path(argparse.__file__).read_text(encoding="utf-8").split("\n")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / ".git").mkdir()
+    cold, warm = proj / "cold.py", proj / "warm.py"
+    cold.write_text("\n".join(source[300:420]) + "\n", encoding="utf-8")
+    warm.write_text("\n".join(source[900:1020]) + "\n", encoding="utf-8")
+    write_config(tmp_path, local_backend="embedded")
+    return proj, cold, warm
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("version", ["0.7", "0.11"])
+def test_neovim_reports_the_resting_cursor_and_the_completion_starts_warm(
+    tmp_path: Path, version: str
+) -> None:
+    """Opened at a line, the cursor rests: the plugin sends synconfroute/cursor, the server
+    prefills there, the completion asked there reuses the prompt; with the reports off
+    (cursor_ms = 0) the same wait leaves the completion cold."""
+    _smollm2_or_skip()
+    nvim = _debian_nvim() if version == "0.7" else _nvim_011()
+    proj, cold, warm = _prefill_project(tmp_path)
+    result_path = tmp_path / "nvim-result.json"
+    env = _env(
+        tmp_path,
+        SYNCONFROUTE_E2E_ROOT=str(ROOT),
+        SYNCONFROUTE_E2E_FILE=str(warm),
+        SYNCONFROUTE_E2E_COLD=str(cold),
+        SYNCONFROUTE_E2E_RESULT=str(result_path),
+        SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+    )
+    cmd = [nvim, "--headless", "-i", "NONE", "-u", str(SCRIPTS / "nvim_prefill_e2e.lua")]
+    output = _run(cmd, cwd=proj, env=env, timeout=300)
+    r = _read_result(result_path, output)
+    assert r["version"].startswith(version), r
+    assert r["off"]["prefills"] == 0 and r["off"]["share"] < 0.5, r
+    assert r["on"]["prefills"] >= 1 and r["on"]["share"] > 0.9, r
+    print("neovim", version, "prompt reuse: reports off", r["off"], "on", r["on"], r["times"])
+
+
 # -- Emacs --------------------------------------------------------------------------------
+
+
+@pytest.mark.embedded
+def test_emacs_reports_the_resting_cursor_and_the_completion_starts_warm(tmp_path: Path) -> None:
+    """As the Neovim test above, in Emacs with eglot (the package's idle timer)."""
+    emacs = _emacs_with_eglot()
+    _smollm2_or_skip()
+    proj, cold, warm = _prefill_project(tmp_path)
+    result_path = tmp_path / "emacs-result.json"
+    env = _env(
+        tmp_path,
+        SYNCONFROUTE_E2E_ROOT=str(ROOT),
+        SYNCONFROUTE_E2E_FILE=str(warm),
+        SYNCONFROUTE_E2E_COLD=str(cold),
+        SYNCONFROUTE_E2E_RESULT=str(result_path),
+        SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+    )
+    cmd = [emacs, "--batch", "-l", str(SCRIPTS / "emacs_prefill_e2e.el")]
+    output = _run(cmd, cwd=proj, env=env, timeout=300)
+    r = _read_result(result_path, output)
+    assert r["off"]["prefills"] == 0 and r["off"]["share"] < 0.5, r
+    assert r["on"]["prefills"] >= 1 and r["on"]["share"] > 0.9, r
+    print("emacs prompt reuse: reports off", r["off"], "on", r["on"])
 
 
 def _emacs_with_eglot() -> str:

@@ -487,6 +487,7 @@ class Session:
             decode_tps=getattr(rates, "decode_tps", None),
             prompt_tokens=getattr(local, "prompt_tokens_total", 0),
             cached_tokens=getattr(local, "cached_tokens_total", 0),
+            generations=getattr(local, "generations_total", 0),
             prefills=self.prefiller.done,
             protocol_errors=getattr(local, "protocol_errors", 0),
         )

@@ -327,6 +327,30 @@ def _emacs_with_eglot() -> str:
     return emacs
 
 
+@pytest.mark.embedded
+def test_plain_eglot_gets_a_prefill_where_its_last_edit_ended(tmp_path: Path) -> None:
+    """eglot without synconfroute.el never reports the cursor (as Helix and LSP4IJ): the
+    server takes the end of the last edit as the cursor and prefills there once the typing
+    rests; asked at once, the completion starts cold and the prefill is cancelled."""
+    emacs = _emacs_with_eglot()
+    _smollm2_or_skip()
+    proj, cold, warm = _prefill_project(tmp_path)
+    result_path = tmp_path / "emacs-result.json"
+    env = _env(
+        tmp_path,
+        SYNCONFROUTE_E2E_FILE=str(warm),
+        SYNCONFROUTE_E2E_COLD=str(cold),
+        SYNCONFROUTE_E2E_RESULT=str(result_path),
+        SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+    )
+    cmd = [emacs, "--batch", "-l", str(SCRIPTS / "emacs_plain_eglot_prefill_e2e.el")]
+    output = _run(cmd, cwd=proj, env=env, timeout=300)
+    r = _read_result(result_path, output)
+    assert r["at_once"]["prefills"] == 0 and r["at_once"]["share"] < 0.5, r
+    assert r["rested"]["prefills"] >= 1 and r["rested"]["share"] > 0.9, r
+    print("plain eglot prompt reuse: asked at once", r["at_once"], "after a rest", r["rested"])
+
+
 def test_emacs_package_ert(tmp_path: Path) -> None:
     emacs = _emacs_with_eglot()
     pkg = EDITORS / "emacs"

@@ -1,0 +1,407 @@
+"""Java, C, C++: judge a completion by a parse of the statement it belongs to, when the file
+is broken near the cursor.
+
+The Python window judge's twin for brace languages (see _pywindow). In a file already broken
+near the cursor (a block header deleted, a call left open above, a half-typed line)
+tree-sitter's recovery reshapes the old errors around any insertion, so the differential
+answers wrongly both ways. A window that holds only the completion's statement does not
+care what is broken elsewhere:
+
+- the window: the cursor's line (with what the user typed before the cursor), the
+  completion, the rest of its line, then the user's lines that belong to the same statement:
+  deeper ones, and at the same indentation those that continue it (`}`, `else`, `catch`, an
+  operator) or follow a line that did not end it. It ends before the next statement at the
+  cursor's indentation, or before a line less indented;
+- above it, stubs instead of the user's text: one `{` per enclosing level, read from the
+  indentation of the lines above (`switch (0) {` for a switch), inside a stub method. What is
+  broken above the cursor (an unclosed `foo(`, a cut line) cannot reach the window;
+- other readings where the line above is ambiguous: the nearest less indented line does not
+  end in `{` (a header cut in half, or a statement the cursor's line continues), or the line
+  just above does not end its statement: the window also starts there;
+- the verdict: a window parses in some reading: valid; in none: invalid (an unbalanced brace
+  shows at the window's end). Undecided (None) where no window stands on its own: the
+  cursor among class members or in an initializer, no enclosing level, too far to scan.
+
+The parsers are the languages' own checks where they are cheap (Java: javalang, as the
+paper), tree-sitter for C and C++ (the compiler needs the whole file; statement-like macros
+of the file rewritten first, see _cmacros).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import attrs
+import tree_sitter
+
+from . import _cmacros
+from ._compilers import check_java
+from ._treesitter import collect_sites, parse
+from .languages import parser_for
+
+_MAX_UP = 1500  # lines searched above the cursor for the enclosing levels
+_MAX_DOWN = 400  # lines the window may reach below the completion
+_TAB = 4
+
+_STRINGS = re.compile(rb"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'")
+_LINE_COMMENT = re.compile(rb"//.*$|/\*.*?\*/")
+_MEMBER = re.compile(
+    rb"^(?:[\w@]+(?:\([^)]*\))?\s+)*(?:class|struct|interface|enum|namespace|union|record|"
+    rb"@interface)\b|^extern\s+\"|^template\s*<.*>\s*(?:class|struct)\b"
+)
+_ANON_CLASS = re.compile(rb"\bnew\s+[\w.<>, ?]+\s*\([^;]*\)\s*\{$")
+_INIT = re.compile(rb"(?:=|\breturn)\s*\{$|\bnew\s+[\w.<>]+\s*(?:\[[^\]]*\]\s*)+\{$")
+_SWITCH = re.compile(rb"^(?:\}\s*)?switch\b")
+_LABEL = re.compile(rb"^(?:case\b.*|default\s*|[A-Za-z_]\w*\s*):$")
+# a line at the cursor's indentation that carries on the statement before it
+_GOES_ON = re.compile(rb"^(?:[})\].?:]|else\b|catch\b|finally\b|&&|\|\||[-+*/%^|&<>=!]=?)")
+_ENDS = (b";", b"{", b"}", b":")
+_KEYWORD = re.compile(rb"(?:^|\})\s*(try|do)\b")
+
+
+@attrs.frozen
+class WindowVerdict:
+    """`valid` None: undecided. `where`: byte offset of the error (invalid only)."""
+
+    valid: bool | None
+    message: str = ""
+    where: int = -1
+    span: tuple[int, int] = (0, 0)  # bytes of the text the (first) window holds
+
+
+Parse = Callable[[bytes], tuple[int, str] | None]  # window -> (offset, message) of an error
+
+
+def _width(line: bytes) -> int:
+    w = 0
+    for c in line:
+        if c == 0x20:
+            w += 1
+        elif c == 0x09:
+            w += _TAB - w % _TAB
+        else:
+            break
+    return w
+
+
+def _code(line: bytes) -> bytes:
+    """The line without comments, string contents and surrounding blanks."""
+    s = _STRINGS.sub(b'""', line)
+    return _LINE_COMMENT.sub(b"", s).strip()
+
+
+def _skip(code: bytes) -> bool:
+    """Lines that are no code for the window's structure: blank, comments, directives."""
+    return (
+        not code
+        or code.startswith((b"#", b"*", b"/*", b"@"))
+        or code.endswith(b"*/")
+        or bool(_LABEL.match(code) and not code.startswith((b"case", b"default")))
+    )
+
+
+def _line_end(data: bytes, pos: int) -> int:
+    e = data.find(b"\n", pos)
+    return len(data) if e < 0 else e
+
+
+@attrs.frozen
+class _Level:
+    kind: str  # "block", "switch", "open" (no `{`: a cut header or a statement going on)
+    start: int  # byte offset of the level's line
+    width: int  # its indentation
+    keyword: bytes = b""  # `try`, `do`: the stub a window that closes it needs
+
+
+def _levels(data: bytes, ls: int, ci: int) -> tuple[list[_Level], int] | None:
+    """The enclosing levels of a line at indentation `ci` starting at byte `ls`, innermost
+    first, and the start of the code line just above it at the same indentation (-1 when
+    none or it ends its statement). None when no window stands on its own there."""
+    levels: list[_Level] = []
+    cur = ci
+    same = -2  # -2: not seen yet
+    end = ls - 1
+    for _ in range(_MAX_UP):
+        if end < 0:
+            break
+        start = data.rfind(b"\n", 0, end) + 1
+        line = data[start:end]
+        end = start - 1
+        code = _code(line)
+        if _skip(code) or _LABEL.match(code):
+            continue
+        w = _width(line)
+        if w >= cur:
+            if same == -2 and w == cur and not levels:
+                same = -1 if code.endswith(_ENDS) or code.startswith(b"case") else start
+            continue
+        if same == -2:
+            same = -1
+        if code.endswith(b"{"):
+            if _MEMBER.match(code) or _ANON_CLASS.search(code):
+                return (levels, same) if levels else None
+            if _INIT.search(code):
+                return None
+            kw = _KEYWORD.search(code)
+            kind = "switch" if _SWITCH.match(code) else "block"
+            levels.append(_Level(kind, start, w, kw.group(1) if kw else b""))
+        else:
+            levels.append(_Level("open", start, w))
+        cur = w
+        if w == 0:
+            return levels, max(same, -1)
+    if end < 0 and levels:
+        return levels, max(same, -1)
+    return None
+
+
+def _first_code(data: bytes, pos: int, limit: int) -> int:
+    """Byte offset of the first line from `pos` (a line start) with code before `limit`."""
+    while pos <= limit:
+        e = _line_end(data, pos)
+        if _code(data[pos:e]) and not _code(data[pos:e]).startswith((b"//", b"/*")):
+            return pos
+        pos = e + 1
+    return -1
+
+
+def _window_end(data: bytes, after: int, ci: int, last: bytes) -> int:
+    """End (byte offset) of the user's lines from `after` (a line start) that belong to the
+    statement at indentation `ci` whose last code line so far is `last`; -1: too far."""
+    pos = after
+    end = after - 1 if after > 0 else 0
+    for _ in range(_MAX_DOWN):
+        if pos >= len(data):
+            return len(data)
+        e = _line_end(data, pos)
+        line = data[pos:e]
+        code = _code(line)
+        if not code or code.startswith((b"#", b"*", b"/*")) or code.endswith(b"*/"):
+            pos = e + 1
+            continue
+        w = _width(line)
+        if w < ci or (w == ci and last.endswith(_ENDS) and not _GOES_ON.match(code)):
+            return end
+        last = code
+        end = e
+        pos = e + 1
+    return -1
+
+
+_OPENERS = {
+    b"else": b"if (1) {",
+    b"catch": b"try {",
+    b"finally": b"try {",
+    b"while": b"do {",
+}
+
+
+def _lead_stub(code: bytes) -> bytes:
+    """A stub statement the window's first line continues (`} else {` needs its `if`)."""
+    rest = code
+    closed = rest.startswith(b"}")
+    if closed:
+        rest = rest[1:].lstrip()
+    for kw, opener in _OPENERS.items():
+        if re.match(kw + rb"\b", rest):
+            if closed:
+                return opener
+            if kw != b"while":  # a `while` of its own starts a loop
+                return opener + b"}"
+    return b"{" if closed else b""
+
+
+def judge(data: bytes, start: int, end: int, java: bool, parse: Parse) -> WindowVerdict:
+    """Is the completion at bytes [start, end) of `data` (the text WITH it) valid where it
+    stands? The best answer over the readings of the lines above it."""
+    ls = data.rfind(b"\n", 0, start) + 1
+    first = _first_code(data, ls, max(end - 1, start))
+    if first < 0:
+        return WindowVerdict(None)
+    fe = _line_end(data, first)
+    ci = _width(data[first:fe])
+    found = _levels(data, first, ci)
+    if found is None:
+        return WindowVerdict(None)
+    levels, same = found
+    if not levels:
+        return WindowVerdict(None)
+    # the completion's lines, the rest of its last line: always in the window
+    zone_end = _line_end(data, max(end - 1, start))
+    if end > start and data[end - 1 : end] == b"\n":
+        zone_end = end - 1
+    readings: list[tuple[int, list[_Level]]] = [(first, levels)]
+    if levels[0].kind == "open":  # a cut header, or the cursor's line goes on with it
+        up = _levels(data, levels[0].start, _width(data[levels[0].start :]))
+        if up is not None and up[0]:
+            readings.append((levels[0].start, up[0]))
+    if same >= 0:  # the line above at the same indentation does not end its statement
+        readings.append((same, levels))
+    out: WindowVerdict | None = None
+    for k, (ws, lv) in enumerate(readings):
+        v = _judge_in(data, ws, (start, end, zone_end), lv, java, parse)
+        if v.valid is None:
+            continue
+        if v.valid:
+            return v if k == 0 or out is None else attrs.evolve(out, valid=True)
+        if out is None:
+            out = v
+    return out if out is not None else WindowVerdict(None)
+
+
+def _judge_in(
+    data: bytes,
+    ws: int,
+    span: tuple[int, int, int],
+    levels: list[_Level],
+    java: bool,
+    parse: Parse,
+) -> WindowVerdict:
+    start, end, zone_end = span
+    # The statement's indentation: the least of its lines so far (a completion may close
+    # the blocks it sits in: `} else if (b) {` one level out).
+    lines = data[ws:zone_end].split(b"\n")
+    head = data[_line_start(data, start) : start]
+    rest = data[end:zone_end] if end < zone_end else b""
+    frag = data[_line_start(data, end) : end]
+    blank_head = head if not head.strip() else b""
+    if len(lines) > 1 and frag and not frag.strip():
+        # the completion's last line is only blanks: the user's line after it keeps the
+        # indentation it had (the blanks before the cursor, if any, and its own)
+        lines[-1] = blank_head + rest
+    elif _code(rest) and not head.strip():
+        # the user's text after the completion was a line of its own (the cursor at its
+        # start or after its indentation): it keeps the indentation it had
+        lines[-1] = frag
+        lines.append(head + rest)
+    ci = min(
+        (_width(ln) for ln in lines if _code(ln)),
+        default=_width(data[ws : _line_end(data, ws)]),
+    )
+    last = _code(data[_line_start(data, zone_end) : zone_end])
+    we = _window_end(data, zone_end + 1, ci, last) if zone_end < len(data) else zone_end
+    if we < 0:
+        return WindowVerdict(None)
+    we = max(we, zone_end)
+    stubs: list[bytes] = []
+    closers = 0
+    for lv in reversed(levels):
+        entered = lv.width >= ci  # closed by a line of the window itself
+        if lv.kind == "switch":
+            stubs.append(b"switch (0) {" + (b" case 0:" if java else b""))
+        elif entered and lv is not levels[-1]:  # (the outermost: the stub method's body)
+            stubs.append(_ENTERED.get(lv.keyword, b"if (1) {"))
+        else:
+            stubs.append(b"{")
+        closers += not entered
+    lead = _lead_stub(_code(data[ws : _line_end(data, ws)]))
+    head = (b"class __W {\nvoid __m() " if java else b"void __f() ") + b" ".join(stubs)
+    head += (b" " + lead if lead else b"") + b"\n"
+    tail = b"\n" + b"}" * closers + (b"\n}" if java else b"") + b"\n"
+    window = head + data[ws:we] + tail
+    err = parse(window)
+    if err is None:
+        return WindowVerdict(True, span=(ws, we))
+    # The lines may not follow their braces (a body as deep as its header, its `}` one
+    # level out): when the window holds such a body and parses once it runs on to where its
+    # braces close, indentation and braces disagree, and the window cannot tell who is right.
+    depth = _depth(data[ws:we]) + (1 if lead.endswith(b"{") else 0)
+    if depth > 0 and _flat_body(b"\n".join(lines) + data[zone_end:we]):
+        pos = we + 1
+        for _ in range(_MAX_DOWN):
+            if pos >= len(data):
+                break
+            e = _line_end(data, pos)
+            depth += _depth(data[pos:e])
+            pos = e + 1
+            if depth <= 0:
+                if parse(head + data[ws:e] + tail) is None:
+                    return WindowVerdict(None, span=(ws, e))
+                break
+    at, message = err
+    where = min(max(ws + at - len(head), ws), we)
+    return WindowVerdict(False, message, where, span=(ws, we))
+
+
+_ENTERED = {b"try": b"try {", b"do": b"do {"}
+
+
+def _flat_body(text: bytes) -> bool:
+    """Whether a line of `text` that opens a block is followed by a line no deeper."""
+    prev: bytes | None = None
+    for line in text.split(b"\n"):
+        code = _code(line)
+        if not code:
+            continue
+        if (
+            prev is not None
+            and _code(prev).endswith(b"{")
+            and not code.startswith(b"}")
+            and _width(line) <= _width(prev)
+        ):
+            return True
+        prev = line
+    return False
+
+
+def _depth(text: bytes) -> int:
+    """Braces opened minus closed in `text` (comments and strings left out)."""
+    d = 0
+    for line in text.split(b"\n"):
+        code = _code(line)
+        d += code.count(b"{") - code.count(b"}")
+    return d
+
+
+def _line_start(data: bytes, pos: int) -> int:
+    return data.rfind(b"\n", 0, pos) + 1
+
+
+def java_parse(window: bytes) -> tuple[int, str] | None:
+    """javalang on the window (the paper's Java check): (byte offset, message) of its error."""
+    text = window.decode("utf-8", "replace")
+    res = check_java(text)
+    if res.ok:
+        return None
+    d = res.diagnostics[0] if res.diagnostics else None
+    at = len(text) if d is None or d.offset is None else d.offset
+    return len(text[:at].encode("utf-8")), (d.message if d else "syntax error")
+
+
+def tree_sitter_parse(language: str, macros: dict[bytes, str]) -> Parse:
+    """tree-sitter on the window, the file's statement-like macros rewritten first."""
+
+    def run(window: bytes) -> tuple[int, str] | None:
+        tree = parse(parser_for(language), _cmacros.neutralize(window, macros))
+        assert tree is not None
+        sites = collect_sites(tree, window)
+        if sites:
+            return sites[0].where, sites[0].message()
+        return _keyword_identifier(tree, window)
+
+    return run
+
+
+# tree-sitter-c/cpp read a statement keyword where an expression ends (`x |= break;`) as a
+# plain identifier, without an error; the compilers reject it.
+_KEYWORDS = frozenset(
+    b"break continue return if else for while do switch case default goto".split()
+)
+
+
+def _keyword_identifier(tree: tree_sitter.Tree, window: bytes) -> tuple[int, str] | None:
+    cursor = tree.walk()
+    while True:
+        node = cursor.node
+        assert node is not None
+        if node.type == "identifier" and window[node.start_byte : node.end_byte] in _KEYWORDS:
+            word = window[node.start_byte : node.end_byte].decode()
+            return node.start_byte, f"unexpected '{word}'"
+        if cursor.goto_first_child() or cursor.goto_next_sibling():
+            continue
+        while cursor.goto_parent():
+            if cursor.goto_next_sibling():
+                break
+        else:
+            return None

@@ -42,6 +42,7 @@ from .languages import parser_for
 
 _MAX_UP = 1500  # lines searched above the cursor for the enclosing levels
 _MAX_DOWN = 400  # lines the window may reach below the completion
+_MAX_STATEMENT = 60  # lines searched above the cursor for the start of its statement
 _TAB = 4
 
 _STRINGS = re.compile(rb"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'")
@@ -68,6 +69,7 @@ class WindowVerdict:
     message: str = ""
     where: int = -1
     span: tuple[int, int] = (0, 0)  # bytes of the text the (first) window holds
+    beyond: bool = False  # the error is in the user's lines after the zone
 
 
 Parse = Callable[[bytes], tuple[int, str] | None]  # window -> (offset, message) of an error
@@ -112,6 +114,7 @@ class _Level:
     start: int  # byte offset of the level's line
     width: int  # its indentation
     keyword: bytes = b""  # `try`, `do`: the stub a window that closes it needs
+    flat: bool = False  # found by its brace, at least as deep as the lines it holds
 
 
 def _levels(data: bytes, ls: int, ci: int) -> tuple[list[_Level], int] | None:
@@ -121,6 +124,9 @@ def _levels(data: bytes, ls: int, ci: int) -> tuple[list[_Level], int] | None:
     levels: list[_Level] = []
     cur = ci
     same = -2  # -2: not seen yet
+    # braces closed minus opened by the lines between here and the last level (a line that
+    # starts with `}` closes a block of its own indentation: the lead stub stands for it)
+    bal = 1 if _code(data[ls : _line_end(data, ls)]).startswith(b"}") else 0
     end = ls - 1
     for _ in range(_MAX_UP):
         if end < 0:
@@ -135,9 +141,18 @@ def _levels(data: bytes, ls: int, ci: int) -> tuple[list[_Level], int] | None:
         if w >= cur:
             if same == -2 and w == cur and not levels:
                 same = -1 if code.endswith(_ENDS) or code.startswith(b"case") else start
+            bal += code.count(b"}") - code.count(b"{")
+            if bal < 0 and code.endswith(b"{") and not _INIT.search(code):
+                # a block the lines below do not close, opened no less indented than they
+                # are (`LOOP(i,0,n)` / `{` / a body at the brace's indentation)
+                kw = _KEYWORD.search(code)
+                kind = "switch" if _SWITCH.match(code) else "block"
+                levels.append(_Level(kind, start, w, kw.group(1) if kw else b"", flat=True))
+                bal = 0
             continue
         if same == -2:
             same = -1
+        bal = 0
         if code.endswith(b"{"):
             if _MEMBER.match(code) or _ANON_CLASS.search(code):
                 return (levels, same) if levels else None
@@ -156,6 +171,25 @@ def _levels(data: bytes, ls: int, ci: int) -> tuple[list[_Level], int] | None:
     return None
 
 
+def _statement_start(data: bytes, ls: int) -> int:
+    """Start of the line that begins the statement the line at `ls` belongs to, when that is
+    an earlier line (the lines between do not end in `;`, `{`, `}` or `:`), else -1."""
+    found = -1
+    end = ls - 1
+    for _ in range(_MAX_STATEMENT):
+        if end < 0:
+            return -1
+        start = data.rfind(b"\n", 0, end) + 1
+        code = _code(data[start:end])
+        end = start - 1
+        if _skip(code):
+            continue
+        if code.endswith(_ENDS):
+            return found
+        found = start
+    return -1
+
+
 def _first_code(data: bytes, pos: int, limit: int) -> int:
     """Byte offset of the first line from `pos` (a line start) with code before `limit`."""
     while pos <= limit:
@@ -166,9 +200,11 @@ def _first_code(data: bytes, pos: int, limit: int) -> int:
     return -1
 
 
-def _window_end(data: bytes, after: int, ci: int, last: bytes) -> int:
+def _window_end(data: bytes, after: int, ci: int, last: bytes, depth: int | None) -> int:
     """End (byte offset) of the user's lines from `after` (a line start) that belong to the
-    statement at indentation `ci` whose last code line so far is `last`; -1: too far."""
+    statement at indentation `ci` whose last code line so far is `last`; -1: too far.
+    `depth`: braces open so far; a `}` that would close a brace opened before the window
+    ends it (None: the file has a `}` too many, which may be this one)."""
     pos = after
     end = after - 1 if after > 0 else 0
     for _ in range(_MAX_DOWN):
@@ -183,6 +219,10 @@ def _window_end(data: bytes, after: int, ci: int, last: bytes) -> int:
         w = _width(line)
         if w < ci or (w == ci and last.endswith(_ENDS) and not _GOES_ON.match(code)):
             return end
+        if depth is not None:
+            if code.startswith(b"}") and depth <= 0:
+                return end
+            depth += brace_depth(line)
         last = code
         end = e
         pos = e + 1
@@ -212,9 +252,12 @@ def _lead_stub(code: bytes) -> bytes:
     return b"{" if closed else b""
 
 
-def judge(data: bytes, start: int, end: int, java: bool, parse: Parse) -> WindowVerdict:
+def judge(
+    data: bytes, start: int, end: int, java: bool, parse: Parse, surplus: bool = False
+) -> WindowVerdict:
     """Is the completion at bytes [start, end) of `data` (the text WITH it) valid where it
-    stands? The best answer over the readings of the lines above it."""
+    stands? The best answer over the readings of the lines above it. `surplus`: the text
+    without the completion closes more braces than it opens (a block header deleted)."""
     ls = data.rfind(b"\n", 0, start) + 1
     first = _first_code(data, ls, max(end - 1, start))
     if first < 0:
@@ -238,9 +281,19 @@ def judge(data: bytes, start: int, end: int, java: bool, parse: Parse) -> Window
             readings.append((levels[0].start, up[0]))
     if same >= 0:  # the line above at the same indentation does not end its statement
         readings.append((same, levels))
+    stmt = _statement_start(data, first)
+    if stmt >= 0 and all(ws != stmt for ws, _ in readings):
+        # the cursor's line goes on with a statement begun further up (an argument list
+        # over several lines): the window starts where that statement does
+        up = _levels(data, stmt, _width(data[stmt : _line_end(data, stmt)]))
+        if up is not None and up[0]:
+            readings.append((stmt, up[0]))
     out: WindowVerdict | None = None
     for k, (ws, lv) in enumerate(readings):
-        v = _judge_in(data, ws, (start, end, zone_end), lv, java, parse)
+        try:
+            v = _judge_in(data, ws, (start, end, zone_end), lv, java, parse, surplus)
+        except WindowTimeout:
+            return WindowVerdict(None)
         if v.valid is None:
             continue
         if v.valid:
@@ -257,6 +310,7 @@ def _judge_in(
     levels: list[_Level],
     java: bool,
     parse: Parse,
+    surplus: bool,
 ) -> WindowVerdict:
     start, end, zone_end = span
     # The statement's indentation: the least of its lines so far (a completion may close
@@ -279,15 +333,10 @@ def _judge_in(
         (_width(ln) for ln in lines if _code(ln)),
         default=_width(data[ws : _line_end(data, ws)]),
     )
-    last = _code(data[_line_start(data, zone_end) : zone_end])
-    we = _window_end(data, zone_end + 1, ci, last) if zone_end < len(data) else zone_end
-    if we < 0:
-        return WindowVerdict(None)
-    we = max(we, zone_end)
     stubs: list[bytes] = []
     closers = 0
     for lv in reversed(levels):
-        entered = lv.width >= ci  # closed by a line of the window itself
+        entered = lv.width >= ci and not lv.flat  # closed by a line of the window itself
         if lv.kind == "switch":
             stubs.append(b"switch (0) {" + (b" case 0:" if java else b""))
         elif entered and lv is not levels[-1]:  # (the outermost: the stub method's body)
@@ -296,32 +345,45 @@ def _judge_in(
             stubs.append(b"{")
         closers += not entered
     lead = _lead_stub(_code(data[ws : _line_end(data, ws)]))
-    head = (b"class __W {\nvoid __m() " if java else b"void __f() ") + b" ".join(stubs)
-    head += (b" " + lead if lead else b"") + b"\n"
+    # braces open at the end of the zone: the window's own, the lead's, the entered stubs'
+    depth = brace_depth(data[ws:zone_end]) + lead.endswith(b"{") + len(stubs) - closers
+    last = _code(data[_line_start(data, zone_end) : zone_end])
+    we = zone_end
+    if zone_end < len(data):
+        we = _window_end(data, zone_end + 1, ci, last, depth if not surplus else None)
+    if we < 0:
+        return WindowVerdict(None)
+    we = max(we, zone_end)
+    top = (b"class __W {\nvoid __m() " if java else b"void __f() ") + b" ".join(stubs)
+    top += (b" " + lead if lead else b"") + b"\n"
     tail = b"\n" + b"}" * closers + (b"\n}" if java else b"") + b"\n"
-    window = head + data[ws:we] + tail
+    window = top + data[ws:we] + tail
     err = parse(window)
     if err is None:
         return WindowVerdict(True, span=(ws, we))
     # The lines may not follow their braces (a body as deep as its header, its `}` one
     # level out): when the window holds such a body and parses once it runs on to where its
     # braces close, indentation and braces disagree, and the window cannot tell who is right.
-    depth = _depth(data[ws:we]) + (1 if lead.endswith(b"{") else 0)
+    depth = brace_depth(data[ws:we]) + (1 if lead.endswith(b"{") else 0)
     if depth > 0 and _flat_body(b"\n".join(lines) + data[zone_end:we]):
         pos = we + 1
         for _ in range(_MAX_DOWN):
             if pos >= len(data):
                 break
             e = _line_end(data, pos)
-            depth += _depth(data[pos:e])
+            depth += brace_depth(data[pos:e])
             pos = e + 1
             if depth <= 0:
-                if parse(head + data[ws:e] + tail) is None:
+                if parse(top + data[ws:e] + tail) is None:
                     return WindowVerdict(None, span=(ws, e))
                 break
+    if we >= len(data.rstrip()):
+        # the user's lines never close the statement (a file cut short): no evidence
+        return WindowVerdict(None, span=(ws, we))
     at, message = err
-    where = min(max(ws + at - len(head), ws), we)
-    return WindowVerdict(False, message, where, span=(ws, we))
+    where = min(max(ws + at - len(top), ws), we)
+    beyond = where > _line_end(data, zone_end + 1)  # past the line after the completion
+    return WindowVerdict(False, message, where, span=(ws, we), beyond=beyond)
 
 
 _ENTERED = {b"try": b"try {", b"do": b"do {"}
@@ -345,7 +407,7 @@ def _flat_body(text: bytes) -> bool:
     return False
 
 
-def _depth(text: bytes) -> int:
+def brace_depth(text: bytes) -> int:
     """Braces opened minus closed in `text` (comments and strings left out)."""
     d = 0
     for line in text.split(b"\n"):
@@ -358,23 +420,34 @@ def _line_start(data: bytes, pos: int) -> int:
     return data.rfind(b"\n", 0, pos) + 1
 
 
-def java_parse(window: bytes) -> tuple[int, str] | None:
+class WindowTimeout(Exception):
+    """The check's deadline passed while a window was parsed."""
+
+
+def java_parser(deadline: float | None) -> Parse:
     """javalang on the window (the paper's Java check): (byte offset, message) of its error."""
-    text = window.decode("utf-8", "replace")
-    res = check_java(text)
-    if res.ok:
-        return None
-    d = res.diagnostics[0] if res.diagnostics else None
-    at = len(text) if d is None or d.offset is None else d.offset
-    return len(text[:at].encode("utf-8")), (d.message if d else "syntax error")
+
+    def run(window: bytes) -> tuple[int, str] | None:
+        text = window.decode("utf-8", "replace")
+        res = check_java(text, deadline)
+        if res.timed_out:
+            raise WindowTimeout
+        if res.ok:
+            return None
+        d = res.diagnostics[0] if res.diagnostics else None
+        at = len(text) if d is None or d.offset is None else d.offset
+        return len(text[:at].encode("utf-8")), (d.message if d else "syntax error")
+
+    return run
 
 
-def tree_sitter_parse(language: str, macros: dict[bytes, str]) -> Parse:
+def tree_sitter_parser(language: str, macros: dict[bytes, str], deadline: float | None) -> Parse:
     """tree-sitter on the window, the file's statement-like macros rewritten first."""
 
     def run(window: bytes) -> tuple[int, str] | None:
-        tree = parse(parser_for(language), _cmacros.neutralize(window, macros))
-        assert tree is not None
+        tree = parse(parser_for(language), _cmacros.neutralize(window, macros), None, deadline)
+        if tree is None:
+            raise WindowTimeout
         sites = collect_sites(tree, window)
         if sites:
             return sites[0].where, sites[0].message()

@@ -98,6 +98,7 @@ class SyntaxDocument:
         self._before_sites: tuple[int, list[ErrorSite]] | None = None
         self._before_compiled: dict[str, tuple[int, CompilerResult]] = {}
         self._before_macros: tuple[int, dict[bytes, str]] | None = None
+        self._before_depth: tuple[int, int] | None = None
         try:
             if language is None:
                 raise UnsupportedLanguage(
@@ -391,7 +392,7 @@ class SyntaxDocument:
     def _ts_stage(self, after: bytes, splice: Splice, deadline: float, full: bool) -> _Stage:
         stage = self._ts_differential(after, splice, deadline, full)
         if self.language in _BRACE and stage.status != "timeout":
-            return self._brace_stage(stage, after, splice)
+            return self._brace_stage(stage, after, splice, deadline)
         if self.language != "python" or stage.status == "timeout" or not self._broken_near(splice):
             return stage
         # The file is broken near the cursor: tree-sitter's recovery reshapes the old errors
@@ -410,19 +411,21 @@ class SyntaxDocument:
         site = ErrorSite(w.where, w.where, False, "INDENT", "", note=w.message)
         return _Stage("invalid", [site], stage.tree)
 
-    def _brace_stage(self, stage: _Stage, after: bytes, splice: Splice) -> _Stage:
+    def _brace_stage(self, stage: _Stage, after: bytes, splice: Splice, deadline: float) -> _Stage:
         """Java/C/C++ where the file is broken near the cursor: a parse of the completion's
         statement with stubs for the code around it decides (see _bracewindow)."""
         sites = self._sites_before()
         if not sites or not after[splice.start : splice.new_end].strip():
             return stage
         lang = self.language or ""
-        parse: _bracewindow.Parse = (
-            _bracewindow.java_parse
+        parse = (
+            _bracewindow.java_parser(deadline)
             if lang == "java"
-            else _bracewindow.tree_sitter_parse(lang, self._macros())
+            else _bracewindow.tree_sitter_parser(lang, self._macros(), deadline)
         )
-        w = _bracewindow.judge(after, splice.start, splice.new_end, lang == "java", parse)
+        w = _bracewindow.judge(
+            after, splice.start, splice.new_end, lang == "java", parse, self._brace_surplus()
+        )
         if w.valid is None:
             return stage
         # broken near the cursor: the text without the completion has an error from a few
@@ -436,10 +439,20 @@ class SyntaxDocument:
             return stage
         if w.valid:
             return _Stage("valid", [], stage.tree)
+        if w.beyond and self._broken_lines(w.where - splice.delta):
+            return stage  # in the user's lines below, broken before: the differential's call
         if stage.status == "invalid":
             return stage  # both object: tree-sitter's site says more precisely where
         site = ErrorSite(w.where, w.where, False, "ERROR", "", note=w.message)
         return _Stage("invalid", [site], stage.tree)
+
+    def _brace_surplus(self) -> bool:
+        """Whether the text closes more braces than it opens (a block header deleted)."""
+        cached = self._before_depth
+        if cached is None or cached[0] != self.version:
+            cached = (self.version, _bracewindow.brace_depth(self.data))
+            self._before_depth = cached
+        return cached[1] < 0
 
     def _macros(self) -> dict[bytes, str]:
         cached = self._before_macros
@@ -465,6 +478,19 @@ class SyntaxDocument:
             e = data.find(b"\n", hi + 1)
             hi = len(data) if e < 0 else e
         return any(s.start <= hi and lo <= s.end for s in sites)
+
+    def _broken_lines(self, pos: int) -> bool:
+        """Whether the text without the completion has an error on the line of byte `pos`
+        or the one above it (a parser reports a broken line at the next one's first token).
+        A brace too many or too few is no such error: the window judges braces itself."""
+        data = self.data
+        ls = data.rfind(b"\n", 0, pos) + 1
+        prev = data.rfind(b"\n", 0, max(ls - 1, 0)) + 1 if ls else 0
+        le = data.find(b"\n", pos)
+        le = len(data) if le < 0 else le
+        return any(
+            prev <= s.start <= le and "}" not in (s.kind, s.text) for s in self._sites_before()
+        )
 
     def _broken_line(self, pos: int) -> bool:
         """Whether the text without the completion has an error starting on the line of

@@ -195,3 +195,32 @@ def test_clean_files_keep_the_differential() -> None:
     )
     assert _gate(pre, "            best = a[i];\n", suf, "cpp") == "valid"
     assert _gate(pre, "            best = a[i\n", suf, "cpp") == "invalid"
+
+
+# ---------------------------------------------------------------- broken elsewhere
+
+
+def test_user_lines_broken_below_are_not_the_completions_fault() -> None:
+    # `foo(` left open a few lines below a correct completion in a hole: the window holds
+    # that line, which does not parse alone: the differential decides (it accepts).
+    suf = CPP_SUF.replace("    cout << best << endl;\n", "    foo(\n    cout << best << endl;\n")
+    assert _gate(CPP_PRE, CPP_TRUTH, suf, "cpp") == "valid"
+
+
+def test_expression_macro_that_ends_in_a_semicolon() -> None:
+    # `max` looks like a statement macro (its body ends in ';') but is used as an
+    # expression: the window is parsed as written first.
+    pre = (
+        "#include <stdio.h>\n#define max(x,y) ((x)>(y))?(x):(y);\nint main (void) {\n"
+        "\tint t,d,m,n;\n\twhile (t--) {\n\t\tint b[10] = {};\n\t\tfor (int j = 0;j < n;j++) {\n"
+    )
+    truth = '\t\t\tscanf ("%d%d",&m,&d);\n\t\t\tb[d-1] = max(m,b[d-1]);\n'
+    # the file cut short after the next loop header
+    suf = "\t\t}\n\t\tint j;\n\t\tfor (j = 0;j < 10;j++) {\n\t\t\tif (b[j] == 0) break;\n"
+    assert _gate(pre, truth, suf, "cpp") == "valid"
+
+
+def test_code_without_indentation_is_left_to_the_differential() -> None:
+    pre = "int main() {\nint t;\nwhile(t--){\nint n;\nfor(int i=0;i<n;i++){\nint b,d;\nif (b>d){"
+    suf = "}}\nif (n==10){n++;}\n"  # the file cut short: main never closed
+    assert _gate(pre, "d=b;", suf, "cpp") == "valid"

@@ -69,7 +69,6 @@ class WindowVerdict:
     message: str = ""
     where: int = -1
     span: tuple[int, int] = (0, 0)  # bytes of the text the (first) window holds
-    beyond: bool = False  # the error is in the user's lines after the zone
 
 
 Parse = Callable[[bytes], tuple[int, str] | None]  # window -> (offset, message) of an error
@@ -253,11 +252,19 @@ def _lead_stub(code: bytes) -> bytes:
 
 
 def judge(
-    data: bytes, start: int, end: int, java: bool, parse: Parse, surplus: bool = False
+    data: bytes,
+    start: int,
+    end: int,
+    java: bool,
+    parse: Parse,
+    surplus: bool = False,
+    user_broken: Callable[[int, int], bool] | None = None,
 ) -> WindowVerdict:
     """Is the completion at bytes [start, end) of `data` (the text WITH it) valid where it
     stands? The best answer over the readings of the lines above it. `surplus`: the text
-    without the completion closes more braces than it opens (a block header deleted)."""
+    without the completion closes more braces than it opens (a block header deleted).
+    `user_broken(lo, hi)`: whether the user's lines in bytes [lo, hi) of `data` had an
+    error (other than a brace) before the completion."""
     ls = data.rfind(b"\n", 0, start) + 1
     first = _first_code(data, ls, max(end - 1, start))
     if first < 0:
@@ -289,6 +296,7 @@ def judge(
         if up is not None and up[0]:
             readings.append((stmt, up[0]))
     out: WindowVerdict | None = None
+    unsure = False
     for k, (ws, lv) in enumerate(readings):
         try:
             v = _judge_in(data, ws, (start, end, zone_end), lv, java, parse, surplus)
@@ -298,9 +306,18 @@ def judge(
             continue
         if v.valid:
             return v if k == 0 or out is None else attrs.evolve(out, valid=True)
+        # a window that holds user lines broken already (below the completion) proves
+        # nothing against it
+        unsure = unsure or (
+            user_broken is not None
+            and user_broken(zone_end, v.span[1])
+            and not _parses_alone(data[zone_end + 1 : v.span[1]], java, parse)
+        )
         if out is None:
             out = v
-    return out if out is not None else WindowVerdict(None)
+    if out is None or unsure:
+        return WindowVerdict(None, span=out.span if out else (0, 0))
+    return out
 
 
 def _judge_in(
@@ -333,34 +350,28 @@ def _judge_in(
         (_width(ln) for ln in lines if _code(ln)),
         default=_width(data[ws : _line_end(data, ws)]),
     )
-    stubs: list[bytes] = []
-    closers = 0
-    for lv in reversed(levels):
-        entered = lv.width >= ci and not lv.flat  # closed by a line of the window itself
-        if lv.kind == "switch":
-            stubs.append(b"switch (0) {" + (b" case 0:" if java else b""))
-        elif entered and lv is not levels[-1]:  # (the outermost: the stub method's body)
-            stubs.append(_ENTERED.get(lv.keyword, b"if (1) {"))
-        else:
-            stubs.append(b"{")
-        closers += not entered
-    lead = _lead_stub(_code(data[ws : _line_end(data, ws)]))
-    # braces open at the end of the zone: the window's own, the lead's, the entered stubs'
-    depth = brace_depth(data[ws:zone_end]) + lead.endswith(b"{") + len(stubs) - closers
+    if ci == 0:
+        return WindowVerdict(None)  # code in a block yet not indented: no evidence
+    first = _code(data[ws : _line_end(data, ws)])
     last = _code(data[_line_start(data, zone_end) : zone_end])
-    we = zone_end
-    if zone_end < len(data):
-        we = _window_end(data, zone_end + 1, ci, last, depth if not surplus else None)
-    if we < 0:
-        return WindowVerdict(None)
-    we = max(we, zone_end)
-    top = (b"class __W {\nvoid __m() " if java else b"void __f() ") + b" ".join(stubs)
-    top += (b" " + lead if lead else b"") + b"\n"
-    tail = b"\n" + b"}" * closers + (b"\n}" if java else b"") + b"\n"
-    window = top + data[ws:we] + tail
-    err = parse(window)
-    if err is None:
-        return WindowVerdict(True, span=(ws, we))
+    # A flat level's `}` may be the window's or further down: both readings.
+    flats = (False, True) if any(lv.flat for lv in levels) else (False,)
+    for flat_in in flats:
+        top, tail, depth = _frame(levels, ci, java, flat_in, _lead_stub(first))
+        depth += brace_depth(data[ws:zone_end])
+        we = zone_end
+        if zone_end < len(data):
+            we = _window_end(data, zone_end + 1, ci, last, depth if not surplus else None)
+        if we < 0:
+            return WindowVerdict(None)
+        we = max(we, zone_end)
+        err = parse(top + data[ws:we] + tail)
+        if err is None:
+            return WindowVerdict(True, span=(ws, we))
+        if not flat_in:
+            first_try = (top, tail, we, err)
+    top, tail, we, err = first_try
+    lead = _lead_stub(first)
     # The lines may not follow their braces (a body as deep as its header, its `}` one
     # level out): when the window holds such a body and parses once it runs on to where its
     # braces close, indentation and braces disagree, and the window cannot tell who is right.
@@ -382,11 +393,58 @@ def _judge_in(
         return WindowVerdict(None, span=(ws, we))
     at, message = err
     where = min(max(ws + at - len(top), ws), we)
-    beyond = where > _line_end(data, zone_end + 1)  # past the line after the completion
-    return WindowVerdict(False, message, where, span=(ws, we), beyond=beyond)
+    return WindowVerdict(False, message, where, span=(ws, we))
 
 
 _ENTERED = {b"try": b"try {", b"do": b"do {"}
+
+
+def _parses_alone(text: bytes, java: bool, parse: Parse) -> bool:
+    """Whether the user's lines `text` parse as statements on their own, braces balanced
+    by stubs around them (a `}` too many is the window's business, not theirs)."""
+    depth, low = 0, 0
+    openers: list[bytes] = []  # for each `}` that closes what opened above the lines
+    for line in text.split(b"\n"):
+        code = _code(line)
+        for i, c in enumerate(code):
+            depth += (c == 0x7B) - (c == 0x7D)
+            if depth < low:
+                low = depth
+                openers.append(_lead_stub(code[i:]))
+    top = (b"class __W {\nvoid __m() {" if java else b"void __f() {") + b" ".join(reversed(openers))
+    top += b"\n"
+    tail = b"\n" + b"}" * (depth - low + 1) + (b"\n}" if java else b"") + b"\n"
+    # an `else` whose `if` the completion was to bring: a stub `if` before each keeps any
+    # `else` well-formed (`if (x) a; if (1) {} else b;` parses as the original did)
+    text = _ELSE_LINE.sub(rb"\1if (1) {} \2", text)
+    return parse(top + text + tail) is None
+
+
+_ELSE_LINE = re.compile(rb"(?m)^([ \t]*)(else\b)")
+
+
+def _frame(
+    levels: list[_Level], ci: int, java: bool, flat_in: bool, lead: bytes
+) -> tuple[bytes, bytes, int]:
+    """The stub text before and after a window whose statement sits at indentation `ci`,
+    and the braces it leaves open at the window's start. A level at least as indented as
+    the statement is closed by a line of the window itself ("entered"); `flat_in`: so are
+    the levels found by their brace alone."""
+    stubs: list[bytes] = []
+    closers = 0
+    for lv in reversed(levels):
+        entered = lv.width >= ci and (flat_in or not lv.flat)
+        if lv.kind == "switch":
+            stubs.append(b"switch (0) {" + (b" case 0:" if java else b""))
+        elif entered and lv is not levels[-1]:  # (the outermost: the stub method's body)
+            stubs.append(_ENTERED.get(lv.keyword, b"if (1) {"))
+        else:
+            stubs.append(b"{")
+        closers += not entered
+    top = (b"class __W {\nvoid __m() " if java else b"void __f() ") + b" ".join(stubs)
+    top += (b" " + lead if lead else b"") + b"\n"
+    tail = b"\n" + b"}" * closers + (b"\n}" if java else b"") + b"\n"
+    return top, tail, lead.endswith(b"{") + len(stubs) - closers
 
 
 def _flat_body(text: bytes) -> bool:
@@ -444,14 +502,22 @@ def java_parser(deadline: float | None) -> Parse:
 def tree_sitter_parser(language: str, macros: dict[bytes, str], deadline: float | None) -> Parse:
     """tree-sitter on the window, the file's statement-like macros rewritten first."""
 
-    def run(window: bytes) -> tuple[int, str] | None:
-        tree = parse(parser_for(language), _cmacros.neutralize(window, macros), None, deadline)
+    def once(window: bytes) -> tuple[int, str] | None:
+        tree = parse(parser_for(language), window, None, deadline)
         if tree is None:
             raise WindowTimeout
         sites = collect_sites(tree, window)
         if sites:
             return sites[0].where, sites[0].message()
         return _keyword_identifier(tree, window)
+
+    def run(window: bytes) -> tuple[int, str] | None:
+        err = once(window)
+        if err is None or not macros:
+            return err
+        # the macros rewritten only when asked: the guess of which are statements can err
+        # (`#define max(x,y) ((x)>(y))?(x):(y);` is used as an expression)
+        return err if once(_cmacros.neutralize(window, macros)) is not None else None
 
     return run
 

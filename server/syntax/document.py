@@ -423,8 +423,19 @@ class SyntaxDocument:
             if lang == "java"
             else _bracewindow.tree_sitter_parser(lang, self._macros(), deadline)
         )
+        delta = splice.delta
+
+        def user_broken(lo: int, hi: int) -> bool:
+            return self._broken_lines(lo - delta, hi - delta)
+
         w = _bracewindow.judge(
-            after, splice.start, splice.new_end, lang == "java", parse, self._brace_surplus()
+            after,
+            splice.start,
+            splice.new_end,
+            lang == "java",
+            parse,
+            self._brace_surplus(),
+            user_broken,
         )
         if w.valid is None:
             return stage
@@ -439,8 +450,6 @@ class SyntaxDocument:
             return stage
         if w.valid:
             return _Stage("valid", [], stage.tree)
-        if w.beyond and self._broken_lines(w.where - splice.delta):
-            return stage  # in the user's lines below, broken before: the differential's call
         if stage.status == "invalid":
             return stage  # both object: tree-sitter's site says more precisely where
         site = ErrorSite(w.where, w.where, False, "ERROR", "", note=w.message)
@@ -479,17 +488,13 @@ class SyntaxDocument:
             hi = len(data) if e < 0 else e
         return any(s.start <= hi and lo <= s.end for s in sites)
 
-    def _broken_lines(self, pos: int) -> bool:
-        """Whether the text without the completion has an error on the line of byte `pos`
-        or the one above it (a parser reports a broken line at the next one's first token).
-        A brace too many or too few is no such error: the window judges braces itself."""
-        data = self.data
-        ls = data.rfind(b"\n", 0, pos) + 1
-        prev = data.rfind(b"\n", 0, max(ls - 1, 0)) + 1 if ls else 0
-        le = data.find(b"\n", pos)
-        le = len(data) if le < 0 else le
+    def _broken_lines(self, lo: int, hi: int) -> bool:
+        """Whether the text without the completion has an error starting in bytes (lo, hi].
+        A brace too many or too few, or a missing `;`, is no such error: that is how
+        tree-sitter recovers from a block broken at the cursor, which the window judges."""
         return any(
-            prev <= s.start <= le and "}" not in (s.kind, s.text) for s in self._sites_before()
+            lo < s.start <= hi and "}" not in (s.kind, s.text) and s.kind != ";"
+            for s in self._sites_before()
         )
 
     def _broken_line(self, pos: int) -> bool:

@@ -57,6 +57,7 @@ class Rpc:
 
     def __init__(self) -> None:
         self.proc: asyncio.subprocess.Process | None = None
+        self.routes: list[dict[str, Any]] = []  # synconfroute/route notifications
         self._ids = 0
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._reader: asyncio.Task[None] | None = None
@@ -144,6 +145,8 @@ class Rpc:
                 if msg["method"] == "workspace/configuration":
                     result = [None for _ in msg["params"].get("items", [])]
                 self._send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+            elif msg.get("method") == "synconfroute/route":
+                self.routes.append(msg.get("params") or {})
             elif "id" in msg:
                 fut = self._pending.pop(msg["id"], None)
                 if fut is not None and not fut.done():
@@ -160,6 +163,31 @@ class Rpc:
                 self.proc.kill()
         if self._reader is not None:
             self._reader.cancel()
+
+
+def context_files(route: dict[str, Any]) -> int:
+    """Other files in the local prompt of one answer (its hover card's context line)."""
+    for line in str(route.get("card") or "").split("\n"):
+        if "context from other files:" in line:
+            return line.count("`") // 2 or len(line.split(":", 1)[1].split(","))
+    return 0
+
+
+def prompt_figures(
+    before: dict[str, Any], after: dict[str, Any], fake: Any, routes: list[dict[str, Any]]
+) -> str:
+    """Prompt size per generation (embedded: tokens, from the server's status when it
+    counts generations; the Ollama fake: characters) and context files per answer."""
+    size = "n/a"
+    if fake is not None and getattr(fake, "prompts_timed", 0):
+        size = f"{fake.prompt_chars_total / fake.prompts_timed:.0f} chars"
+    elif after.get("generations"):
+        n = after["generations"] - before.get("generations", 0)
+        d = after["prompt_tokens"] - before.get("prompt_tokens", 0)
+        size = f"{d / n:.0f} tokens" if n else "n/a"
+    files = [context_files(r) for r in routes if not r.get("cacheHit")]
+    ctx = f"{statistics.mean(files):.1f} (max {max(files)})" if files else "n/a"
+    return f"  prompt per generation: {size}; context files per answered prompt: {ctx}"
 
 
 def shown(msg: dict[str, Any]) -> bool:
@@ -267,6 +295,7 @@ async def replay(args: argparse.Namespace, rpc: Rpc, workdir: Path, fake: Any) -
     pauses = hits = 0
     empty = late = 0
     before = (await status(rpc)).get("local_worker") or {}
+    routes0 = len(rpc.routes)
     for fi, (name, text) in enumerate(files):
         first, last = code_region(text, args.lines, 0.3 + 0.4 * fi / max(1, len(files)))
         rows = text.split("\n")
@@ -375,6 +404,7 @@ async def replay(args: argparse.Namespace, rpc: Rpc, workdir: Path, fake: Any) -
         f"p95 {pct(answered, 0.95):.0f} ms (over {len(answered)})"
     )
     print(f"  prompt tokens reused from the KV cache: {reuse}")
+    print(prompt_figures(before, after, fake, rpc.routes[routes0:]))
     if after.get("prompt_tps"):
         print(
             f"  measured rates: prompt {after['prompt_tps']:.0f} tok/s, "
@@ -386,6 +416,8 @@ async def first_after_open(args: argparse.Namespace, rpc: Rpc, workdir: Path) ->
     files = real_files(args.tarball, args.files)
     took: list[float] = []
     hits = 0
+    before = (await status(rpc)).get("local_worker") or {}
+    routes0 = len(rpc.routes)
     for name, text in files:
         rows = text.split("\n")
         line = int(len(rows) * 0.4)
@@ -417,6 +449,8 @@ async def first_after_open(args: argparse.Namespace, rpc: Rpc, workdir: Path) ->
         f"  p50 {statistics.median(took):.0f} ms, p95 {pct(took, 0.95):.0f} ms; "
         f"shown {hits}/{len(files)}"
     )
+    after = (await status(rpc)).get("local_worker") or {}
+    print(prompt_figures(before, after, None, rpc.routes[routes0:]))
 
 
 def complete_cold(args: argparse.Namespace, workdir: Path) -> None:

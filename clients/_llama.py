@@ -74,6 +74,11 @@ _PRE_MARK = "\x00synconfroute-prefix\x00"
 # a prefill is honoured between two calls (~0.1-0.2 s of SmolLM2 on 2 busy cores), and
 # what was evaluated stays in the KV cache. Larger chunks are only marginally faster.
 EVAL_CHUNK = 48
+# KV caches ("slots", each a llama.cpp context on the same model file): the prompt the
+# user is typing in, and a spare that a background prefill grows a larger window into,
+# so that a prefill cut short by the next key never destroys the warm prompt. A prompt
+# goes to the slot holding most of it; holding less than a chunk counts as nothing.
+KV_SLOTS = 2
 _SUF_MARK = "\x00synconfroute-suffix\x00"
 
 
@@ -154,6 +159,8 @@ class GenerationStats:
     prompt_s: float | None = None  # prompt evaluation + first sample
     decode_s: float = 0.0  # from the first token to the end
     finish_reason: str | None = None  # "stop" | "length" | "cancelled" | "error"
+    slot: int = 0  # the KV slot it ran in (`KV_SLOTS`)
+    held_tokens: int = 0  # of its prompt, in that slot's KV cache afterwards
     finished: threading.Event = attrs.field(factory=threading.Event)
     # Called once by cancel(): the server side forwards the cancel to the worker process.
     on_cancel: Callable[[], None] | None = attrs.field(default=None, repr=False)
@@ -185,6 +192,8 @@ class _Loaded:
     template_warning: str | None
     sentinel_ids: dict[str, list[int]]
     load_s: float
+    slots: list[Llama] = attrs.field(factory=list)  # slots[0] is `llm`
+    used: list[int] = attrs.field(factory=list)  # when each slot was last used (a counter)
 
 
 class _Job:
@@ -353,6 +362,8 @@ class LlamaRunner(ModelIdentity):
             template_warning=warning,
             sentinel_ids=sentinel_ids,
             load_s=time.monotonic() - started,
+            slots=[llm],
+            used=[0],
         )
         self._loaded = loaded
         log.info(
@@ -452,6 +463,34 @@ class LlamaRunner(ModelIdentity):
                 out += text(piece)
         return out
 
+    def _slot(self, state: _Loaded, ids: list[int], *, spare: bool) -> int:
+        """The KV slot for the prompt `ids`: the one holding most of it; when none holds a
+        chunk of it, the least recently used (with `spare`, a prefill's, a second slot
+        is made first: the prompt being typed in stays warm)."""
+        held = [_held(llm, ids) for llm in state.slots]
+        best = max(range(len(held)), key=lambda i: (held[i], -state.used[i]))
+        if held[best] < EVAL_CHUNK:
+            if spare and len(state.slots) < KV_SLOTS:
+                state.slots.append(self._new_context())
+                state.used.append(0)
+            best = min(range(len(state.slots)), key=lambda i: state.used[i])
+        state.used[best] = max(state.used) + 1
+        return best
+
+    def _new_context(self) -> Llama:
+        """Another llama.cpp context on the same model file (~0.1 s for SmolLM2)."""
+        llama_cpp = import_llama_cpp()
+        llm: Llama = llama_cpp.Llama(
+            model_path=str(self._check_path()),
+            n_ctx=self._n_ctx,
+            n_threads=self._n_threads,
+            seed=self._seed,
+            logits_all=False,
+            verbose=False,
+        )
+        llm.set_seed(self._seed)
+        return llm
+
     def _prompt_budget(self, max_tokens: int) -> int:
         """Leave room for the answer, but never less than half the window for the prompt."""
         return max(self._n_ctx - max(1, max_tokens), self._n_ctx // 2)
@@ -467,7 +506,9 @@ class LlamaRunner(ModelIdentity):
 
         def run() -> tuple[float | None, float | None]:
             with self._lock:
-                return _calibrate(self._load_sync().llm, lambda: self._generations != seen)
+                state = self._load_sync()
+                state.used[0] = 0  # emptied: the first slot to reuse
+                return _calibrate(state.llm, lambda: self._generations != seen)
 
         return await asyncio.get_running_loop().run_in_executor(self._pool(), run)
 
@@ -498,17 +539,18 @@ class LlamaRunner(ModelIdentity):
             return stats
         with self._lock:
             state = self._load_sync()
-            llm = state.llm
             ids = self._prompt_ids(state, request, self._prompt_budget(request.max_tokens))
+            stats.slot = self._slot(state, ids, spare=True)
+            llm = state.slots[stats.slot]
             stats.prompt_tokens = len(ids)
-            stats.cached_tokens = min(
-                len(ids), llm.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), ids)
-            )
+            stats.cached_tokens = min(len(ids), _held(llm, ids))
             try:
                 stats.evaluated_tokens, stats.eval_s, done = _eval_prompt(llm, ids, stop)
             except Exception:
                 llm.reset()  # type: ignore[no-untyped-call]
                 raise
+            finally:
+                stats.held_tokens = min(len(ids), _held(llm, ids))
             if not done:
                 stats.outcome = why()
         self.last_prefill = stats
@@ -529,8 +571,12 @@ class LlamaRunner(ModelIdentity):
                     self._generate(state, job)
                 except Exception:
                     # A failed decode may leave the KV cache half-written: start afresh.
-                    state.llm.reset()  # type: ignore[no-untyped-call]
+                    for llm in state.slots:
+                        llm.reset()  # type: ignore[no-untyped-call]
                     raise
+                finally:
+                    held = _held(state.slots[gen.slot], list(gen.prompt_ids))
+                    gen.held_tokens = min(len(gen.prompt_ids), held)
         except BackendError as exc:
             gen.finish_reason = "error"
             job.push(exc)
@@ -551,7 +597,7 @@ class LlamaRunner(ModelIdentity):
         import llama_cpp
         import numpy as np
 
-        llm, request, gen = state.llm, job.request, job.generation
+        request, gen = job.request, job.generation
         max_tokens = max(1, request.max_tokens)
         ids = self._prompt_ids(state, request, self._prompt_budget(max_tokens))
         gen.prompt_ids = tuple(ids)
@@ -559,6 +605,8 @@ class LlamaRunner(ModelIdentity):
             gen.finish_reason = "stop"
             job.push(Chunk(text="", finish_reason="stop"))
             return
+        gen.slot = self._slot(state, ids, spare=False)
+        llm = state.slots[gen.slot]
         limit = min(max_tokens, self._n_ctx - len(ids))
         # What generate() will reuse from the KV cache (same rule as its own).
         common = llm.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), ids)
@@ -712,7 +760,8 @@ class LlamaRunner(ModelIdentity):
             gen.cancel()
         with self._lock:
             if self._loaded is not None:
-                self._loaded.llm.close()
+                for llm in self._loaded.slots:
+                    llm.close()
                 self._loaded = None
         if self._executor is not None:
             self._executor.shutdown(wait=False)
@@ -731,6 +780,13 @@ class PrefillStats:
     evaluated_tokens: int = 0
     eval_s: float = 0.0
     outcome: str = "done"  # "done" | "preempted" (a generation came) | "superseded"
+    slot: int = 0  # the KV slot it wrote into (`KV_SLOTS`)
+    held_tokens: int = 0  # of its prompt, in that slot's KV cache afterwards
+
+
+def _held(llm: Llama, ids: list[int]) -> int:
+    """How many of `ids`' first tokens `llm`'s KV cache holds."""
+    return int(llm.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), ids))
 
 
 def _eval_prompt(llm: Llama, ids: list[int], stop: Callable[[], bool]) -> tuple[int, float, bool]:

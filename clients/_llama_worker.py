@@ -143,8 +143,13 @@ class _Server:
         except Exception as exc:
             self.error(rid, exc)
         finally:
-            # The engine stops within one token; wait for it so the counts are final.
-            await asyncio.to_thread(gen.finished.wait, 120)
+            # The engine stops within one token; wait for it so the counts are final. A
+            # cancel that comes now (the generation ended by itself as the server closed
+            # its stream) must not swallow the "done" the server waits for.
+            ended = asyncio.ensure_future(asyncio.to_thread(gen.finished.wait, 120))
+            while not ended.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(ended)
             self.send({"id": rid, "done": _stats(gen)})
             self.tasks.pop(rid, None)
 
@@ -180,6 +185,8 @@ def _stats(gen: GenerationStats) -> dict[str, Any]:
         "prompt_s": gen.prompt_s,
         "decode_s": gen.decode_s,
         "finish_reason": gen.finish_reason or ("cancelled" if gen.cancelled else "error"),
+        "slot": gen.slot,
+        "held_tokens": gen.held_tokens,
     }
 
 

@@ -145,11 +145,13 @@ class _Call:
         queue: asyncio.Queue[Event],
         generation: GenerationStats | None = None,
         backend: EmbeddedBackend | None = None,
+        key: str = "",
     ) -> None:
         self._loop = loop
         self._queue = queue
         self.generation = generation
         self._backend = backend  # its meter and counters learn from the generation
+        self._key = key  # the generation's prompt as `KvIndex` reads it
 
     def ends_with(self, event: dict[str, Any]) -> bool:
         """Whether `event` is this request's last (a generate always ends with "done")."""
@@ -165,6 +167,7 @@ class _Call:
             if isinstance(item, dict) and "done" in item:
                 _apply_stats(gen, item["done"])
                 if (b := self._backend) is not None:
+                    b.generations_total += 1
                     b.prompt_tokens_total += len(gen.prompt_ids)
                     b.cached_tokens_total += gen.cached_tokens
                     b.speed.observe(
@@ -173,6 +176,7 @@ class _Call:
                         decode_tokens=gen.tokens_generated - 1,
                         decode_s=gen.decode_s,
                     )
+                    b.kv.held(gen.slot, self._key, gen.held_tokens, len(gen.prompt_ids))
                 gen.finished.set()
             elif isinstance(item, BaseException):
                 gen.finish_reason = gen.finish_reason or (
@@ -231,6 +235,7 @@ def _valid_event(event: Any) -> bool:
                 _optional(d.get(k), _NUMBER)
                 for k in ("prompt_s", "decode_s", "evaluated_tokens", "eval_s")
             )
+            and all(_optional(d.get(k), int) for k in ("slot", "held_tokens"))
             and _optional(d.get("finish_reason"), str)
         )
     if "prefilled" in event:
@@ -242,6 +247,7 @@ def _valid_event(event: Any) -> bool:
                 for k in ("prompt_tokens", "cached_tokens", "evaluated_tokens", "eval_s")
             )
             and isinstance(p.get("outcome"), str)
+            and all(_optional(p.get(k), int) for k in ("slot", "held_tokens"))
         )
     if "rates" in event:
         r = event["rates"]
@@ -267,6 +273,8 @@ def _apply_stats(gen: GenerationStats, done: dict[str, Any]) -> None:
     gen.prompt_s = done.get("prompt_s")
     gen.decode_s = float(done.get("decode_s") or 0.0)
     gen.finish_reason = done.get("finish_reason")
+    gen.slot = int(done.get("slot") or 0)
+    gen.held_tokens = int(done.get("held_tokens") or 0)
 
 
 class _Worker:
@@ -492,6 +500,7 @@ class EmbeddedBackend(ModelIdentity):
             "seed": seed,
         }
         self._stop_timeout_s = stop_timeout_s
+        self._n_ctx = n_ctx
         self._lock = threading.Lock()  # guards the worker's start, death and close
         self._worker: _Worker | None = None
         self._ids = itertools.count(1)
@@ -507,6 +516,10 @@ class EmbeddedBackend(ModelIdentity):
         # Prompt tokens of the generations so far, and of them reused from the KV cache.
         self.prompt_tokens_total = 0
         self.cached_tokens_total = 0
+        self.generations_total = 0  # generations that reached the worker (those tokens' count)
+        # What the worker's KV caches hold (per slot), for sizing the window by what is
+        # already evaluated (`uncached_chars`).
+        self.kv = KvIndex()
 
     @property
     def loaded(self) -> bool:
@@ -574,6 +587,7 @@ class EmbeddedBackend(ModelIdentity):
                 )
             if w is not None:
                 self.restarts += 1
+            self.kv.forget()  # a new worker: empty caches
             self._worker = _Worker(self._argv(), self._on_exit, self._stop_timeout_s)
             return self._worker
 
@@ -637,7 +651,7 @@ class EmbeddedBackend(ModelIdentity):
         worker.call(
             rid,
             {"op": "generate", "id": rid, "request": fields},
-            _Call(asyncio.get_running_loop(), queue, gen, self),
+            _Call(asyncio.get_running_loop(), queue, gen, self, self._kv_key(fields)),
         )
         try:
             while True:
@@ -678,6 +692,7 @@ class EmbeddedBackend(ModelIdentity):
         generation that comes meanwhile goes first, and this measures nothing); loads
         the model if needed. Returns the rates known afterwards."""
         await self.load()
+        self.kv.forget(0)  # the calibration empties the first KV cache
         found = (await self._ask({"op": "calibrate"}))["rates"]
         self.speed.seed(found.get("prompt_tps"), found.get("decode_tps"))
         return self.speed.rates
@@ -687,8 +702,15 @@ class EmbeddedBackend(ModelIdentity):
         generation preempts it (what it evaluated stays cached). Returns its stats
         (`clients._llama.PrefillStats` as a dict). Loads the model if needed."""
         await self.load()
-        event = await self._ask({"op": "prefill", "request": _fields(request)})
+        fields = _fields(request)
+        event = await self._ask({"op": "prefill", "request": fields})
         stats: dict[str, Any] = event["prefilled"]
+        self.kv.held(
+            int(stats.get("slot") or 0),
+            self._kv_key(fields),
+            int(stats.get("held_tokens") or 0),
+            int(stats["prompt_tokens"]),
+        )
         if stats.get("evaluated_tokens", 0) and stats.get("outcome") == "done":
             self.speed.observe(prompt_tokens=stats["evaluated_tokens"], prompt_s=stats["eval_s"])
         return stats
@@ -697,6 +719,28 @@ class EmbeddedBackend(ModelIdentity):
         return await complete_streamed(
             lambda r, _sent: self.stream(r), request, backend=BACKEND, model=self.model
         )
+
+    # -- the KV cache, for the window's size ---------------------------------------
+
+    @property
+    def prompt_chars_cap(self) -> int:
+        """About the most characters of prompt the worker's window holds without
+        trimming its start (which would change the prompt's start, and lose the KV
+        cache, at every key): its context less room for the answer."""
+        n_ctx = self._n_ctx
+        return int(max(n_ctx // 2, n_ctx - 128) * KV_CHARS_PER_TOKEN)
+
+    def uncached_chars(self, request: CompletionRequest) -> int:
+        """About how many characters of `request`'s prompt are not in any of the worker's
+        KV caches (what its evaluation must read before the first token)."""
+        return self.kv.uncached(self._kv_key(_fields(request)))
+
+    def _kv_key(self, fields: dict[str, Any]) -> str:
+        """The prompt as the worker lays it out, as text: the suffix follows the prefix
+        in a FIM template, and is not seen by a prefix-only prompt."""
+        if self.prompt_mode == "prefix-only":
+            return str(fields["prefix"])
+        return f"{fields['prefix']}\x00{fields['suffix']}"
 
     async def discover(self) -> ProbeReport:
         """Load the model in the worker and report its prompt mode; `server.commands.doctor` adds
@@ -763,6 +807,49 @@ class EmbeddedBackend(ModelIdentity):
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
+
+
+# Characters a token of code, counted low (SmolLM2 reads Python at ~3.9): the window's cap.
+KV_CHARS_PER_TOKEN = 3.5
+
+
+class KvIndex:
+    """What each KV slot of the worker holds, as text: the prompt last evaluated there
+    and how many of its characters made it (token counts scaled to characters)."""
+
+    def __init__(self) -> None:
+        self._slots: dict[int, tuple[str, int]] = {}
+
+    def held(self, slot: int, key: str, held_tokens: int, prompt_tokens: int) -> None:
+        """`slot` now holds the first `held_tokens` of the `prompt_tokens` of `key`."""
+        share = min(1.0, held_tokens / prompt_tokens) if prompt_tokens > 0 else 0.0
+        self._slots[slot] = (key, int(len(key) * share))
+
+    def forget(self, slot: int | None = None) -> None:
+        """`slot` (None: every slot) holds nothing any more."""
+        if slot is None:
+            self._slots.clear()
+        else:
+            self._slots.pop(slot, None)
+
+    def uncached(self, key: str) -> int:
+        """Characters of `key` after the longest start some slot holds."""
+        best = 0
+        for text, chars in self._slots.values():
+            best = max(best, min(chars, common_prefix_len(key, text)))
+        return len(key) - best
+
+
+def common_prefix_len(a: str, b: str) -> int:
+    """Length of the longest common start of `a` and `b` (slices, not a char loop)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:  # invariant: a[:lo] == b[:lo]
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _fields(request: CompletionRequest) -> dict[str, Any]:

@@ -10,8 +10,10 @@ reason, when its editor or tool is missing (scripts/setup.sh --dev installs them
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -229,7 +231,86 @@ def test_neovim_011_ghost_text_partial_accept_dismiss_hover(tmp_path: Path) -> N
     assert set(local.modes) == {"fim"}
 
 
+# -- Where the cursor rests: synconfroute/cursor and prefill, with the real SmolLM2 ---------
+
+
+def _smollm2_or_skip() -> None:
+    import importlib.util
+
+    from synconfroute.clients.embedded import bundled_model_path
+
+    if importlib.util.find_spec("llama_cpp") is None or bundled_model_path() is None:
+        pytest.skip("llama-cpp-python or the SmolLM2 GGUF is not installed (extra embedded)")
+
+
+def _prefill_project(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Two real Python files (argparse excerpts), a settings file for the embedded tier."""
+    import argparse
+
+    source = Path(argparse.__file__).read_text(encoding="utf-8").split("\n")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / ".git").mkdir()
+    cold, warm = proj / "cold.py", proj / "warm.py"
+    cold.write_text("\n".join(source[300:420]) + "\n", encoding="utf-8")
+    warm.write_text("\n".join(source[900:1020]) + "\n", encoding="utf-8")
+    write_config(tmp_path, local_backend="embedded")
+    return proj, cold, warm
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("version", ["0.7", "0.11"])
+def test_neovim_reports_the_resting_cursor_and_the_completion_starts_warm(
+    tmp_path: Path, version: str
+) -> None:
+    """Opened at a line, the cursor rests: the plugin sends synconfroute/cursor, the server
+    prefills there, the completion asked there reuses the prompt; with the reports off
+    (cursor_ms = 0) the same wait leaves the completion cold."""
+    _smollm2_or_skip()
+    nvim = _debian_nvim() if version == "0.7" else _nvim_011()
+    proj, cold, warm = _prefill_project(tmp_path)
+    result_path = tmp_path / "nvim-result.json"
+    env = _env(
+        tmp_path,
+        SYNCONFROUTE_E2E_ROOT=str(ROOT),
+        SYNCONFROUTE_E2E_FILE=str(warm),
+        SYNCONFROUTE_E2E_COLD=str(cold),
+        SYNCONFROUTE_E2E_RESULT=str(result_path),
+        SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+    )
+    cmd = [nvim, "--headless", "-i", "NONE", "-u", str(SCRIPTS / "nvim_prefill_e2e.lua")]
+    output = _run(cmd, cwd=proj, env=env, timeout=300)
+    r = _read_result(result_path, output)
+    assert r["version"].startswith(version), r
+    assert r["off"]["prefills"] == 0 and r["off"]["share"] < 0.5, r
+    assert r["on"]["prefills"] >= 1 and r["on"]["share"] > 0.9, r
+    print("neovim", version, "prompt reuse: reports off", r["off"], "on", r["on"], r["times"])
+
+
 # -- Emacs --------------------------------------------------------------------------------
+
+
+@pytest.mark.embedded
+def test_emacs_reports_the_resting_cursor_and_the_completion_starts_warm(tmp_path: Path) -> None:
+    """As the Neovim test above, in Emacs with eglot (the package's idle timer)."""
+    emacs = _emacs_with_eglot()
+    _smollm2_or_skip()
+    proj, cold, warm = _prefill_project(tmp_path)
+    result_path = tmp_path / "emacs-result.json"
+    env = _env(
+        tmp_path,
+        SYNCONFROUTE_E2E_ROOT=str(ROOT),
+        SYNCONFROUTE_E2E_FILE=str(warm),
+        SYNCONFROUTE_E2E_COLD=str(cold),
+        SYNCONFROUTE_E2E_RESULT=str(result_path),
+        SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+    )
+    cmd = [emacs, "--batch", "-l", str(SCRIPTS / "emacs_prefill_e2e.el")]
+    output = _run(cmd, cwd=proj, env=env, timeout=300)
+    r = _read_result(result_path, output)
+    assert r["off"]["prefills"] == 0 and r["off"]["share"] < 0.5, r
+    assert r["on"]["prefills"] >= 1 and r["on"]["share"] > 0.9, r
+    print("emacs prompt reuse: reports off", r["off"], "on", r["on"])
 
 
 def _emacs_with_eglot() -> str:
@@ -712,6 +793,177 @@ def test_vscode_extension_inside_code_server(tmp_path: Path, vscode_vsix: Path) 
         for shot in shots.iterdir():
             shutil.copy(shot, Path(keep) / shot.name)
     print("code-server e2e:", ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+
+
+@contextlib.contextmanager
+def _code_server_page(tmp_path: Path, vsix: Path, proj: Path) -> Iterator[Any]:
+    """code-server with the .vsix installed and `proj` open, in headless Chromium: the page,
+    once the workbench shows. The extension starts this checkout's server, which reads
+    the settings file in `tmp_path` (write it first)."""
+    import signal
+
+    code_server = _code_server_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    env = _env(tmp_path)
+    exts, data = tmp_path / "extensions", tmp_path / "code-data"
+    cs_dirs = ["--extensions-dir", str(exts), "--user-data-dir", str(data)]
+    _run(
+        [str(code_server), *cs_dirs, "--install-extension", str(vsix)],
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    program = tmp_path / "bin" / "synconfroute"
+    program.parent.mkdir()
+    program.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" -m synconfroute "$@"\n', encoding="utf-8"
+    )
+    program.chmod(0o755)
+    (data / "User").mkdir(parents=True, exist_ok=True)
+    settings = dict(VSCODE_SETTINGS, **{"synconfroute.server.path": str(program)})
+    (data / "User" / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    port = _free_port()
+    log = tmp_path / "code-server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                str(code_server),
+                *cs_dirs,
+                "--auth=none",
+                f"--bind-addr=127.0.0.1:{port}",
+                "--disable-telemetry",
+                "--disable-update-check",
+                "--disable-workspace-trust",
+                "--disable-getting-started-override",
+                str(proj),
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its extension host and our server go with it
+        )
+    try:
+        _wait_port(port, proc, log, 60)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch_persistent_context(
+                str(tmp_path / "chromium-profile"),
+                executable_path="/usr/bin/chromium",
+                headless=True,
+                args=CHROMIUM_FLAGS,
+                viewport={"width": 1000, "height": 560},
+            )
+            try:
+                page = browser.pages[0] if browser.pages else browser.new_page()
+                page.set_default_timeout(120_000)
+                page.goto(f"http://127.0.0.1:{port}/?folder={proj}")
+                page.wait_for_selector(".monaco-workbench .part.statusbar")
+                try:
+                    yield page
+                except Exception as exc:
+                    page.screenshot(path=str(tmp_path / "failed.png"))
+                    raise AssertionError(
+                        f"{exc}\nlines: {_line_texts(page)}\nscreenshot: {tmp_path / 'failed.png'}"
+                        f"\ncode-server log:\n{log.read_text(errors='replace')[-3000:]}"
+                    ) from exc
+            finally:
+                browser.close()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+_WORKER_LINE = re.compile(
+    r"local worker: (\d+) prompt tokens, (\d+) of them from the cache; (\d+) prefills"
+)
+
+
+def _worker_report(page: Any) -> dict[str, int]:
+    """Click the status item: the extension writes the server's status to its output; the
+    embedded worker's line of it (prompt tokens, cached tokens, prefills)."""
+    import time
+
+    def lines() -> list[str]:
+        found = page.eval_on_selector_all(".panel .view-line", "els => els.map(e => e.textContent)")
+        texts = [str(x).replace("\xa0", " ") for x in found]
+        return [x for x in texts if _WORKER_LINE.search(x)]
+
+    deadline = time.monotonic() + 60
+    clear = page.locator(".panel [aria-label^='Clear Output']")
+    if clear.count() and clear.first.is_visible():
+        clear.first.click()  # the output keeps only the lines on screen: start afresh
+        while lines():
+            assert time.monotonic() < deadline, "the output was not cleared"
+            time.sleep(0.1)
+    page.locator("[id='synconfroute.synconfroute']").click()
+    while not (now := lines()):
+        assert time.monotonic() < deadline, "no worker line in the status report"
+        time.sleep(0.2)
+    m = _WORKER_LINE.search(now[-1])
+    assert m is not None
+    prompt, cached, prefills = (int(g) for g in m.groups())
+    return {"prompt_tokens": prompt, "cached_tokens": cached, "prefills": prefills}
+
+
+@pytest.mark.embedded
+def test_vscode_reports_the_resting_cursor_and_the_completion_starts_warm(
+    tmp_path: Path, vscode_vsix: Path
+) -> None:
+    """In code-server: the arrow keys go down 60 lines of a real file (nothing reported on
+    the way), the cursor rests at a line's end, the extension sends synconfroute/cursor,
+    the server prefills there (the embedded SmolLM2), and the completion VS Code asks for
+    when Enter starts the next line reuses the prompt from the KV cache."""
+    import time
+
+    _smollm2_or_skip()
+    proj, _cold, warm = _prefill_project(tmp_path)
+    with _code_server_page(tmp_path, vscode_vsix, proj) as page:
+        page.locator(".explorer-folders-view .monaco-list-row", has_text=warm.name).first.click()
+        page.locator(".editor-instance .view-line").first.click()
+        page.wait_for_function(
+            "() => /no completion yet/.test(document.getElementById("
+            "'synconfroute.synconfroute')?.getAttribute('aria-label'))"
+        )
+        time.sleep(2.0)  # the prefill of the place the file opened at, if any, ends
+        w0 = _worker_report(page)
+        page.locator(".editor-instance .view-line").first.click()
+        page.keyboard.press("Control+Home")
+        for _ in range(60):
+            page.keyboard.press("ArrowDown")
+        page.keyboard.press("End")
+        deadline = time.monotonic() + 120
+        while (before := _worker_report(page))["prefills"] <= w0["prefills"]:
+            assert time.monotonic() < deadline, f"no prefill: {before}"
+            time.sleep(0.5)
+        # At most the one of the resting place, and the open's: not one per line passed.
+        assert before["prefills"] - w0["prefills"] <= 2, (w0, before)
+        # Back to the editor (the status item took the focus): a click past the end of
+        # line 61 puts the cursor where it was (the same place: not reported again).
+        row = page.locator(".editor-instance .line-numbers", has_text=re.compile(r"^61$"))
+        num, text = row.first.bounding_box(), page.locator(".editor-instance .view-lines")
+        area = text.first.bounding_box()
+        assert num is not None and area is not None
+        page.mouse.click(area["x"] + area["width"] - 30, num["y"] + num["height"] / 2)
+        page.keyboard.press("Enter")  # a new line: VS Code asks for an inline completion
+        # Its route came (the status item, untouched: a click would take the focus and
+        # VS Code would cancel the request).
+        page.wait_for_function(
+            "() => !/no completion yet/.test(document.getElementById("
+            "'synconfroute.synconfroute')?.getAttribute('aria-label'))"
+        )
+        while (after := _worker_report(page))["prompt_tokens"] <= before["prompt_tokens"]:
+            assert time.monotonic() < deadline, f"no completion: {after}"
+            time.sleep(0.5)
+    share = (after["cached_tokens"] - before["cached_tokens"]) / max(
+        1, after["prompt_tokens"] - before["prompt_tokens"]
+    )
+    print("vscode prompt reuse after the reported rest:", share, w0, before, after)
+    assert share > 0.9, (w0, before, after)
 
 
 # -- JetBrains (LSP4IJ) and Helix: no editor here, so their files are checked for shape ----

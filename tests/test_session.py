@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -202,3 +203,26 @@ def test_status_record_keeps_the_command_json_keys() -> None:
         "routes", "accepted", "last", "pid", "local_worker", "cluster",
     ]  # fmt: skip
     assert st["routes"] == {"local": 0, "remote": 0, "none": 0} and st["local_worker"] is None
+
+
+async def test_no_prefill_is_scheduled_for_a_local_tier_that_cannot_prefill(
+    fake: FakeOllama,
+) -> None:
+    """Ollama has no prefill: neither an edit (the inferred rest) nor a reported cursor
+    schedules anything, so nothing builds a context for nothing."""
+    settings = config.Settings()
+
+    def make(s: config.Settings) -> Pipeline:
+        return Pipeline(s, OllamaBackend(fake.url, "qwen2.5-coder:3b"), None, make_gate(s.routing))
+
+    session = Session(
+        config.Loaded(settings, (), config.default_config_path(), False), make_pipeline=make
+    )
+    await session.pipeline()
+    session.open("file:///a.py", "def f(x):\n    return \n", "python", None)
+    session.change("file:///a.py", [Edit("x", (1, 11), (1, 11))])
+    session.cursor("file:///a.py", 1, 12)
+    await asyncio.sleep(0.4)  # past the rest
+    assert session.prefiller.done == 0
+    assert not fake.received("/api/generate")
+    await session.shutdown()

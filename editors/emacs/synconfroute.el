@@ -79,6 +79,13 @@ leaves the machine (a server URL there is refused)."
   "Seconds of idle time after typing before ghost text is asked for."
   :type 'number)
 
+(defcustom synconfroute-cursor-delay 0.15
+  "Seconds the cursor must rest before the server is told where it is.
+The server then evaluates the local model's prompt for that position in the
+background, so the next completion there starts warm.  Also sent when a
+buffer becomes managed.  nil: never."
+  :type '(choice number (const :tag "Never" nil)))
+
 (defface synconfroute-ghost '((t :inherit shadow))
   "Face of the ghost text (the completion offered after point).")
 
@@ -449,7 +456,8 @@ AUTOMATIC: asked by the idle timer (the server may debounce it)."
 
 (defun synconfroute--post-command ()
   "Drop the ghost text once the buffer changed or point left it; after
-typing, ask again when Emacs is idle."
+typing, ask again when Emacs is idle; report where the cursor rests."
+  (synconfroute--cursor-moved)
   (when (and synconfroute--ghost
              (or (/= (point) (overlay-start (car synconfroute--ghost)))
                  (/= (buffer-chars-modified-tick) synconfroute--ghost-tick)))
@@ -469,6 +477,44 @@ typing, ask again when Emacs is idle."
                    (when (and (eglot-managed-p)
                               (cl-typep (eglot-current-server) 'synconfroute-server))
                      (synconfroute-inline t))))))))))
+
+;;; Where the cursor rests (the server prefills its prompt there)
+
+(defvar synconfroute--cursor-timer nil
+  "Idle timer that reports the resting cursor (one for all buffers: only the
+selected one's cursor counts).")
+
+(defvar synconfroute--cursor-reported nil
+  "(BUFFER POINT TICK) of the last `synconfroute/cursor' sent.")
+
+(defun synconfroute--ours-p ()
+  "Non-nil when synconfroute's server manages this buffer."
+  (and buffer-file-name (eglot-managed-p)
+       (cl-typep (eglot-current-server) 'synconfroute-server)))
+
+(defun synconfroute--report-cursor ()
+  "Tell this buffer's server where the cursor is (`synconfroute/cursor')."
+  (setq synconfroute--cursor-timer nil)
+  (let ((state (list (current-buffer) (point) (buffer-chars-modified-tick))))
+    (when (and (synconfroute--ours-p)
+               (not (equal state synconfroute--cursor-reported)))
+      (setq synconfroute--cursor-reported state)
+      ;; The server must have the text the position is in (eglot sends changes late).
+      (when (fboundp 'eglot--signal-textDocument/didChange)
+        (funcall 'eglot--signal-textDocument/didChange))
+      (jsonrpc-notify (eglot-current-server) :synconfroute/cursor
+                      (list :textDocument (list :uri (synconfroute--uri))
+                            :position (synconfroute--lsp-position))))))
+
+(defun synconfroute--cursor-moved ()
+  "Report the cursor once Emacs has been idle `synconfroute-cursor-delay'.
+An idle timer fires once per idle period: moving on keeps it waiting."
+  (when (and synconfroute-cursor-delay (null synconfroute--cursor-timer)
+             (not (equal (list (current-buffer) (point) (buffer-chars-modified-tick))
+                         synconfroute--cursor-reported)))
+    (setq synconfroute--cursor-timer
+          (run-with-idle-timer synconfroute-cursor-delay nil
+                               #'synconfroute--report-cursor))))
 
 ;;; Route in eldoc
 
@@ -501,7 +547,8 @@ typing, ask again when Emacs is idle."
         (add-hook 'eldoc-documentation-functions
                   #'synconfroute-eldoc-function nil t)
         (add-hook 'post-command-hook #'synconfroute--post-command nil t)
-        (add-to-list 'mode-line-misc-info synconfroute--mode-line))
+        (add-to-list 'mode-line-misc-info synconfroute--mode-line)
+        (synconfroute--cursor-moved))
     (remove-hook 'completion-at-point-functions
                  #'synconfroute-completion-at-point t)
     (remove-hook 'eldoc-documentation-functions

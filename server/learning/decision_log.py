@@ -39,6 +39,7 @@ class WorkerStatus:
     decode_tps: float | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    generations: int = 0  # generations those prompt tokens came from
     prefills: int = 0  # background prefills handed to the worker (cursor rests)
     protocol_errors: int = 0  # malformed messages read from its pipe, each skipped
 

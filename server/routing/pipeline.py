@@ -23,7 +23,7 @@ from ..vocab.positions import cap_window
 from ..vocab.record import Latency, Problem, RouteDecision, Truncation
 from ..vocab.verdict import Verdict
 from ..workspace import crossfile, egress, privacy, prompt_split
-from . import router, time_budget
+from . import kv_window, router, time_budget
 from .backends import Tiers
 from .backpressure import Backpressure, EscalationBudget, Limits, Pressure, load_hold
 from .cache import CompletionCache, Hit
@@ -275,7 +275,7 @@ class Pipeline:
             context_tokens=t.context_tokens,
             allowed=self.context_allowed(ctx, tier),
             sticky=self._sticky,
-            key=(ctx.path, tier),
+            key=(ctx.path, f"{tier}@{total_chars}"),  # each window size its own context
             cut_window=lambda _pre, _suf, chars: self._window(ctx, tier, chars),
         )
 
@@ -292,14 +292,28 @@ class Pipeline:
         files = self.context_files(ctx, tier, max_chars)
         return tuple((display_path(f.path, ctx.roots), f.bytes, tier) for f in files)
 
-    def local_budget(self) -> TierBudget:
-        """The local tier's total prompt and prediction budget, from its measured speed."""
+    def local_budget(self, ctx: CompletionContext | None = None) -> TierBudget:
+        """The local tier's total prompt and prediction budget, from its measured speed;
+        at `ctx`, the prompt as large as the KV cache allows (`kv_window`)."""
         rates = getattr(self.local, "rates", None)
-        return time_budget.local_budget(
+        budget = time_budget.local_budget(
             self.settings.local,
             self.settings.completion,
             rates if isinstance(rates, Rates) else None,
         )
+        uncached = getattr(self.local, "uncached_chars", None)
+        if ctx is None or uncached is None:
+            return budget
+        return kv_window.sized(
+            budget,
+            self._kv_cap(),
+            lambda size: int(uncached(self._request(ctx, None, size, single_line=True))),
+        )
+
+    def _kv_cap(self) -> int:
+        """The largest local prompt: the setting, and what the backend holds untrimmed."""
+        cap = self.settings.local.max_prompt_chars
+        return min(cap, int(getattr(self.local, "prompt_chars_cap", cap)))
 
     def _window(self, ctx: CompletionContext, tier: str, max_chars: int) -> tuple[str, str]:
         """The prefix and suffix `tier` sees: the local window's start on a line grid (its
@@ -362,16 +376,19 @@ class Pipeline:
         fill = getattr(self.local, "prefill", None)
         if fill is None:
             return None
-        budget = self.local_budget()
+        budget = self.local_budget(ctx)
         multiline = wants_multiline(ctx.prefix, self.settings.completion.multiline)
+        single_line = not (multiline and budget.multiline)
         request = self._request(
-            ctx,
-            None,
-            budget.prompt_chars,
-            single_line=not (multiline and budget.multiline),
-            budget=budget,
+            ctx, None, budget.prompt_chars, single_line=single_line, budget=budget
         )
         stats: dict[str, object] = await fill(request)
+        # Then, still at low priority, the largest window into a spare cache: the next
+        # request takes it when what it adds fits the cold budget (`kv_window`).
+        grow = kv_window.grow_size(self.local_budget(), self._kv_cap())
+        if stats.get("outcome") == "done" and grow and grow > budget.prompt_chars:
+            request = self._request(ctx, None, grow, single_line=single_line, budget=budget)
+            stats = await fill(request)
         return stats
 
     async def complete(self, ctx: CompletionContext, rules: Rules | None = None) -> RouteDecision:
@@ -392,7 +409,7 @@ class Pipeline:
         hit = self.cache.get(cache_key, ctx.prefix, ctx.suffix)
         if hit is not None:
             return self._from_cache(hit, ctx, rules, models, t0)
-        budget = self.local_budget()
+        budget = self.local_budget(ctx)
         local_prompt = budget.prompt_chars
         req = _Req(
             ctx=ctx,

@@ -7,6 +7,10 @@ position, so the first completion there starts from a warm prompt. The prefill r
 at low priority in the embedded worker: every completion request preempts it at its
 next chunk, and what it evaluated stays cached. Only the latest rest position is
 worth anything: a newer one replaces a prefill still waiting for its turn.
+
+Editors without our plugin (Helix, JetBrains/LSP4IJ, plain eglot) never report the
+cursor; after an edit it is almost surely at the end of the last content change, so
+the server rests there itself (`rest_after`) until a client reports its cursor.
 """
 
 from __future__ import annotations
@@ -14,7 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+
+from ..vocab.positions import Encoding, advance
+from ..workspace.documents import Edit
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +42,10 @@ class Prefiller:
         """Run `run` once the cursor has rested `rest_s` (cancelling one still waiting;
         one already in the backend stops there by itself when superseded)."""
         self.cancel()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a synchronous caller (unit tests): nothing runs behind it
+            return
         self._task = asyncio.ensure_future(self._later(run))
 
     def cancel(self) -> None:
@@ -58,3 +69,14 @@ class Prefiller:
             raise
         except Exception as exc:  # a prefill is a bonus: never an error for the user
             log.debug("prefill failed: %s", exc)
+
+
+def rest_after(edits: Sequence[Edit], encoding: Encoding) -> tuple[int, int] | None:
+    """Where the cursor is after a didChange: the end of its last content change (the
+    editor sends changes in order; the last one's start is in the final text). None for
+    a whole-document change, which says nothing about the cursor."""
+    if not edits or edits[-1].start is None:
+        return None
+    last = edits[-1]
+    assert last.start is not None
+    return advance(*last.start, last.text, encoding)

@@ -49,7 +49,7 @@ from ..workspace.documents import (
 )
 from ..workspace.workspace_index import WorkspaceIndex
 from .context_builder import ContextBuilder
-from .prefill import Prefiller
+from .prefill import Prefiller, rest_after
 from .tracker import RequestTracker
 
 __all__ = ["Completed", "DocState", "DocumentNotOpen", "Edit", "Session", "path_of", "uri_key"]
@@ -107,6 +107,7 @@ class Session:
         # Where the cursor last rested in each document (`synconfroute/cursor`, or the
         # last request): reopened, the document is prefilled there.
         self._cursors: dict[str, tuple[int, int]] = {}
+        self._cursor_reported = False  # the editor sends `synconfroute/cursor` itself
         self.context = ContextBuilder(self.docs, roots, self._spawn)
         self._sync_adaptive()
 
@@ -281,16 +282,27 @@ class Session:
     def open(self, uri: str, text: str, language_id: str | None, path: str | None = None) -> None:
         self.context.opened(self.docs.open(uri, text, language_id, path))
         if (at := self._cursors.get(uri_key(uri))) is not None:
-            self.cursor(uri, *at)
+            self.cursor(uri, *at, reported=False)
 
-    def cursor(self, uri: str, line: int, character: int) -> None:
-        """The editor's cursor rests at (line, character) of `uri` (focus, or a pause):
-        prefill the local prompt a completion there would need, in the background."""
+    def cursor(self, uri: str, line: int, character: int, *, reported: bool = True) -> None:
+        """The cursor rests at (line, character) of `uri` (focus, or a pause; `reported`
+        by the editor, else inferred): prefill the local prompt a completion there would
+        need, in the background."""
         key = uri_key(uri)
         if self.docs.documents.get(key) is None:
             return
+        self._cursor_reported = self._cursor_reported or reported
         self._remember_cursor(key, (line, character))
-        self.prefiller.schedule(lambda: self._prefill(key, line, character))
+        if self._prefill_wanted():
+            self.prefiller.schedule(lambda: self._prefill(key, line, character))
+
+    def _prefill_wanted(self) -> bool:
+        """Prefill is on and the local tier can prefill (before the tiers are built: yes,
+        `Pipeline.prefill` then finds out)."""
+        p = self._pipeline
+        if not self.settings.local.prefill:
+            return False
+        return p is None or getattr(p.local, "prefill", None) is not None
 
     def _remember_cursor(self, key: str, at: tuple[int, int]) -> None:
         self._cursors.pop(key, None)
@@ -332,6 +344,8 @@ class Session:
             return False
         st = changed.doc
         self.context.changed(st, old, edits, self.settings)
+        if not self._cursor_reported and (at := rest_after(edits, self.docs.encoding)):
+            self.cursor(uri, *at, reported=False)  # no plugin: the cursor ends the edit
         if changed.accepted is not None and self.accept(changed.accepted):
             # The editor inserted our completion: its lines now hold it, keep the card.
             self.decision_log.track(
@@ -473,6 +487,7 @@ class Session:
             decode_tps=getattr(rates, "decode_tps", None),
             prompt_tokens=getattr(local, "prompt_tokens_total", 0),
             cached_tokens=getattr(local, "cached_tokens_total", 0),
+            generations=getattr(local, "generations_total", 0),
             prefills=self.prefiller.done,
             protocol_errors=getattr(local, "protocol_errors", 0),
         )

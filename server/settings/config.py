@@ -83,6 +83,14 @@ class LocalSettings:
         hi=1 << 20,
     )
     keep_alive: str = _doc("30m", "How long Ollama keeps the model loaded after a request.")
+    prefill: bool = _doc(
+        True,
+        "Evaluate the local prompt in the background where the cursor rests, so the next "
+        "completion there starts warm: at the position our editor plugins report "
+        "(`synconfroute/cursor`, on focus and ~150 ms after the cursor stops), else at "
+        "the end of the last edit (editors without a plugin). Any completion request "
+        "preempts it. Only backends that can prefill (embedded) do anything.",
+    )
     max_prompt_chars: int = _doc(
         10000,
         "Most characters of code in a local prompt: the current file's prefix and suffix, "

@@ -79,6 +79,7 @@ class FakeOllama(ScriptedServer):
         self._cached = ""  # the text the fake's "KV cache" holds
         self.prompt_chars_total = 0  # prompt characters of the timed generations
         self.cached_chars_total = 0  # of them found in the "KV cache"
+        self.prompts_timed = 0  # the timed generations
         self.routes.update(
             {
                 ("POST", "/api/generate"): self._generate,
@@ -320,6 +321,7 @@ class FakeOllama(ScriptedServer):
                 break
             common += 1
         todo = len(text) - common
+        self.prompts_timed += 1
         self.prompt_chars_total += len(text)
         self.cached_chars_total += common
         chars_per_s = self.speed[0] * 4

@@ -33,6 +33,10 @@ M.defaults = {
   inline = true,
   completefunc = true, -- classic completion: set 'completefunc' in attached buffers
   debounce_ms = 75, -- the plugin's ghost text: wait this long after a keystroke to ask
+  -- Tell the server where the cursor rests (synconfroute/cursor) once it has not moved for
+  -- this long, and when a buffer gains focus: it prefills the local model's prompt there,
+  -- so the first completion starts warm. 0 or false: never.
+  cursor_ms = 150,
   keys = {
     hover = "K", -- route card of the last completion (falls back to the usual hover)
     accept = "<Tab>", -- accept the ghost text (otherwise types the key)
@@ -67,6 +71,14 @@ local function request(client, method, params, handler, bufnr)
     return client:request(method, params, handler, bufnr)
   end
   return client.request(method, params, handler, bufnr)
+end
+
+-- client.notify also became a method in 0.11.
+local function notify_server(client, method, params)
+  if has("0.11") then
+    return client:notify(method, params)
+  end
+  return client.notify(method, params)
 end
 
 local function clients(bufnr)
@@ -564,6 +576,60 @@ local function attach_ghost(client, bufnr, keys)
   end
 end
 
+-- Where the cursor rests. One timer for all buffers: only the focused one's cursor counts,
+-- and a new move restarts the wait (moving through a file reports nothing on the way).
+local CURSOR = "synconfroute/cursor"
+local rest_timer = nil
+local last_reported = nil -- "bufnr:row:col:changedtick" of the last report
+
+local function report_cursor()
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = clients(bufnr)[1] -- attached to this buffer, and ours (by name)
+  if not client or vim.api.nvim_get_mode().mode:sub(1, 1) == "c" then
+    return
+  end
+  local row, col = unpack(vim.api.nvim_win_get_cursor(0))
+  local key = ("%d:%d:%d:%d"):format(bufnr, row, col, vim.api.nvim_buf_get_changedtick(bufnr))
+  if key == last_reported then
+    return
+  end
+  last_reported = key
+  local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+  notify_server(client, CURSOR, { textDocument = params.textDocument, position = params.position })
+end
+
+--- Report the cursor once it has rested `cursor_ms` (the server prefills there).
+function M.cursor_moved()
+  local ms = M.config.cursor_ms
+  if not ms or ms <= 0 then
+    return
+  end
+  if not rest_timer then
+    rest_timer = vim.loop.new_timer()
+  end
+  rest_timer:stop()
+  rest_timer:start(ms, 0, vim.schedule_wrap(report_cursor))
+end
+
+local function attach_cursor(bufnr)
+  local group = vim.api.nvim_create_augroup("synconfroute_cursor_" .. bufnr, { clear = true })
+  vim.api.nvim_create_autocmd({ "BufEnter", "CursorMoved", "CursorMovedI" }, {
+    group = group,
+    buffer = bufnr,
+    callback = M.cursor_moved,
+  })
+  vim.api.nvim_create_autocmd("BufUnload", {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      pcall(vim.api.nvim_del_augroup_by_id, group)
+    end,
+  })
+  if bufnr == vim.api.nvim_get_current_buf() then
+    M.cursor_moved() -- attached: the buffer is open at its cursor
+  end
+end
+
 local function map(mode, lhs, rhs, bufnr, desc, expr)
   if lhs and lhs ~= "" then
     vim.keymap.set(mode, lhs, rhs, { buffer = bufnr, desc = desc, expr = expr, silent = true })
@@ -574,6 +640,7 @@ function M._attach(client, bufnr)
   local opts = M.config
   local keys = opts.keys or {}
   map("n", keys.hover, M.hover, bufnr, "synconfroute: route of the last completion")
+  attach_cursor(bufnr)
   local ic = vim.lsp.inline_completion
   local mode = M.mode(opts)
   if mode == "ghost" and server_has(client, "inlineCompletionProvider") then

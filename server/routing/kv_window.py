@@ -1,0 +1,51 @@
+"""The local window sized by what the model's KV cache already holds.
+
+`time_budget.local_budget` sizes a prompt that is evaluated COLD within
+`local.first_token_target_ms`. Most requests are not cold: typing appends to an
+anchored window, and a background prefill evaluates a prompt before it is asked for.
+What the cache holds costs nothing before the first token, so only the part it does
+not hold has to fit the cold budget: the window may be as large as the backend holds
+without trimming (and `local.max_prompt_chars`), when the rest is already evaluated.
+
+The sizes tried are `time_budget.PROMPT_STEPS`, largest first: the window a prefill
+grew into, and the one typed in since, is found again at every key (its anchored
+start does not move until the cursor is a grid step further), so the size stays put
+and typing only appends. A prefill first warms the prompt the next request would
+send, then grows the largest window (`grow_size`) into a spare cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from .time_budget import PROMPT_STEPS, TierBudget
+
+
+def larger_sizes(cold_chars: int, cap_chars: int) -> list[int]:
+    """The window sizes above the cold budget, up to `cap_chars`, largest first."""
+    return sorted((s for s in PROMPT_STEPS if cold_chars < s <= cap_chars), reverse=True)
+
+
+def sized(budget: TierBudget, cap_chars: int, uncached: Callable[[int], int]) -> TierBudget:
+    """`budget` with the largest prompt whose part not in the KV cache (`uncached(size)`,
+    in characters) fits the cold budget `budget.prompt_chars`; unchanged when none
+    does (or the cold budget is already the cap)."""
+    cold = budget.prompt_chars
+    for size in larger_sizes(cold, cap_chars):
+        left = uncached(size)
+        if left <= cold:
+            why = f"{budget.why}; {size} chars, {size - left} of them cached"
+            return attrs.evolve(budget, prompt_chars=size, why=why)
+    return budget
+
+
+def grow_size(budget: TierBudget, cap_chars: int) -> int | None:
+    """The window a background prefill grows the cache to once the next request's
+    prompt is warm: the largest size, or None when that is the cold budget."""
+    sizes = larger_sizes(budget.prompt_chars, cap_chars)
+    return sizes[0] if sizes else None
+
+
+__all__ = ["grow_size", "larger_sizes", "sized"]

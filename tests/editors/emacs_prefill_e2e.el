@@ -1,0 +1,92 @@
+;;; emacs_prefill_e2e.el --- the resting cursor is reported, the prompt prefilled  -*- lexical-binding: t; -*-
+
+;; Drives Emacs in batch mode: a file opened under eglot and the real server (embedded
+;; SmolLM2), the cursor moved to a line's end by a command; the idle timer that move set is
+;; run as Emacs runs it once idle (batch Emacs is never idle): it sends
+;; `synconfroute/cursor', the server prefills there, and the completion asked there
+;; (M-x synconfroute-inline) reuses the prompt from the KV cache.  The control does the
+;; same in another file with `synconfroute-cursor-delay' nil.  What it saw goes to
+;; $SYNCONFROUTE_E2E_RESULT (JSON) for tests/test_editors.py to judge.
+
+;;; Code:
+
+(require 'json)
+(require 'subr-x)
+(add-to-list 'load-path (expand-file-name "editors/emacs" (getenv "SYNCONFROUTE_E2E_ROOT")))
+(require 'synconfroute)
+
+(setq synconfroute-command (json-parse-string (getenv "SYNCONFROUTE_E2E_CMD") :array-type 'list)
+      synconfroute-inline-auto nil)
+(synconfroute-setup)
+
+(defvar e2e-out nil "Alist of observations, written as JSON.")
+(defvar e2e-step "start")
+
+(defun e2e-put (key value)
+  (push (cons key value) e2e-out))
+
+(defun e2e-finish (err)
+  (e2e-put "error" err)
+  (e2e-put "step" e2e-step)
+  (with-temp-file (getenv "SYNCONFROUTE_E2E_RESULT")
+    (insert (json-encode e2e-out)))
+  (kill-emacs 0))
+
+(defun e2e-wait (what pred &optional seconds)
+  "Process input until PRED returns non-nil (its value), or fail after SECONDS."
+  (setq e2e-step what)
+  (let ((deadline (+ (float-time) (or seconds 90)))
+        value)
+    (while (not (setq value (funcall pred)))
+      (when (> (float-time) deadline)
+        (error "Timed out waiting for %s" what))
+      (accept-process-output nil 0.25))
+    value))
+
+(defun e2e-worker ()
+  (plist-get (eglot-execute-command (eglot-current-server) 'synconfroute.status [])
+             :local_worker))
+
+(defun e2e-ask-after-open (file line rest)
+  "Open FILE, go to the end of LINE, rest REST seconds (nil: until a prefill ran),
+ask; the share of the completion's prompt tokens the KV cache held, and the prefills."
+  (find-file file)
+  (unless (eglot-managed-p)             ; the project's server takes on later files itself
+    (call-interactively #'eglot))
+  (e2e-wait "the buffer to be managed" #'eglot-managed-p)
+  (let ((w0 (e2e-wait "the worker" (lambda () (let ((w (e2e-worker)))
+                                                 (and (plist-get w :pid) w)))))
+        before after)
+    (goto-char (point-min))
+    (forward-line (1- line))
+    (execute-kbd-macro (kbd "C-e"))     ; a command: post-command-hook runs
+    (when synconfroute--cursor-timer    ; as Emacs does once idle
+      (timer-event-handler synconfroute--cursor-timer))
+    (if rest
+        (progn (sleep-for rest) (setq before (e2e-worker)))
+      (setq before (e2e-wait "a prefill at the resting cursor"
+                             (lambda () (let ((w (e2e-worker)))
+                                          (and (> (plist-get w :prefills)
+                                                  (plist-get w0 :prefills))
+                                               w))))))
+    (call-interactively #'synconfroute-inline)
+    (setq after (e2e-wait "the completion's prompt"
+                          (lambda () (let ((w (e2e-worker)))
+                                       (and (> (plist-get w :prompt_tokens)
+                                               (plist-get before :prompt_tokens))
+                                            w)))))
+    (list (cons "share" (/ (float (- (plist-get after :cached_tokens)
+                                     (plist-get before :cached_tokens)))
+                           (max 1 (- (plist-get after :prompt_tokens)
+                                     (plist-get before :prompt_tokens)))))
+          (cons "prefills" (- (plist-get before :prefills) (plist-get w0 :prefills))))))
+
+(condition-case err
+    (progn
+      (let ((synconfroute-cursor-delay nil))
+        (e2e-put "off" (e2e-ask-after-open (getenv "SYNCONFROUTE_E2E_COLD") 61 3)))
+      (e2e-put "on" (e2e-ask-after-open (getenv "SYNCONFROUTE_E2E_FILE") 61 nil))
+      (e2e-finish nil))
+  (error (e2e-finish (error-message-string err))))
+
+;;; emacs_prefill_e2e.el ends here

@@ -15,12 +15,8 @@ from typing import Any
 
 import pytest
 
-from synconfroute.clients.embedded import (
-    EmbeddedBackend,
-    KvIndex,
-    bundled_model_path,
-    common_prefix_len,
-)
+from synconfroute.clients._speed import common_prefix_len
+from synconfroute.clients.embedded import EmbeddedBackend, KvIndex, bundled_model_path
 from synconfroute.server.routing import kv_window
 from synconfroute.server.routing.context import make_context
 from synconfroute.server.routing.gate import make_gate

@@ -54,7 +54,10 @@ def test_the_largest_window_whose_uncached_part_fits_the_cold_budget_is_taken() 
     assert kv_window.sized(_budget(512), 1100, uncached(5000)).prompt_chars == 1024
     # No time budget (the cold budget is already the cap): nothing to grow.
     assert kv_window.grow_size(_budget(10000), 6144) is None
-    assert kv_window.grow_size(_budget(768), 6144) == 6144
+    # A prefill grows the warm window twice as large, rest after rest, up to the cap.
+    assert kv_window.grow_size(_budget(768), 6144) == 1536
+    assert kv_window.grow_size(_budget(4096), 6144) == 6144
+    assert kv_window.grow_size(_budget(3072), 3100) is None
 
 
 def test_the_index_counts_only_what_a_slot_holds_of_the_prompt() -> None:

@@ -11,7 +11,8 @@ The sizes tried are `time_budget.PROMPT_STEPS`, largest first: the window a pref
 grew into, and the one typed in since, is found again at every key (its anchored
 start does not move until the cursor is a grid step further), so the size stays put
 and typing only appends. A prefill first warms the prompt the next request would
-send, then grows the largest window (`grow_size`) into a spare cache.
+send, then a window twice as large (`grow_size`) into a spare cache: rest after rest
+the warm window doubles up to the cap.
 """
 
 from __future__ import annotations
@@ -41,11 +42,20 @@ def sized(budget: TierBudget, cap_chars: int, uncached: Callable[[int], int]) ->
     return budget
 
 
+# A prefill grows the window to at least this many times the one warm now: in steps,
+# so that a short rest already brings a larger window (each step is evaluated from its
+# own start, in the other cache), up to the cap over a few rests.
+GROWTH = 2
+
+
 def grow_size(budget: TierBudget, cap_chars: int) -> int | None:
     """The window a background prefill grows the cache to once the next request's
-    prompt is warm: the largest size, or None when that is the cold budget."""
+    prompt (`budget`, as the cache sized it) is warm: the first size at least GROWTH
+    times larger, at most the cap; None when there is none."""
     sizes = larger_sizes(budget.prompt_chars, cap_chars)
-    return sizes[0] if sizes else None
+    if not sizes:
+        return None
+    return min((s for s in sizes if s >= GROWTH * budget.prompt_chars), default=sizes[0])
 
 
-__all__ = ["grow_size", "larger_sizes", "sized"]
+__all__ = ["GROWTH", "grow_size", "larger_sizes", "sized"]

@@ -383,9 +383,9 @@ class Pipeline:
             ctx, None, budget.prompt_chars, single_line=single_line, budget=budget
         )
         stats: dict[str, object] = await fill(request)
-        # Then, still at low priority, the largest window into a spare cache: the next
+        # Then, still at low priority, a larger window into a spare cache: the next
         # request takes it when what it adds fits the cold budget (`kv_window`).
-        grow = kv_window.grow_size(self.local_budget(), self._kv_cap())
+        grow = kv_window.grow_size(budget, self._kv_cap())
         if stats.get("outcome") == "done" and grow and grow > budget.prompt_chars:
             request = self._request(ctx, None, grow, single_line=single_line, budget=budget)
             stats = await fill(request)

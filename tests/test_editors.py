@@ -10,8 +10,10 @@ reason, when its editor or tool is missing (scripts/setup.sh --dev installs them
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -791,6 +793,177 @@ def test_vscode_extension_inside_code_server(tmp_path: Path, vscode_vsix: Path) 
         for shot in shots.iterdir():
             shutil.copy(shot, Path(keep) / shot.name)
     print("code-server e2e:", ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+
+
+@contextlib.contextmanager
+def _code_server_page(tmp_path: Path, vsix: Path, proj: Path) -> Iterator[Any]:
+    """code-server with the .vsix installed and `proj` open, in headless Chromium: the page,
+    once the workbench shows. The extension starts this checkout's server, which reads
+    the settings file in `tmp_path` (write it first)."""
+    import signal
+
+    code_server = _code_server_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    env = _env(tmp_path)
+    exts, data = tmp_path / "extensions", tmp_path / "code-data"
+    cs_dirs = ["--extensions-dir", str(exts), "--user-data-dir", str(data)]
+    _run(
+        [str(code_server), *cs_dirs, "--install-extension", str(vsix)],
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    program = tmp_path / "bin" / "synconfroute"
+    program.parent.mkdir()
+    program.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" -m synconfroute "$@"\n', encoding="utf-8"
+    )
+    program.chmod(0o755)
+    (data / "User").mkdir(parents=True, exist_ok=True)
+    settings = dict(VSCODE_SETTINGS, **{"synconfroute.server.path": str(program)})
+    (data / "User" / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    port = _free_port()
+    log = tmp_path / "code-server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                str(code_server),
+                *cs_dirs,
+                "--auth=none",
+                f"--bind-addr=127.0.0.1:{port}",
+                "--disable-telemetry",
+                "--disable-update-check",
+                "--disable-workspace-trust",
+                "--disable-getting-started-override",
+                str(proj),
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its extension host and our server go with it
+        )
+    try:
+        _wait_port(port, proc, log, 60)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch_persistent_context(
+                str(tmp_path / "chromium-profile"),
+                executable_path="/usr/bin/chromium",
+                headless=True,
+                args=CHROMIUM_FLAGS,
+                viewport={"width": 1000, "height": 560},
+            )
+            try:
+                page = browser.pages[0] if browser.pages else browser.new_page()
+                page.set_default_timeout(120_000)
+                page.goto(f"http://127.0.0.1:{port}/?folder={proj}")
+                page.wait_for_selector(".monaco-workbench .part.statusbar")
+                try:
+                    yield page
+                except Exception as exc:
+                    page.screenshot(path=str(tmp_path / "failed.png"))
+                    raise AssertionError(
+                        f"{exc}\nlines: {_line_texts(page)}\nscreenshot: {tmp_path / 'failed.png'}"
+                        f"\ncode-server log:\n{log.read_text(errors='replace')[-3000:]}"
+                    ) from exc
+            finally:
+                browser.close()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+_WORKER_LINE = re.compile(
+    r"local worker: (\d+) prompt tokens, (\d+) of them from the cache; (\d+) prefills"
+)
+
+
+def _worker_report(page: Any) -> dict[str, int]:
+    """Click the status item: the extension writes the server's status to its output; the
+    embedded worker's line of it (prompt tokens, cached tokens, prefills)."""
+    import time
+
+    def lines() -> list[str]:
+        found = page.eval_on_selector_all(".panel .view-line", "els => els.map(e => e.textContent)")
+        texts = [str(x).replace("\xa0", " ") for x in found]
+        return [x for x in texts if _WORKER_LINE.search(x)]
+
+    deadline = time.monotonic() + 60
+    clear = page.locator(".panel [aria-label^='Clear Output']")
+    if clear.count() and clear.first.is_visible():
+        clear.first.click()  # the output keeps only the lines on screen: start afresh
+        while lines():
+            assert time.monotonic() < deadline, "the output was not cleared"
+            time.sleep(0.1)
+    page.locator("[id='synconfroute.synconfroute']").click()
+    while not (now := lines()):
+        assert time.monotonic() < deadline, "no worker line in the status report"
+        time.sleep(0.2)
+    m = _WORKER_LINE.search(now[-1])
+    assert m is not None
+    prompt, cached, prefills = (int(g) for g in m.groups())
+    return {"prompt_tokens": prompt, "cached_tokens": cached, "prefills": prefills}
+
+
+@pytest.mark.embedded
+def test_vscode_reports_the_resting_cursor_and_the_completion_starts_warm(
+    tmp_path: Path, vscode_vsix: Path
+) -> None:
+    """In code-server: the arrow keys go down 60 lines of a real file (nothing reported on
+    the way), the cursor rests at a line's end, the extension sends synconfroute/cursor,
+    the server prefills there (the embedded SmolLM2), and the completion VS Code asks for
+    when Enter starts the next line reuses the prompt from the KV cache."""
+    import time
+
+    _smollm2_or_skip()
+    proj, _cold, warm = _prefill_project(tmp_path)
+    with _code_server_page(tmp_path, vscode_vsix, proj) as page:
+        page.locator(".explorer-folders-view .monaco-list-row", has_text=warm.name).first.click()
+        page.locator(".editor-instance .view-line").first.click()
+        page.wait_for_function(
+            "() => /no completion yet/.test(document.getElementById("
+            "'synconfroute.synconfroute')?.getAttribute('aria-label'))"
+        )
+        time.sleep(2.0)  # the prefill of the place the file opened at, if any, ends
+        w0 = _worker_report(page)
+        page.locator(".editor-instance .view-line").first.click()
+        page.keyboard.press("Control+Home")
+        for _ in range(60):
+            page.keyboard.press("ArrowDown")
+        page.keyboard.press("End")
+        deadline = time.monotonic() + 120
+        while (before := _worker_report(page))["prefills"] <= w0["prefills"]:
+            assert time.monotonic() < deadline, f"no prefill: {before}"
+            time.sleep(0.5)
+        # At most the one of the resting place, and the open's: not one per line passed.
+        assert before["prefills"] - w0["prefills"] <= 2, (w0, before)
+        # Back to the editor (the status item took the focus): a click past the end of
+        # line 61 puts the cursor where it was (the same place: not reported again).
+        row = page.locator(".editor-instance .line-numbers", has_text=re.compile(r"^61$"))
+        num, text = row.first.bounding_box(), page.locator(".editor-instance .view-lines")
+        area = text.first.bounding_box()
+        assert num is not None and area is not None
+        page.mouse.click(area["x"] + area["width"] - 30, num["y"] + num["height"] / 2)
+        page.keyboard.press("Enter")  # a new line: VS Code asks for an inline completion
+        # Its route came (the status item, untouched: a click would take the focus and
+        # VS Code would cancel the request).
+        page.wait_for_function(
+            "() => !/no completion yet/.test(document.getElementById("
+            "'synconfroute.synconfroute')?.getAttribute('aria-label'))"
+        )
+        while (after := _worker_report(page))["prompt_tokens"] <= before["prompt_tokens"]:
+            assert time.monotonic() < deadline, f"no completion: {after}"
+            time.sleep(0.5)
+    share = (after["cached_tokens"] - before["cached_tokens"]) / max(
+        1, after["prompt_tokens"] - before["prompt_tokens"]
+    )
+    print("vscode prompt reuse after the reported rest:", share, w0, before, after)
+    assert share > 0.9, (w0, before, after)
 
 
 # -- JetBrains (LSP4IJ) and Helix: no editor here, so their files are checked for shape ----

@@ -11,6 +11,7 @@ import {
   State,
   TransportKind,
 } from "vscode-languageclient/node";
+import { CURSOR_NOTIFICATION, CursorReporter } from "./cursor";
 import { COMMANDS, LANGUAGES } from "./ids";
 import { resolveServerCommand } from "./serverCommand";
 import {
@@ -40,6 +41,36 @@ let userOnly: string[] = [];
 let lastRoute: Route | undefined;
 let localOnly = false;
 let serverState: ServerState = "starting";
+// Where the cursor rests goes to the server, which prefills the local prompt there.
+const cursor = new CursorReporter((params) => {
+  if (client !== undefined && client.state === State.Running) {
+    void client.sendNotification(CURSOR_NOTIFICATION, params).catch(() => undefined);
+  }
+});
+const DOCUMENTS: { scheme: string; language: string }[] = LANGUAGES.flatMap((language) => [
+  { scheme: "file", language },
+  { scheme: "untitled", language },
+]);
+
+// The focused editor's cursor, if the server has its document (our languages, running).
+function cursorMoved(editor: vscode.TextEditor | undefined): void {
+  const c = client;
+  if (
+    editor === undefined ||
+    c === undefined ||
+    c.state !== State.Running ||
+    vscode.languages.match(DOCUMENTS, editor.document) === 0
+  ) {
+    cursor.cancel();
+    return;
+  }
+  const c2p = c.code2ProtocolConverter;
+  cursor.moved(
+    c2p.asUri(editor.document.uri),
+    editor.document.version,
+    c2p.asPosition(editor.selection.active),
+  );
+}
 
 function settingsFor(scope?: vscode.Uri): ServerSettings {
   const cfg = vscode.workspace.getConfiguration(SECTION, scope);
@@ -94,10 +125,7 @@ async function startClient(): Promise<void> {
     transport: TransportKind.stdio,
   };
   const clientOptions: LanguageClientOptions = {
-    documentSelector: LANGUAGES.flatMap((language) => [
-      { scheme: "file", language },
-      { scheme: "untitled", language },
-    ]),
+    documentSelector: DOCUMENTS,
     initializationOptions: userSettings(),
     outputChannel: output,
     synchronize: { configurationSection: SECTION },
@@ -150,6 +178,8 @@ async function startClient(): Promise<void> {
     starting = false;
     serverState = "running";
     refreshStatusBar();
+    cursor.reset(); // a new server: tell it where the cursor is
+    cursorMoved(vscode.window.activeTextEditor);
   } catch (err) {
     starting = false;
     serverState = "stopped";
@@ -223,6 +253,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand(COMMANDS.toggleLocalOnly, toggleLocalOnly),
     vscode.commands.registerCommand(COMMANDS.showStatus, showStatus),
     vscode.commands.registerCommand(COMMANDS.restartServer, restart),
+    vscode.window.onDidChangeActiveTextEditor(cursorMoved),
+    vscode.window.onDidChangeTextEditorSelection((e) => cursorMoved(e.textEditor)),
+    { dispose: () => cursor.cancel() },
     vscode.workspace.onDidChangeConfiguration(async (e) => {
       const where = userOnly.some((k) => e.affectsConfiguration(`${SECTION}.${k}`));
       if (e.affectsConfiguration(`${SECTION}.server`) || where) {

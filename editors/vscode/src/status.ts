@@ -22,6 +22,15 @@ export interface ServerStatus {
   routes: Record<RouteName, number>;
   accepted: number;
   last: string | null;
+  /** The embedded model's worker process; null for other local tiers. */
+  local_worker?: LocalWorker | null;
+}
+
+/** The part of `local_worker` the report shows (prompt tokens reused from the KV cache). */
+export interface LocalWorker {
+  prompt_tokens: number;
+  cached_tokens: number;
+  prefills: number;
 }
 
 /** The method of the server's notification that carries each completion's route. */
@@ -117,5 +126,16 @@ export function statusReport(st: ServerStatus): string {
     `completions: ${st.completions} (${r.local} local, ${r.remote} remote, ${r.none} none), ` +
       `${st.accepted} accepted`,
     `last: ${st.last ?? "-"}`,
+    ...workerReport(st.local_worker),
   ].join("\n");
+}
+
+function workerReport(w: LocalWorker | null | undefined): string[] {
+  if (w === null || w === undefined || typeof w.prompt_tokens !== "number") {
+    return [];
+  }
+  return [
+    `local worker: ${w.prompt_tokens} prompt tokens, ${w.cached_tokens} of them from the ` +
+      `cache; ${w.prefills} prefills`,
+  ];
 }

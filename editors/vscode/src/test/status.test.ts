@@ -108,3 +108,23 @@ test("the status report lists tiers, privacy and routes", () => {
   );
   assert.match(statusReport({ ...st, last: null, local_only: true }), /local-only: on .*\nlast: -$/s);
 });
+
+test("the embedded worker's prompt reuse and prefills end the report", () => {
+  const st: ServerStatus = {
+    local_only: false,
+    local: "embedded SmolLM2",
+    remote: "none",
+    policy: "synconf",
+    threshold: -0.5,
+    completions: 1,
+    routes: { local: 1, remote: 0, none: 0 },
+    accepted: 0,
+    last: null,
+    local_worker: { prompt_tokens: 300, cached_tokens: 290, prefills: 2 },
+  };
+  assert.match(
+    statusReport(st),
+    /\nlocal worker: 300 prompt tokens, 290 of them from the cache; 2 prefills$/,
+  );
+  assert.doesNotMatch(statusReport({ ...st, local_worker: null }), /local worker/);
+});

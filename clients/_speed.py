@@ -90,8 +90,65 @@ class SpeedMeter:
             self._rates = Rates(p, d, r.samples + bool(prompt_tps) + bool(decode_tps))
 
 
+# Characters a token when a prompt's size is only known in characters: the same count
+# as the budget's (`server.routing.time_budget.CHARS_PER_TOKEN`), so that a rate
+# estimated here turns back into the same characters a second there.
+ESTIMATE_CHARS_PER_TOKEN = 3.5
+
+
+class FirstTokenEstimate:
+    """The prompt-evaluation rate of a server that only reports it in a final line that
+    a closed stream never reads (Ollama, single lines): from the time to the first token
+    and the part of the prompt its KV cache did not hold. The server keeps the previous
+    prompt's KV, so what this request shares with the previous one costs nothing; what
+    is new was read in (time to first token - one decode step)."""
+
+    def __init__(self) -> None:
+        self._last: str | None = None  # the previous prompt, as the server laid it out
+
+    def sample(
+        self, prompt: str, first_s: float | None, decode_tps: float | None
+    ) -> tuple[int, float] | None:
+        """(tokens evaluated, seconds) for this request, or None when it says nothing
+        (no first token: the cache then holds an unknown part of it, and the next
+        request is not sampled either)."""
+        last, self._last = self._last, (prompt if first_s is not None else None)
+        if first_s is None or last is None:
+            return None
+        new = len(prompt) - common_prefix_len(prompt, last)
+        tokens = int(new / ESTIMATE_CHARS_PER_TOKEN)
+        seconds = first_s - (1 / decode_tps if decode_tps else 0.0)
+        if tokens < MIN_PROMPT_SAMPLE or seconds <= 0:
+            return None
+        return tokens, seconds
+
+    def forget(self) -> None:
+        """The server's cache is unknown (the model reloaded, a request failed)."""
+        self._last = None
+
+
+def common_prefix_len(a: str, b: str) -> int:
+    """Length of the longest common start of `a` and `b` (slices, not a char loop)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:  # invariant: a[:lo] == b[:lo]
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def _blend(old: float | None, new: float) -> float:
     return new if old is None else (1 - ALPHA) * old + ALPHA * new
 
 
-__all__ = ["CALIBRATION_TEXT", "EMBEDDED_PRIOR", "Rates", "SpeedMeter"]
+__all__ = [
+    "CALIBRATION_TEXT",
+    "EMBEDDED_PRIOR",
+    "ESTIMATE_CHARS_PER_TOKEN",
+    "FirstTokenEstimate",
+    "Rates",
+    "SpeedMeter",
+    "common_prefix_len",
+]

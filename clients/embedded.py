@@ -45,7 +45,7 @@ from ._llama import (
     check_model_path,
     import_llama_cpp,
 )
-from ._speed import EMBEDDED_PRIOR, Rates, SpeedMeter
+from ._speed import EMBEDDED_PRIOR, Rates, SpeedMeter, common_prefix_len
 from ._stream import complete_streamed, next_before, within
 from .errors import BackendError, BackendUnavailable, RequestCancelled
 from .types import (
@@ -370,7 +370,12 @@ class _Worker:
                 if call is not None and call.ends_with(event):
                     del self._pending[rid]
             if call is not None:
-                call.push(event)
+                if self.closing and "done" in event:
+                    # Closed under it: the worker still reports the cancelled generation
+                    # as done, but its caller must read that the backend went away.
+                    call.push(_closed_error())
+                else:
+                    call.push(event)
 
     def _protocol_error(self, line: bytes) -> bool:
         """Count one malformed message; True when there are so many that the worker must
@@ -838,18 +843,6 @@ class KvIndex:
         for text, chars in self._slots.values():
             best = max(best, min(chars, common_prefix_len(key, text)))
         return len(key) - best
-
-
-def common_prefix_len(a: str, b: str) -> int:
-    """Length of the longest common start of `a` and `b` (slices, not a char loop)."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:  # invariant: a[:lo] == b[:lo]
-        mid = (lo + hi + 1) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def _fields(request: CompletionRequest) -> dict[str, Any]:

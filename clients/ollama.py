@@ -23,7 +23,7 @@ import httpx
 
 from . import templates
 from ._backoff import Backoff, Kind, kind_of_status, retry_after
-from ._speed import CALIBRATION_TEXT, Rates, SpeedMeter
+from ._speed import CALIBRATION_TEXT, FirstTokenEstimate, Rates, SpeedMeter
 from ._status import Failure, status_error
 from ._stream import Sent, TokenCap, TokenStops, complete_streamed, next_before, within
 from .errors import (
@@ -70,6 +70,12 @@ class _Plan:
     raw: bool
     suffix: str | None = None  # None: the key is not sent at all
     stop: tuple[str, ...] = ()
+    sent_at: float = 0.0  # when the request went out (time.monotonic)
+
+    @property
+    def laid_out(self) -> str:
+        """The prompt as the server reads it, for its KV cache: the suffix after it."""
+        return f"{self.prompt}\x00{self.suffix or ''}"
 
 
 def _version_tuple(version: str) -> tuple[int, int, int] | None:
@@ -145,6 +151,9 @@ class OllamaBackend:
         # local prompt and prediction from them (`server.routing.time_budget`).
         self.speed = SpeedMeter()
         self._timed = False  # the current stream's final line gave the timings
+        # Streams closed before that line (single lines): the prompt rate from the time
+        # to their first token instead.
+        self._first_token = FirstTokenEstimate()
 
     # -- identity ----------------------------------------------------------
     @property
@@ -395,6 +404,7 @@ class OllamaBackend:
         while plan is not None:
             body = self._body(plan, request)
             sent.n += len(body)
+            plan = attrs.evolve(plan, sent_at=time.monotonic())
             stream = self._client.stream(
                 "POST",
                 "/api/generate",
@@ -439,8 +449,13 @@ class OllamaBackend:
                     yield chunk
         finally:
             n, first, last = seen
+            prompt = self._first_token.sample(
+                plan.laid_out, first - plan.sent_at if n else None, self.speed.rates.decode_tps
+            )
             if n and not self._timed:
                 self.speed.observe(decode_tokens=int(n) - 1, decode_s=last - first)
+                if prompt is not None:
+                    self.speed.observe(prompt_tokens=prompt[0], prompt_s=prompt[1])
 
     async def _lines(
         self, resp: httpx.Response, plan: _Plan, request: CompletionRequest

@@ -15,12 +15,8 @@ from typing import Any
 
 import pytest
 
-from synconfroute.clients.embedded import (
-    EmbeddedBackend,
-    KvIndex,
-    bundled_model_path,
-    common_prefix_len,
-)
+from synconfroute.clients._speed import common_prefix_len
+from synconfroute.clients.embedded import EmbeddedBackend, KvIndex, bundled_model_path
 from synconfroute.server.routing import kv_window
 from synconfroute.server.routing.context import make_context
 from synconfroute.server.routing.gate import make_gate
@@ -38,27 +34,37 @@ def _budget(chars: int) -> TierBudget:
     )
 
 
-def test_the_largest_window_whose_uncached_part_fits_the_cold_budget_is_taken() -> None:
+def test_a_larger_window_is_taken_only_when_it_costs_no_more_than_the_cold_one() -> None:
     asked: list[int] = []
 
-    def uncached(held: int) -> Callable[[int], int]:
+    def cache(**left: int) -> Callable[[int], int]:
+        """Uncached characters per window size (`s512=0`: the 512 window is warm)."""
+
         def f(size: int) -> int:
             asked.append(size)
-            return max(0, size - held)
+            return left.get(f"s{size}", size)
 
         return f
 
-    # 1,800 characters evaluated already: 2,048 adds 248 <= 512, 3,072 would add 1,272.
-    b = kv_window.sized(_budget(512), 4000, uncached(1800))
+    # The cold-sized window is warm; 2,048 was prefilled but for the 2 keys typed since.
+    b = kv_window.sized(_budget(512), 4000, cache(s512=0, s2048=2))
     assert b.prompt_chars == 2048 and "cached" in b.why
-    assert asked == [3072, 2048]  # largest first, stops at the first that fits
-    # Nothing cached: the cold budget stands.
-    assert kv_window.sized(_budget(512), 4000, uncached(0)).prompt_chars == 512
+    assert asked == [512, 3072, 2048]  # the cold one, then largest first
+    # 2,048 half prefilled (a rest cut short): the warm 512 is faster, it stays.
+    assert kv_window.sized(_budget(512), 4000, cache(s512=0, s2048=1024)).prompt_chars == 512
+    # Nothing warm at 512 (a jump): a larger window no dearer than it is fine.
+    assert kv_window.sized(_budget(512), 4000, cache(s2048=400)).prompt_chars == 2048
+    # Nothing cached at all: the cold budget stands.
+    assert kv_window.sized(_budget(512), 4000, cache()).prompt_chars == 512
     # The cap (the setting, the backend's window) bounds it.
-    assert kv_window.sized(_budget(512), 1100, uncached(5000)).prompt_chars == 1024
-    # No time budget (the cold budget is already the cap): nothing to grow.
+    assert kv_window.sized(_budget(512), 1100, cache(s512=0, s1024=0)).prompt_chars == 1024
+    # No time budget (the cold budget is already the cap): nothing to size or grow.
+    assert kv_window.sized(_budget(10000), 6144, cache()).prompt_chars == 10000
     assert kv_window.grow_size(_budget(10000), 6144) is None
-    assert kv_window.grow_size(_budget(768), 6144) == 6144
+    # A prefill grows the warm window twice as large, rest after rest, up to the cap.
+    assert kv_window.grow_size(_budget(768), 6144) == 1536
+    assert kv_window.grow_size(_budget(4096), 6144) == 6144
+    assert kv_window.grow_size(_budget(3072), 3100) is None
 
 
 def test_the_index_counts_only_what_a_slot_holds_of_the_prompt() -> None:

@@ -256,3 +256,67 @@ async def test_without_the_time_cap_the_whole_block_comes() -> None:
             assert block.route == "local" and block.completion.count("\n") >= 30
         finally:
             await local.aclose()
+
+
+# -- Ollama's prompt rate while typing (single lines never read its final line) ------
+
+
+async def test_single_lines_measure_ollamas_prompt_rate_from_the_first_token() -> None:
+    """Each single line closes the stream at its end, before Ollama's final line (the
+    only one with `prompt_eval_duration`): the prompt rate comes from the time to the
+    first token and the part of the prompt its KV cache did not hold."""
+    text = real_python_file()
+
+    def at(start: int, n: int) -> CompletionContext:  # mid-line: a single-line request
+        return CompletionContext(prefix=text[start : start + n] + "\nresult", suffix="\n")
+
+    with FakeOllama() as fake:
+        fake.speed = (320.0, 72.0)  # the fake reads 4 characters a token: 1,280 chars/s
+        fake.script(TokenScript.of(" value", " =", " 1", "\n", "x = 2"), always=True)
+        s = Settings()
+        s.local.backend = "ollama"
+        local = OllamaBackend(fake.url, "qwen2.5-coder:3b", timeout=10)
+        p = Pipeline(s, local, None, make_gate(s.routing))
+        try:
+            assert local.rates.prompt_tps is None  # not measured: the character cap rules
+            assert p.local_budget().prompt_chars == s.local.max_prompt_chars
+            await p.complete(at(5000, 700))  # nothing to compare its cache with yet
+            assert local.rates.prompt_tps is None
+            elsewhere = at(20000, 700)
+            await p.complete(elsewhere)
+            assert local.last_timings == {}  # no final line was read
+            tps = local.rates.prompt_tps
+            assert tps is not None and 250 < tps < 480  # 1,280 chars/s at 3.5 chars a token
+            # The window now fits the first-token target instead of the 10,000 cap.
+            assert p.local_budget().prompt_chars <= 1024
+            # One key more: the cache holds the rest, no sample (the rate stands).
+            typed = CompletionContext(prefix=elsewhere.prefix + "x", suffix="\n")
+            await p.complete(typed)
+            assert local.rates.prompt_tps == tps
+            # The machine gets busy: the next jump measures the slower rate.
+            fake.speed = (80.0, 72.0)
+            await p.complete(at(40000, 700))
+            slower = local.rates.prompt_tps
+            assert slower is not None and slower < 0.9 * tps
+        finally:
+            await local.aclose()
+
+
+async def test_warming_an_ollama_tier_measures_it_without_touching_the_scripts() -> None:
+    """The server warms its tier with a short calibration; the test fake answers it
+    outside its scripts and its request log, so no test loses a scripted answer."""
+    from synconfroute.server.routing.backends import warm
+
+    with FakeOllama() as fake:
+        fake.speed = (320.0, 72.0)
+        fake.script(TokenScript.of(" scripted", "\n"))
+        local = OllamaBackend(fake.url, "qwen2.5-coder:3b", timeout=10)
+        try:
+            await warm(local)
+            assert fake.calibrations == 1 and fake.received("/api/generate") == []
+            r = local.rates
+            assert r.prompt_tps is not None and 200 < r.prompt_tps < 450
+            c = await local.complete(CompletionRequest(prefix="x =", suffix="\n", single_line=True))
+            assert c.text == " scripted"  # the test's own answer is still first
+        finally:
+            await local.aclose()

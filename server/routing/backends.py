@@ -103,8 +103,15 @@ async def warm(backend: Backend) -> None:
     request to report."""
     from synconfroute.clients.embedded import EmbeddedBackend
     from synconfroute.clients.errors import BackendError
+    from synconfroute.clients.ollama import OllamaBackend
 
-    if isinstance(backend, EmbeddedBackend):
+    if isinstance(backend, OllamaBackend):
+        # Its prompt rate: single lines close the stream before Ollama's final line,
+        # which alone reports it, so a typing session would only learn it once its
+        # prompts fit (`FirstTokenEstimate`); until then the character cap rules. One
+        # short generation also loads the model. A failure leaves the rates unknown.
+        await backend.calibrate()
+    elif isinstance(backend, EmbeddedBackend):
         try:
             await backend.load()
             # The speed the first request's budget is sized from (`time_budget`).

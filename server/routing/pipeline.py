@@ -383,12 +383,14 @@ class Pipeline:
             ctx, None, budget.prompt_chars, single_line=single_line, budget=budget
         )
         stats: dict[str, object] = await fill(request)
-        # Then, still at low priority, the largest window into a spare cache: the next
-        # request takes it when what it adds fits the cold budget (`kv_window`).
-        grow = kv_window.grow_size(self.local_budget(), self._kv_cap())
-        if stats.get("outcome") == "done" and grow and grow > budget.prompt_chars:
+        # Then, still at low priority, larger windows into the spare cache while the
+        # cursor rests: the next request takes the largest one that is warm (`kv_window`).
+        while stats.get("outcome") == "done" and (
+            grow := kv_window.grow_size(budget, self._kv_cap())
+        ):
             request = self._request(ctx, None, grow, single_line=single_line, budget=budget)
             stats = await fill(request)
+            budget = attrs.evolve(budget, prompt_chars=grow)
         return stats
 
     async def complete(self, ctx: CompletionContext, rules: Rules | None = None) -> RouteDecision:

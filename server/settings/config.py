@@ -125,12 +125,14 @@ class LocalSettings:
     )
     first_token_target_ms: float = _doc(
         700.0,
-        "Size the local prompt so that, evaluated cold, its first token comes within this "
-        "time: the prompt-evaluation rate is measured (embedded: when the model loads, "
-        "then on every request; Ollama: from its reported timings) and the window holds "
-        "what that rate reads in this time, at least a few lines, at most "
-        "`max_prompt_chars`. Typing reuses the evaluated prompt (its start stays on a "
-        "coarse line grid). 0 = only `max_prompt_chars`.",
+        "Size the local prompt so that its first token comes within this time: the "
+        "prompt-evaluation rate is measured (embedded: when the model loads, then on "
+        "every request; Ollama: at start and from its timings or first-token times) and "
+        "the part of the prompt not yet in the model's KV cache holds what that rate "
+        "reads in this time (cold: at least a few lines). Typing reuses the evaluated "
+        "prompt (its start stays on a coarse line grid), and the embedded model prefills "
+        "a larger window where the cursor rests, so a warm prompt may reach "
+        "`max_prompt_chars`. 0 = only `max_prompt_chars`.",
         lo=0,
     )
     max_predict_ms: float = _doc(

@@ -13,7 +13,14 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from synconfroute.clients._speed import CALIBRATION_TEXT
+
 from .http import Request, Responder, ScriptedServer, TokenScript, send_status
+
+# What the fake answers the backend's speed calibration (`OllamaBackend.calibrate`, sent
+# when the server warms its tier): outside the scripts and the request log, so a test's
+# scripted answers and counted requests are its own.
+CALIBRATION_ANSWER = TokenScript.of(" return", " args", "\n", logprob=-0.1)
 
 DEFAULT_MODEL = "qwen2.5-coder:3b"
 
@@ -80,6 +87,7 @@ class FakeOllama(ScriptedServer):
         self.prompt_chars_total = 0  # prompt characters of the timed generations
         self.cached_chars_total = 0  # of them found in the "KV cache"
         self.prompts_timed = 0  # the timed generations
+        self.calibrations = 0  # speed calibrations answered (not in `requests`)
         self.routes.update(
             {
                 ("POST", "/api/generate"): self._generate,
@@ -186,6 +194,12 @@ class FakeOllama(ScriptedServer):
         if suffix and not self.supports_insert(info):
             msg = f"registry.ollama.ai/library/{canonical(name)} does not support insert"
             await resp.send(400, {"error": msg})
+            return
+        if prompt == CALIBRATION_TEXT and raw and not suffix:
+            with self._lock:
+                self.requests.remove(req)
+            self.calibrations += 1
+            await self._answer(req, resp, body, name, CALIBRATION_ANSWER)
             return
         if not prompt:
             self.modes.append("load")

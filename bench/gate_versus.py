@@ -9,8 +9,8 @@ same machine load; the ratio is what to read on a busy machine.
     python -m bench.gate_versus --base /tmp/gate_base --lines 2500 --rounds 20 --reps 50
 
 Cases: a clean file with a completion as whole lines and inside a line (bench/gate.py's),
-and the same Python file with the block header above the completion deleted (broken at
-the cursor: the path where the Python window judge runs).
+and the same Python and C++ files with the block header above the completion deleted
+(broken at the cursor: the path where the window judges run).
 """
 
 from __future__ import annotations
@@ -45,6 +45,12 @@ def _cases(lines: int) -> dict[str, tuple[str, str, int, str]]:
     i = text.find(header, len(text) // 2)
     broken = text[:i] + text[i + len(header) :]
     out["python broken-at-cursor"] = ("python", broken, len(broken[:i].encode()), header)
+    # the same in C++: the `if` header above the body deleted (a `}` too many)
+    text = cpp_file(lines)
+    header = "        if (v[j] % 2 == 0) {\n"
+    i = text.find(header, len(text) // 2)
+    broken = text[:i] + text[i + len(header) :]
+    out["cpp broken-at-cursor"] = ("cpp", broken, len(broken[:i].encode()), header)
     return out
 
 

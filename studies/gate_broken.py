@@ -373,6 +373,41 @@ def _evaluate(job: tuple[list[dict[str, Any]], str]) -> list[tuple[str, str]]:
     return out
 
 
+_UNDECLARED = ("was not declared in this scope", "has not been declared")
+
+
+def explain_misses(cases: list[dict[str, Any]], fails: dict[str, list[dict[str, Any]]]) -> None:
+    """Per language: the missed multi-line cut tails whose label is the compiler's complaint
+    about undeclared names only (g++ -fsyntax-only checks names too; a syntax gate cannot)."""
+    import platformdirs
+
+    config = CompilerConfig(pch_dir=Path(platformdirs.user_cache_dir("synconfroute")) / "pch")
+    # the labels were made on the text without damage above: the `hole` case's prefix
+    clean = {(c["file"], c["line"]): c["prefix"] for c in cases if c["baseline"] == "hole"}
+    for lang in ("cpp",):
+        missed = [
+            f
+            for key, fl in fails.items()
+            if key.startswith(lang + "|") and "|cut-tail|broken" in key
+            for f in fl
+        ]
+        names = 0
+        for f in missed:
+            pre = f["prefix"]
+            if f["baseline"] in ("hole+open-call", "hole+cut-above"):
+                pre = clean.get((f["file"], f["line"]), pre)
+            res = _compilers.run_checker(
+                CHECKER[lang], pre + f["completion"] + f["suffix"], None, config
+            )
+            msgs = [d.message for d in res.diagnostics]
+            if msgs and all(any(u in m for u in _UNDECLARED) for m in msgs):
+                names += 1
+        print(
+            f"  {lang}: of {len(missed)} missed multi-line cut tails, {names} are rejected by "
+            f"{CHECKER[lang]} only for undeclared names (no syntax error)"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -389,6 +424,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--show", type=int, default=0, help="print this many failures per kind")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--explain-misses",
+        action="store_true",
+        help="ask g++ why it rejects the C++ cut tails the gate passed: those it rejects only "
+        "for undeclared names (a declaration cut off) are no syntax errors",
+    )
     args = ap.parse_args(argv)
     args.langs = tuple(x for x in args.langs.split(",") if x)
     cache = Path(args.cache)
@@ -468,6 +509,22 @@ def main(argv: list[str] | None = None) -> int:
         f"\nmulti-line cut tails caught: {c}/{n} = {100 * c / max(n, 1):.2f}%; "
         f"correct completions rejected: {ok_r}/{ok_n}"
     )
+    for lang in args.langs:
+
+        def count(kind: str, ok: str, status: str, lang: str = lang) -> int:
+            return sum(
+                v
+                for k, v in counts.items()
+                if k[0] == lang and (not kind or k[2] == kind) and k[3] == ok and k[4] == status
+            )
+
+        n, c = count("cut-tail", "broken", "n"), count("cut-tail", "broken", "invalid")
+        print(
+            f"  {lang}: multi-line cut tails caught {c}/{n} = {100 * c / max(n, 1):.2f}%; "
+            f"correct rejected {count('', 'ok', 'invalid')}/{count('', 'ok', 'n')}"
+        )
+    if args.explain_misses:
+        explain_misses(cases, fails)
     if args.show:
         for key, fl in sorted(fails.items()):
             print(f"\n== {key}: {len(fl)}")

@@ -27,6 +27,15 @@ How "introduced" is decided (measured by studies/gate_accuracy.py):
   down that the text without the completion had on that line is not (studies/
   gate_broken.py: real files with the middle deleted, a call left open above, a
   half-typed line).
+- Java, C, C++, file broken near the cursor (the text without the completion has a tree-
+  sitter error from a few lines above on; a brace too many or too few shows up only where
+  the parser gives up): a parse of the completion's statement decides (`_bracewindow`):
+  the cursor's line, the completion and the user's lines of the same statement, with one
+  stub `{` per enclosing level read from the indentation above (javalang for Java,
+  tree-sitter for C/C++ plus a check for statement keywords read as identifiers). Parses
+  in some reading of the lines above: valid; in none: invalid. Left to the differential:
+  no window stands alone (among class members, in an initializer, unindented code), the
+  user's lines below are broken by themselves, the file ends inside the statement.
 - compilers: the text with the completion compiles: valid. It fails and the text without
   it compiles: invalid. Both fail: an error inside the completion is its fault; with
   `ast`/`javalang` (first error only) an error after it that is the old first error, moved,

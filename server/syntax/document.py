@@ -14,7 +14,7 @@ import attrs
 import tree_sitter
 
 from ..vocab.positions import Encoding, Text, to_position
-from . import _cmacros, _compilers, _pywindow
+from . import _bracewindow, _cmacros, _compilers, _pywindow
 from ._compilers import DEFAULT_CONFIG, CompilerConfig, CompilerResult, Judgement
 from ._pyindent import indentation_sites
 from ._treesitter import ErrorSite, Splice, blame, collect_sites, introduced, parse
@@ -29,6 +29,7 @@ _WS = frozenset(b" \t\r\n")
 # An error in the text without the completion this many lines above the cursor's line (or
 # two lines below the replaced range) makes the file "broken near the cursor".
 _NEAR_LINES = 6
+_BRACE = frozenset({"java", "c", "cpp"})
 
 
 def _utf8(text: str) -> bytes:
@@ -96,6 +97,8 @@ class SyntaxDocument:
         self._released = False
         self._before_sites: tuple[int, list[ErrorSite]] | None = None
         self._before_compiled: dict[str, tuple[int, CompilerResult]] = {}
+        self._before_macros: tuple[int, dict[bytes, str]] | None = None
+        self._before_depth: tuple[int, int] | None = None
         try:
             if language is None:
                 raise UnsupportedLanguage(
@@ -388,6 +391,8 @@ class SyntaxDocument:
 
     def _ts_stage(self, after: bytes, splice: Splice, deadline: float, full: bool) -> _Stage:
         stage = self._ts_differential(after, splice, deadline, full)
+        if self.language in _BRACE and stage.status != "timeout":
+            return self._brace_stage(stage, after, splice, deadline)
         if self.language != "python" or stage.status == "timeout" or not self._broken_near(splice):
             return stage
         # The file is broken near the cursor: tree-sitter's recovery reshapes the old errors
@@ -406,6 +411,65 @@ class SyntaxDocument:
         site = ErrorSite(w.where, w.where, False, "INDENT", "", note=w.message)
         return _Stage("invalid", [site], stage.tree)
 
+    def _brace_stage(self, stage: _Stage, after: bytes, splice: Splice, deadline: float) -> _Stage:
+        """Java/C/C++ where the file is broken near the cursor: a parse of the completion's
+        statement with stubs for the code around it decides (see _bracewindow)."""
+        sites = self._sites_before()
+        if not sites or not after[splice.start : splice.new_end].strip():
+            return stage
+        lang = self.language or ""
+        parse = (
+            _bracewindow.java_parser(deadline)
+            if lang == "java"
+            else _bracewindow.tree_sitter_parser(lang, self._macros(), deadline)
+        )
+        delta = splice.delta
+
+        def user_broken(lo: int, hi: int) -> bool:
+            return self._broken_lines(lo - delta, hi - delta)
+
+        w = _bracewindow.judge(
+            after,
+            splice.start,
+            splice.new_end,
+            lang == "java",
+            parse,
+            self._brace_surplus(),
+            user_broken,
+        )
+        if w.valid is None:
+            return stage
+        # broken near the cursor: the text without the completion has an error from a few
+        # lines above the window on (a brace too many or too few at the cursor shows up
+        # only where the parser gives up, often far below)
+        data = self.data
+        lo = w.span[0]
+        for _ in range(_NEAR_LINES + 1):
+            lo = data.rfind(b"\n", 0, max(lo - 1, 0)) + 1 if lo > 0 else 0
+        if not any(lo <= s.end for s in sites):
+            return stage
+        if w.valid:
+            return _Stage("valid", [], stage.tree)
+        if stage.status == "invalid":
+            return stage  # both object: tree-sitter's site says more precisely where
+        site = ErrorSite(w.where, w.where, False, "ERROR", "", note=w.message)
+        return _Stage("invalid", [site], stage.tree)
+
+    def _brace_surplus(self) -> bool:
+        """Whether the text closes more braces than it opens (a block header deleted)."""
+        cached = self._before_depth
+        if cached is None or cached[0] != self.version:
+            cached = (self.version, _bracewindow.brace_depth(self.data))
+            self._before_depth = cached
+        return cached[1] < 0
+
+    def _macros(self) -> dict[bytes, str]:
+        cached = self._before_macros
+        if cached is None or cached[0] != self.version:
+            cached = (self.version, _cmacros.statement_macros(self.data))
+            self._before_macros = cached
+        return cached[1]
+
     def _broken_near(self, splice: Splice) -> bool:
         """Whether the text without the completion has an error within a few lines of it
         (Python: or a broken indentation at it, which tree-sitter-python does not report)."""
@@ -423,6 +487,15 @@ class SyntaxDocument:
             e = data.find(b"\n", hi + 1)
             hi = len(data) if e < 0 else e
         return any(s.start <= hi and lo <= s.end for s in sites)
+
+    def _broken_lines(self, lo: int, hi: int) -> bool:
+        """Whether the text without the completion has an error starting in bytes (lo, hi].
+        A brace too many or too few, or a missing `;`, is no such error: that is how
+        tree-sitter recovers from a block broken at the cursor, which the window judges."""
+        return any(
+            lo < s.start <= hi and "}" not in (s.kind, s.text) and s.kind != ";"
+            for s in self._sites_before()
+        )
 
     def _broken_line(self, pos: int) -> bool:
         """Whether the text without the completion has an error starting on the line of

@@ -1,0 +1,226 @@
+"""The gate in Java and C++ files already broken at the cursor (issue 22, brace languages).
+
+The cases follow studies/gate_broken.py: a block header and a line or two of its body are
+deleted (the hole), sometimes with a call left open or a line cut in half above. The
+completion that fills the hole is correct; its cut tails are broken. Each case's label is
+also asked of the language's own check on the file with no other damage (javalang, g++),
+so the expected verdicts are the compilers', not ours.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from synconfroute.server.syntax import check_completion
+from synconfroute.server.syntax._compilers import DEFAULT_CONFIG, check_java, run_checker
+
+JAVA_PRE = """\
+package p;
+
+class Numbers {
+  private Object value;
+
+  @Override
+  public Number getAsNumber() {
+"""
+JAVA_TRUTH = """\
+    if (value instanceof Number) {
+      return (Number) value;
+    } else if (value instanceof String) {
+"""
+JAVA_SUF = """\
+      return new LazilyParsedNumber((String) value);
+    }
+    throw new UnsupportedOperationException("Primitive is neither a number nor a string");
+  }
+
+  int size() {
+    return 1;
+  }
+}
+"""
+
+CPP_PRE = """\
+#include <bits/stdc++.h>
+using namespace std;
+int a[100], n;
+int main() {
+    cin >> n;
+    int best = 0;
+    for (int i = 0; i < n; i++) {
+"""
+CPP_TRUTH = """\
+        if (a[i] > best) {
+            best = a[i];
+"""
+CPP_SUF = """\
+            break;
+        }
+    }
+    cout << best << endl;
+    return 0;
+}
+"""
+
+
+def _java_ok(text: str) -> bool:
+    return check_java(text).ok
+
+
+def _gpp_ok(text: str) -> bool:
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    res = run_checker("g++", text, None, DEFAULT_CONFIG)
+    assert not res.failure and not res.timed_out
+    return res.ok
+
+
+def _gate(pre: str, completion: str, suf: str, lang: str) -> str:
+    return check_completion(pre, completion, suf, lang).status
+
+
+# ---------------------------------------------------------------- Java
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        JAVA_TRUTH[: JAVA_TRUTH.index("ber) value")],  # ...return (Num
+        JAVA_TRUTH[: JAVA_TRUTH.index(" instanceof String")],  # ...} else if (value
+        JAVA_TRUTH[: JAVA_TRUTH.index("anceof String")],  # ...} else if (value inst
+    ],
+)
+def test_java_cut_tail_in_the_hole_is_caught(cut: str) -> None:
+    # Before: tree-sitter's recovery from the hole (a `}` too many) swallowed the cut tail's
+    # own error, so these were kept local as valid.
+    assert not _java_ok(JAVA_PRE + cut + JAVA_SUF)
+    assert _gate(JAVA_PRE, cut, JAVA_SUF, "java") == "invalid"
+
+
+def test_java_truth_in_the_hole_passes() -> None:
+    assert _java_ok(JAVA_PRE + JAVA_TRUTH + JAVA_SUF)
+    assert _gate(JAVA_PRE, JAVA_TRUTH, JAVA_SUF, "java") == "valid"
+
+
+def test_java_truth_under_a_line_cut_in_half_passes() -> None:
+    # Before: `missing ')'` blamed on the completion, the user's cut line's doing.
+    pre = """\
+package p;
+
+class Accounts {
+  private int total;
+
+  int sum(int[] values, boolean strict) {
+    int n = 0;
+    for (int v : values) {
+      int w = Math.max(
+"""
+    truth = "      if (v > 0) {\n        n += v;\n"
+    suf = "        total++;\n      }\n    }\n    return n;\n  }\n}\n"
+    clean = pre.replace("      int w = Math.max(\n", "")
+    assert _java_ok(clean + truth + suf)
+    assert _gate(pre, truth, suf, "java") == "valid"
+    # and its cut tails are still caught there
+    cut = "      if (v > 0) {\n        n += v"
+    assert not _java_ok(clean + cut + suf)
+    assert _gate(pre, cut, suf, "java") == "invalid"
+
+
+def test_java_completion_that_closes_the_enclosing_block() -> None:
+    # The completion ends one level further out (`} else if (...) {`): the stubs above must
+    # let it close the block it sits in.
+    pre = """\
+class M {
+  String keyToString(Object keyElement, Object primitive) {
+    if (keyElement != null) {
+      if (primitive instanceof Number) {
+        return "n";
+"""
+    truth = (
+        "      } else {\n        throw new AssertionError();\n      }\n"
+        "    } else if (primitive == null) {\n"
+    )
+    suf = '      return "null";\n    } else {\n      throw new AssertionError();\n    }\n  }\n}\n'
+    assert _java_ok(pre + truth + suf)
+    assert _gate(pre, truth, suf, "java") == "valid"
+
+
+# ---------------------------------------------------------------- C++
+
+
+def test_cpp_truth_in_the_hole_passes() -> None:
+    assert _gpp_ok(CPP_PRE + CPP_TRUTH + CPP_SUF)
+    assert _gate(CPP_PRE, CPP_TRUTH, CPP_SUF, "cpp") == "valid"
+
+
+def test_cpp_statement_keyword_glued_into_an_expression_is_caught() -> None:
+    # `best |= break;`: tree-sitter-cpp reads `break` as a plain identifier, without an
+    # error; g++ rejects it. Before: valid.
+    cut = "        if (a[i] > best) {\n            best |= "
+    assert not _gpp_ok(CPP_PRE + cut + CPP_SUF)
+    assert _gate(CPP_PRE, cut, CPP_SUF, "cpp") == "invalid"
+
+
+def test_cpp_cut_tail_under_an_open_call_is_caught() -> None:
+    # Before: the unclosed `printf(` above made every later error look like its own.
+    pre = CPP_PRE.replace("    int best = 0;\n", "    int best = 0;\n    printf(\n")
+    cut = "        if (a[i] > best) {\n            best = a[i]"
+    assert not _gpp_ok(CPP_PRE + cut + CPP_SUF)
+    assert _gate(pre, cut, CPP_SUF, "cpp") == "invalid"
+    assert _gate(pre, CPP_TRUTH, CPP_SUF, "cpp") == "valid"
+
+
+def test_cpp_body_as_deep_as_its_header_passes() -> None:
+    # Competitive code whose `if` body sits at the header's indentation and whose `}` is
+    # one level out: indentation and braces disagree, the window cannot tell, and the
+    # differential decides (it accepts the truth).
+    pre = CPP_PRE.replace(
+        "    for (int i = 0; i < n; i++) {\n", "    for (int i = 0; i < n; i++)\n    {\n"
+    )
+    truth = "        if (a[i] > best){\n        best = a[i];\n"
+    suf = "        n--;\n    }\n    }\n    cout << best;\n}\n"
+    assert _gpp_ok(pre + truth + suf)
+    assert _gate(pre, truth, suf, "cpp") == "valid"
+
+
+def test_clean_files_keep_the_differential() -> None:
+    # No error in the file: the window judge is not asked (a clean file's verdicts are
+    # the differential's, 0 false rejects on the ground truths).
+    full = CPP_PRE + "        if (a[i] > best) {\n            best = a[i];\n" + CPP_SUF
+    pre, suf = (
+        full[: full.index("            best = a[i];")],
+        full[full.index("            break;") :],
+    )
+    assert _gate(pre, "            best = a[i];\n", suf, "cpp") == "valid"
+    assert _gate(pre, "            best = a[i\n", suf, "cpp") == "invalid"
+
+
+# ---------------------------------------------------------------- broken elsewhere
+
+
+def test_user_lines_broken_below_are_not_the_completions_fault() -> None:
+    # `foo(` left open a few lines below a correct completion in a hole: the window holds
+    # that line, which does not parse alone: the differential decides (it accepts).
+    suf = CPP_SUF.replace("    cout << best << endl;\n", "    foo(\n    cout << best << endl;\n")
+    assert _gate(CPP_PRE, CPP_TRUTH, suf, "cpp") == "valid"
+
+
+def test_expression_macro_that_ends_in_a_semicolon() -> None:
+    # `max` looks like a statement macro (its body ends in ';') but is used as an
+    # expression: the window is parsed as written first.
+    pre = (
+        "#include <stdio.h>\n#define max(x,y) ((x)>(y))?(x):(y);\nint main (void) {\n"
+        "\tint t,d,m,n;\n\twhile (t--) {\n\t\tint b[10] = {};\n\t\tfor (int j = 0;j < n;j++) {\n"
+    )
+    truth = '\t\t\tscanf ("%d%d",&m,&d);\n\t\t\tb[d-1] = max(m,b[d-1]);\n'
+    # the file cut short after the next loop header
+    suf = "\t\t}\n\t\tint j;\n\t\tfor (j = 0;j < 10;j++) {\n\t\t\tif (b[j] == 0) break;\n"
+    assert _gate(pre, truth, suf, "cpp") == "valid"
+
+
+def test_code_without_indentation_is_left_to_the_differential() -> None:
+    pre = "int main() {\nint t;\nwhile(t--){\nint n;\nfor(int i=0;i<n;i++){\nint b,d;\nif (b>d){"
+    suf = "}}\nif (n==10){n++;}\n"  # the file cut short: main never closed
+    assert _gate(pre, "d=b;", suf, "cpp") == "valid"

@@ -529,7 +529,16 @@ _KEYWORDS = frozenset(
 )
 
 
+# A keyword right after an operator, an opening bracket or a word (`c return;` reads as a
+# declaration): only then can it be read so (a cheap filter before walking the tree).
+_AFTER_OPERATOR = re.compile(
+    rb"(?:[-+*/%&|^<>=!~?,(\[]\s*|\w\s+)(?:" + b"|".join(sorted(_KEYWORDS)) + rb")\b"
+)
+
+
 def _keyword_identifier(tree: tree_sitter.Tree, window: bytes) -> tuple[int, str] | None:
+    if not _AFTER_OPERATOR.search(window):
+        return None
     cursor = tree.walk()
     while True:
         node = cursor.node

@@ -341,11 +341,12 @@ def _judge_in(
         # the completion's last line is only blanks: the user's line after it keeps the
         # indentation it had (the blanks before the cursor, if any, and its own)
         lines[-1] = blank_head + rest
-    elif _code(rest) and not head.strip():
+    elif _code(rest) and (not head.strip() or (len(lines) > 1 and rest[:1] in b" \t")):
         # the user's text after the completion was a line of its own (the cursor at its
-        # start or after its indentation): it keeps the indentation it had
+        # start or after its indentation, or it starts with its own indentation): it keeps
+        # the indentation it had
         lines[-1] = frag
-        lines.append(head + rest)
+        lines.append(blank_head + rest)
     ci = min(
         (_width(ln) for ln in lines if _code(ln)),
         default=_width(data[ws : _line_end(data, ws)]),

@@ -442,7 +442,9 @@ async def first_after_open(args: argparse.Namespace, rpc: Rpc, workdir: Path) ->
         )
         took.append((time.monotonic() - t0) * 1000)
         hits += shown(msg)
-        print(f"  {name}:{line + 1}: {took[-1]:.0f} ms, shown={shown(msg)}", flush=True)
+        card = str((rpc.routes[-1] if len(rpc.routes) > routes0 else {}).get("card") or "")
+        stages = next((x for x in card.split("\n") if "latency" in x), "").strip("- ")
+        print(f"  {name}:{line + 1}: {took[-1]:.0f} ms, shown={shown(msg)}; {stages}", flush=True)
         rpc.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
     print(f"first completion after open [{args.label}] rest={args.rest_ms:g}ms files={len(files)}")
     print(

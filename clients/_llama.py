@@ -79,6 +79,11 @@ EVAL_CHUNK = 48
 # so that a prefill cut short by the next key never destroys the warm prompt. A prompt
 # goes to the slot holding most of it; holding less than a chunk counts as nothing.
 KV_SLOTS = 2
+# A background prefill's chunks take about this long (at least MIN_CHUNK tokens): the
+# user's request waits for the chunk being evaluated when it comes, and a prefill that
+# grows a large window is running most of the time the cursor rests.
+PREFILL_CHUNK_S = 0.08
+MIN_CHUNK = 8
 _SUF_MARK = "\x00synconfroute-suffix\x00"
 
 
@@ -545,7 +550,9 @@ class LlamaRunner(ModelIdentity):
             stats.prompt_tokens = len(ids)
             stats.cached_tokens = min(len(ids), _held(llm, ids))
             try:
-                stats.evaluated_tokens, stats.eval_s, done = _eval_prompt(llm, ids, stop)
+                stats.evaluated_tokens, stats.eval_s, done = _eval_prompt(
+                    llm, ids, stop, chunk_s=PREFILL_CHUNK_S
+                )
             except Exception:
                 llm.reset()  # type: ignore[no-untyped-call]
                 raise
@@ -789,9 +796,12 @@ def _held(llm: Llama, ids: list[int]) -> int:
     return int(llm.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), ids))
 
 
-def _eval_prompt(llm: Llama, ids: list[int], stop: Callable[[], bool]) -> tuple[int, float, bool]:
+def _eval_prompt(
+    llm: Llama, ids: list[int], stop: Callable[[], bool], *, chunk_s: float | None = None
+) -> tuple[int, float, bool]:
     """Evaluate all of `ids` but its last token into the KV cache, in chunks of
-    EVAL_CHUNK, after what the cache already holds of them; stop between two chunks
+    EVAL_CHUNK (with `chunk_s`, chunks sized to take about that long, at least
+    MIN_CHUNK), after what the cache already holds of them; stop between two chunks
     when `stop()` says so. Returns (tokens evaluated, seconds, finished?).
 
     The last token is left to `Llama.generate`, which evaluates it and samples from its
@@ -803,13 +813,18 @@ def _eval_prompt(llm: Llama, ids: list[int], stop: Callable[[], bool]) -> tuple[
         return 0, 0.0, True
     llm.n_tokens = have  # eval() drops the cache past this point before writing
     done = 0
+    size = EVAL_CHUNK if chunk_s is None else MIN_CHUNK
     while have < target:
         if stop():
             return done, time.monotonic() - started, False
-        n = min(EVAL_CHUNK, target - have)
+        n = min(size, target - have)
+        t = time.monotonic()
         llm.eval(ids[have : have + n])
         have += n
         done += n
+        if chunk_s is not None:  # the next chunk sized to the rate just seen
+            took = max(1e-4, time.monotonic() - t)
+            size = max(MIN_CHUNK, min(EVAL_CHUNK, int(n * chunk_s / took)))
     return done, time.monotonic() - started, True
 
 

@@ -94,6 +94,10 @@ class SpeedMeter:
 # as the budget's (`server.routing.time_budget.CHARS_PER_TOKEN`), so that a rate
 # estimated here turns back into the same characters a second there.
 ESTIMATE_CHARS_PER_TOKEN = 3.5
+# Fewest new prompt tokens a first-token time is read as a rate from: fewer are mostly
+# fixed costs (the request, one batch), and a FIM prompt re-reads its suffix at every key,
+# which would make a noisy sample of every keystroke and flip the window's size.
+MIN_ESTIMATE_TOKENS = 64
 
 
 class FirstTokenEstimate:
@@ -118,7 +122,7 @@ class FirstTokenEstimate:
         new = len(prompt) - common_prefix_len(prompt, last)
         tokens = int(new / ESTIMATE_CHARS_PER_TOKEN)
         seconds = first_s - (1 / decode_tps if decode_tps else 0.0)
-        if tokens < MIN_PROMPT_SAMPLE or seconds <= 0:
+        if tokens < MIN_ESTIMATE_TOKENS or seconds <= 0:
             return None
         return tokens, seconds
 

@@ -370,7 +370,12 @@ class _Worker:
                 if call is not None and call.ends_with(event):
                     del self._pending[rid]
             if call is not None:
-                call.push(event)
+                if self.closing and "done" in event:
+                    # Closed under it: the worker still reports the cancelled generation
+                    # as done, but its caller must read that the backend went away.
+                    call.push(_closed_error())
+                else:
+                    call.push(event)
 
     def _protocol_error(self, line: bytes) -> bool:
         """Count one malformed message; True when there are so many that the worker must

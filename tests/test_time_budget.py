@@ -320,3 +320,20 @@ async def test_warming_an_ollama_tier_measures_it_without_touching_the_scripts()
             assert c.text == " scripted"  # the test's own answer is still first
         finally:
             await local.aclose()
+
+
+def test_the_first_token_estimate_reads_only_large_new_prompt_parts() -> None:
+    from synconfroute.clients._speed import FirstTokenEstimate
+
+    est = FirstTokenEstimate()
+    code = real_python_file()
+    a, b = code[1000:3000], code[9000:11000]
+    assert est.sample(a, 0.5, 50.0) is None  # nothing to compare the server's cache with
+    tokens, seconds = est.sample(b, 0.6, 50.0) or (0, 0.0)  # a jump: all of b is new
+    assert tokens == int(2000 / 3.5) and abs(seconds - 0.58) < 1e-9
+    # A key typed in a FIM prompt: the suffix after it is read again, too few tokens.
+    assert est.sample(b[:1800] + "x" + b[1800:], 0.05, 50.0) is None
+    # No first token (cancelled): the server holds an unknown part; the next says nothing.
+    assert est.sample(a, None, 50.0) is None
+    assert est.sample(b, 0.6, 50.0) is None
+    assert est.sample(a, 0.6, 50.0) is not None

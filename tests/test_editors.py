@@ -917,17 +917,22 @@ def _worker_report(page: Any) -> dict[str, int]:
         texts = [str(x).replace("\xa0", " ") for x in found]
         return [x for x in texts if _WORKER_LINE.search(x)]
 
-    deadline = time.monotonic() + 60
-    clear = page.locator(".panel [aria-label^='Clear Output']")
-    if clear.count() and clear.first.is_visible():
-        clear.first.click()  # the output keeps only the lines on screen: start afresh
-        while lines():
-            assert time.monotonic() < deadline, "the output was not cleared"
-            time.sleep(0.1)
-    page.locator("[id='synconfroute.synconfroute']").click()
-    while not (now := lines()):
+    # Until the report has the worker's line (none while the model still loads).
+    deadline = time.monotonic() + 120
+    while True:
+        clear = page.locator(".panel [aria-label^='Clear Output']")
+        if clear.count() and clear.first.is_visible():
+            clear.first.click()  # the output keeps only the lines on screen: start afresh
+            while lines():
+                assert time.monotonic() < deadline, "the output was not cleared"
+                time.sleep(0.1)
+        page.locator("[id='synconfroute.synconfroute']").click()
+        asked = time.monotonic()
+        while not (now := lines()) and time.monotonic() - asked < 5:
+            time.sleep(0.2)
+        if now:
+            break
         assert time.monotonic() < deadline, "no worker line in the status report"
-        time.sleep(0.2)
     m = _WORKER_LINE.search(now[-1])
     assert m is not None
     prompt, cached, prefills = (int(g) for g in m.groups())

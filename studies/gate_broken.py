@@ -373,12 +373,23 @@ def _evaluate(job: tuple[list[dict[str, Any]], str]) -> list[tuple[str, str]]:
     return out
 
 
-_UNDECLARED = ("was not declared in this scope", "has not been declared")
+# g++ -fsyntax-only also checks names and types: complaints a syntax gate cannot make
+_SEMANTIC = (
+    "was not declared in this scope",
+    "has not been declared",
+    "no match for",
+    "lvalue required",
+    "wrong number of template arguments",
+    "invalid operands",
+    "cannot convert",
+    "conflicting declaration",
+    "redeclaration of",
+)
 
 
 def explain_misses(cases: list[dict[str, Any]], fails: dict[str, list[dict[str, Any]]]) -> None:
     """Per language: the missed multi-line cut tails whose label is the compiler's complaint
-    about undeclared names only (g++ -fsyntax-only checks names too; a syntax gate cannot)."""
+    about names and types only (g++ -fsyntax-only checks them too; a syntax gate cannot)."""
     import platformdirs
 
     config = CompilerConfig(pch_dir=Path(platformdirs.user_cache_dir("synconfroute")) / "pch")
@@ -400,11 +411,11 @@ def explain_misses(cases: list[dict[str, Any]], fails: dict[str, list[dict[str, 
                 CHECKER[lang], pre + f["completion"] + f["suffix"], None, config
             )
             msgs = [d.message for d in res.diagnostics]
-            if msgs and all(any(u in m for u in _UNDECLARED) for m in msgs):
+            if msgs and all(any(u in m for u in _SEMANTIC) for m in msgs):
                 names += 1
         print(
             f"  {lang}: of {len(missed)} missed multi-line cut tails, {names} are rejected by "
-            f"{CHECKER[lang]} only for undeclared names (no syntax error)"
+            f"{CHECKER[lang]} only for names or types (no syntax error)"
         )
 
 
@@ -428,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         "--explain-misses",
         action="store_true",
         help="ask g++ why it rejects the C++ cut tails the gate passed: those it rejects only "
-        "for undeclared names (a declaration cut off) are no syntax errors",
+        "for names or types (a declaration cut off) are no syntax errors",
     )
     args = ap.parse_args(argv)
     args.langs = tuple(x for x in args.langs.split(",") if x)

@@ -224,3 +224,17 @@ def test_code_without_indentation_is_left_to_the_differential() -> None:
     pre = "int main() {\nint t;\nwhile(t--){\nint n;\nfor(int i=0;i<n;i++){\nint b,d;\nif (b>d){"
     suf = "}}\nif (n==10){n++;}\n"  # the file cut short: main never closed
     assert _gate(pre, "d=b;", suf, "cpp") == "valid"
+
+
+def test_cut_tail_glued_to_a_closer_with_its_own_indentation() -> None:
+    # The user typed half the header; the method's `}` sat after the cursor with its own
+    # indentation. The cut tail ends after the body, so that `}` now closes the `if` and
+    # the method is left open: its indentation says it was the method's.
+    pre = "class L {\n  private static void check(String s) {\n    if (s.length() > MAX"
+    cut = '_LEN) {\n      throw new NumberFormatException("too large");'
+    suf = "  }\n\n  int size() {\n    return 1;\n  }\n}\n"
+    assert not _java_ok(pre + cut + suf)
+    assert _gate(pre, cut, suf, "java") == "invalid"
+    truth = cut + "\n    }\n"
+    assert _java_ok(pre + truth + suf)
+    assert _gate(pre, truth, suf, "java") == "valid"

@@ -11,20 +11,28 @@ care what is broken elsewhere:
   completion, the rest of its line, then the user's lines that belong to the same statement:
   deeper ones, and at the same indentation those that continue it (`}`, `else`, `catch`, an
   operator) or follow a line that did not end it. It ends before the next statement at the
-  cursor's indentation, or before a line less indented;
+  statement's indentation, before a line less indented, and before a `}` that would close a
+  level opened above the window (unless the file has a `}` too many: the hole's);
 - above it, stubs instead of the user's text: one `{` per enclosing level, read from the
-  indentation of the lines above (`switch (0) {` for a switch), inside a stub method. What is
-  broken above the cursor (an unclosed `foo(`, a cut line) cannot reach the window;
-- other readings where the line above is ambiguous: the nearest less indented line does not
-  end in `{` (a header cut in half, or a statement the cursor's line continues), or the line
-  just above does not end its statement: the window also starts there;
+  indentation of the lines above (`switch (0) {` for a switch; `if (1) {`, `try {`, `do {`
+  for a level the window itself closes), inside a stub method. What is broken above the
+  cursor (an unclosed `foo(`, a cut line) cannot reach the window. A level whose `{` is no
+  less indented than its body is found by its brace and read both ways;
+- other readings where the lines above are ambiguous: the nearest less indented line does
+  not end in `{` (a header cut in half, or a statement the cursor's line continues), the
+  line just above does not end its statement, the statement began further up: the window
+  also starts there;
 - the verdict: a window parses in some reading: valid; in none: invalid (an unbalanced brace
-  shows at the window's end). Undecided (None) where no window stands on its own: the
-  cursor among class members or in an initializer, no enclosing level, too far to scan.
+  shows at the window's end). Undecided (None, the caller's differential decides) where no
+  window stands on its own (the cursor among class members or in an initializer, code not
+  indented, too far to scan), where the file ends inside the statement, where the user's
+  lines in the window were broken already and do not parse alone, and where indentation and
+  braces disagree (a body as deep as its header).
 
 The parsers are the languages' own checks where they are cheap (Java: javalang, as the
-paper), tree-sitter for C and C++ (the compiler needs the whole file; statement-like macros
-of the file rewritten first, see _cmacros).
+paper), tree-sitter for C and C++ (the compiler needs the whole file; the file's
+statement-like macros rewritten when the window fails as written, see _cmacros; statement
+keywords that tree-sitter reads as identifiers rejected).
 """
 
 from __future__ import annotations
@@ -341,11 +349,12 @@ def _judge_in(
         # the completion's last line is only blanks: the user's line after it keeps the
         # indentation it had (the blanks before the cursor, if any, and its own)
         lines[-1] = blank_head + rest
-    elif _code(rest) and not head.strip():
+    elif _code(rest) and (not head.strip() or (len(lines) > 1 and rest[:1] in b" \t")):
         # the user's text after the completion was a line of its own (the cursor at its
-        # start or after its indentation): it keeps the indentation it had
+        # start or after its indentation, or it starts with its own indentation): it keeps
+        # the indentation it had
         lines[-1] = frag
-        lines.append(head + rest)
+        lines.append(blank_head + rest)
     ci = min(
         (_width(ln) for ln in lines if _code(ln)),
         default=_width(data[ws : _line_end(data, ws)]),
@@ -529,7 +538,16 @@ _KEYWORDS = frozenset(
 )
 
 
+# A keyword right after an operator, an opening bracket or a word (`c return;` reads as a
+# declaration): only then can it be read so (a cheap filter before walking the tree).
+_AFTER_OPERATOR = re.compile(
+    rb"(?:[-+*/%&|^<>=!~?,(\[]\s*|\w\s+)(?:" + b"|".join(sorted(_KEYWORDS)) + rb")\b"
+)
+
+
 def _keyword_identifier(tree: tree_sitter.Tree, window: bytes) -> tuple[int, str] | None:
+    if not _AFTER_OPERATOR.search(window):
+        return None
     cursor = tree.walk()
     while True:
         node = cursor.node

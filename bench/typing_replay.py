@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.typing_replay replay [--tier embedded|ollama-fake]
         [--context file|workspace] [--files N] [--lines N] [--key-ms 90] [--pause-ms 1500]
     .venv/bin/python -m bench.typing_replay open [--files 10] [--rest-ms 1000]
+        [--cursor report|edit|none]
     .venv/bin/python -m bench.typing_replay complete [--positions 10]
 
 Files: click's sources (/work/shared/data/repos/click-src.tar.gz, `--tarball`), else the
@@ -20,7 +21,8 @@ prompt tokens the model reused from its KV cache (embedded: the server's
 `synconfroute.status`; the Ollama fake: its own cache model).
 
 open: each file is opened, the editor reports the cursor (`synconfroute/cursor`, as our
-plugins do on focus) at the end of a line 40% into the file, the user rests
+plugins do on focus; `--cursor edit`: types Enter there instead, as in an editor without
+our plugin; `--cursor none`: neither) at the end of a line 40% into the file, the user rests
 `--rest-ms`, then asks for a completion there: time to the answer, and whether it
 showed something. A server that does not know the notification ignores it.
 
@@ -433,7 +435,19 @@ async def first_after_open(args: argparse.Namespace, rpc: Rpc, workdir: Path) ->
             {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}},
         )
         pos = {"line": line, "character": col}
-        rpc.notify("synconfroute/cursor", {"textDocument": {"uri": uri}, "position": pos})
+        if args.cursor == "report":  # our plugins
+            rpc.notify("synconfroute/cursor", {"textDocument": {"uri": uri}, "position": pos})
+        elif args.cursor == "edit":  # no plugin: Enter at the line's end, the server infers
+            indent = len(rows[line]) - len(rows[line].lstrip())
+            new = "\n" + " " * indent
+            rpc.notify(
+                "textDocument/didChange",
+                {
+                    "textDocument": {"uri": uri, "version": 2},
+                    "contentChanges": [{"range": {"start": pos, "end": pos}, "text": new}],
+                },
+            )
+            pos = {"line": line + 1, "character": indent}
         await asyncio.sleep(args.rest_ms / 1000)
         t0 = time.monotonic()
         msg = await rpc.call(
@@ -446,12 +460,20 @@ async def first_after_open(args: argparse.Namespace, rpc: Rpc, workdir: Path) ->
         stages = next((x for x in card.split("\n") if "latency" in x), "").strip("- ")
         print(f"  {name}:{line + 1}: {took[-1]:.0f} ms, shown={shown(msg)}; {stages}", flush=True)
         rpc.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-    print(f"first completion after open [{args.label}] rest={args.rest_ms:g}ms files={len(files)}")
+    print(
+        f"first completion after open [{args.label}] cursor={args.cursor} "
+        f"rest={args.rest_ms:g}ms files={len(files)}"
+    )
     print(
         f"  p50 {statistics.median(took):.0f} ms, p95 {pct(took, 0.95):.0f} ms; "
         f"shown {hits}/{len(files)}"
     )
     after = (await status(rpc)).get("local_worker") or {}
+    d_prompt = after.get("prompt_tokens", 0) - before.get("prompt_tokens", 0)
+    d_cached = after.get("cached_tokens", 0) - before.get("cached_tokens", 0)
+    reuse = f"{d_cached / d_prompt:.0%}" if d_prompt else "n/a"
+    prefills = after.get("prefills", 0) - before.get("prefills", 0)
+    print(f"  prompt tokens reused from the KV cache: {reuse}; prefills: {prefills}")
     print(prompt_figures(before, after, None, rpc.routes[routes0:]))
 
 
@@ -520,6 +542,13 @@ async def main() -> None:
     ap.add_argument("--key-ms", type=float, default=90)
     ap.add_argument("--pause-ms", type=float, default=1500)
     ap.add_argument("--rest-ms", type=float, default=1000)
+    ap.add_argument(
+        "--cursor",
+        choices=["report", "edit", "none"],
+        default="report",
+        help="open: the editor reports the cursor (our plugins), or types Enter there "
+        "(an editor without a plugin: the server infers the rest), or neither",
+    )
     ap.add_argument("--positions", type=int, default=10)
     ap.add_argument("--tarball", type=Path, default=CLICK)
     ap.add_argument("--root", type=Path, default=ROOT, help="server source tree")

@@ -55,7 +55,7 @@ export class CursorReporter {
     this.handle = this.timers.set(() => this.fire(), this.restMs);
   }
 
-  /** Nothing to report (no focused editor of ours, or the server stopped). */
+  /** Nothing to report (the server stopped). */
   cancel(): void {
     if (this.handle !== undefined) {
       this.timers.clear(this.handle);

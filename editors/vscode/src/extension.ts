@@ -53,15 +53,15 @@ const DOCUMENTS: { scheme: string; language: string }[] = LANGUAGES.flatMap((lan
 ]);
 
 // The focused editor's cursor, if the server has its document (our languages, running).
+// Focus going elsewhere (a panel, another language) keeps a pending report: the cursor
+// still rests there, and the user comes back to it.
 function cursorMoved(editor: vscode.TextEditor | undefined): void {
   const c = client;
-  if (
-    editor === undefined ||
-    c === undefined ||
-    c.state !== State.Running ||
-    vscode.languages.match(DOCUMENTS, editor.document) === 0
-  ) {
+  if (c === undefined || c.state !== State.Running) {
     cursor.cancel();
+    return;
+  }
+  if (editor === undefined || vscode.languages.match(DOCUMENTS, editor.document) === 0) {
     return;
   }
   const c2p = c.code2ProtocolConverter;

@@ -57,7 +57,7 @@ test("the same place in the same version is reported once; an edit there again",
 test("cancel drops a pending report; reset forgets what the old server was told", () => {
   const { clock, sent, r } = reporter();
   r.moved(URI, 1, { line: 1, character: 0 });
-  r.cancel(); // e.g. focus went to an editor that is not ours
+  r.cancel(); // e.g. the server stopped
   clock.advance(500);
   assert.equal(sent.length, 0);
   r.moved(URI, 1, { line: 1, character: 0 });

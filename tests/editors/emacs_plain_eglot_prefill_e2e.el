@@ -1,0 +1,91 @@
+;;; emacs_plain_eglot_prefill_e2e.el --- eglot without synconfroute.el: the server infers the rest  -*- lexical-binding: t; -*-
+
+;; Drives Emacs in batch mode with plain eglot (no synconfroute.el: nothing sends
+;; `synconfroute/cursor'), as Helix or LSP4IJ users have it: Enter at the end of a line
+;; sends a didChange; the server takes the end of that change as the cursor and, once the
+;; typing rests, prefills the embedded model's prompt there; the completion eglot then
+;; asks for (completion-at-point) reuses it.  The control asks at once after the edit.
+;; What it saw goes to $SYNCONFROUTE_E2E_RESULT (JSON) for tests/test_editors.py.
+
+;;; Code:
+
+(require 'json)
+(require 'eglot)
+
+(let ((cmd (json-parse-string (getenv "SYNCONFROUTE_E2E_CMD") :array-type 'list)))
+  (setq eglot-server-programs (list (cons '(python-mode :language-id "python") cmd))))
+
+(defvar e2e-out nil "Alist of observations, written as JSON.")
+(defvar e2e-step "start")
+
+(defun e2e-put (key value)
+  (push (cons key value) e2e-out))
+
+(defun e2e-finish (err)
+  (e2e-put "error" err)
+  (e2e-put "step" e2e-step)
+  (with-temp-file (getenv "SYNCONFROUTE_E2E_RESULT")
+    (insert (json-encode e2e-out)))
+  (kill-emacs 0))
+
+(defun e2e-wait (what pred &optional seconds)
+  "Process input until PRED returns non-nil (its value), or fail after SECONDS."
+  (setq e2e-step what)
+  (let ((deadline (+ (float-time) (or seconds 90)))
+        value)
+    (while (not (setq value (funcall pred)))
+      (when (> (float-time) deadline)
+        (error "Timed out waiting for %s" what))
+      (accept-process-output nil 0.25))
+    value))
+
+(defun e2e-worker ()
+  (plist-get (eglot-execute-command (eglot-current-server) 'synconfroute.status [])
+             :local_worker))
+
+(defun e2e-enter-then-ask (file line rest)
+  "Open FILE, Enter at the end of LINE (eglot sends the didChange), rest REST seconds
+(nil: until a prefill ran), ask with `completion-at-point' there; the share of its prompt
+tokens the KV cache held, and the prefills."
+  (find-file file)
+  (unless (eglot-managed-p)
+    (call-interactively #'eglot))
+  (e2e-wait "the buffer to be managed" #'eglot-managed-p)
+  (let ((w0 (e2e-wait "the worker" (lambda () (let ((w (e2e-worker)))
+                                                 (and (plist-get w :pid) w)))))
+        before after)
+    (goto-char (point-min))
+    (forward-line (1- line))
+    (end-of-line)
+    (execute-kbd-macro (kbd "RET"))
+    ;; eglot sends changes from an idle timer (batch Emacs is never idle): send now.
+    (funcall 'eglot--signal-textDocument/didChange)
+    (if rest
+        (progn (sleep-for rest) (setq before (e2e-worker)))
+      (setq before (e2e-wait "a prefill where the edit ended"
+                             (lambda () (let ((w (e2e-worker)))
+                                          (and (> (plist-get w :prefills)
+                                                  (plist-get w0 :prefills))
+                                               w))))))
+    ;; eglot's completion table asks textDocument/completion when it is first read.
+    (let ((capf (eglot-completion-at-point)))
+      (all-completions "" (nth 2 capf)))
+    (setq after (e2e-wait "the completion's prompt"
+                          (lambda () (let ((w (e2e-worker)))
+                                       (and (> (plist-get w :prompt_tokens)
+                                               (plist-get before :prompt_tokens))
+                                            w)))))
+    (list (cons "share" (/ (float (- (plist-get after :cached_tokens)
+                                     (plist-get before :cached_tokens)))
+                           (max 1 (- (plist-get after :prompt_tokens)
+                                     (plist-get before :prompt_tokens)))))
+          (cons "prefills" (- (plist-get before :prefills) (plist-get w0 :prefills))))))
+
+(condition-case err
+    (progn
+      (e2e-put "at_once" (e2e-enter-then-ask (getenv "SYNCONFROUTE_E2E_COLD") 61 0))
+      (e2e-put "rested" (e2e-enter-then-ask (getenv "SYNCONFROUTE_E2E_FILE") 61 nil))
+      (e2e-finish nil))
+  (error (e2e-finish (error-message-string err))))
+
+;;; emacs_plain_eglot_prefill_e2e.el ends here

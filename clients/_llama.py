@@ -470,9 +470,16 @@ class LlamaRunner(ModelIdentity):
 
     def _slot(self, state: _Loaded, ids: list[int], *, spare: bool) -> int:
         """The KV slot for the prompt `ids`: the one holding most of it; when none holds a
-        chunk of it, the least recently used (with `spare`, a prefill's, a second slot
-        is made first: the prompt being typed in stays warm)."""
+        chunk of it, the least recently used. With `spare` (a prefill, which must not
+        destroy a warm prompt) only a slot whose content it extends (losing at most a
+        chunk of it, or of half what it keeps: the tokens a generation wrote after its
+        prompt) counts as holding it, and a second slot is made first."""
         held = [_held(llm, ids) for llm in state.slots]
+        if spare:  # a slot it would cut short holds nothing for it
+            lost = [llm.n_tokens - h for llm, h in zip(state.slots, held, strict=True)]
+            held = [
+                h if lo <= max(EVAL_CHUNK, h // 2) else 0 for h, lo in zip(held, lost, strict=True)
+            ]
         best = max(range(len(held)), key=lambda i: (held[i], -state.used[i]))
         if held[best] < EVAL_CHUNK:
             if spare and len(state.slots) < KV_SLOTS:

@@ -119,3 +119,22 @@ async def test_the_prediction_stops_at_its_time_cap(backend: EmbeddedBackend) ->
     assert 1 <= gen.tokens_generated < 100
     uncapped = await backend.complete(CompletionRequest(prefix=LIST, max_tokens=40))
     assert len(uncapped.text) > len(c.text)
+
+
+async def test_a_prefill_sharing_only_the_start_of_a_warm_prompt_does_not_cut_it(
+    backend: EmbeddedBackend,
+) -> None:
+    """A larger window often starts like the warm one (the same context file first) and
+    then differs: growing it in the warm prompt's cache would cut that prompt short
+    while the user may type on in it. It goes to the other cache."""
+    warm = SOURCE[30000:31600]
+    first = await backend.prefill(CompletionRequest(prefix=warm, max_tokens=8))
+    grown = await backend.prefill(
+        CompletionRequest(prefix=warm[:400] + SOURCE[40000:42000], max_tokens=8)
+    )
+    assert first["outcome"] == grown["outcome"] == "done"
+    assert grown["cached_tokens"] == 0 and grown["slot"] != first["slot"]
+    await backend.complete(CompletionRequest(prefix=warm + "  ", max_tokens=2))
+    gen = backend.last_generation
+    assert gen is not None and gen.finished.wait(60)
+    assert gen.slot == first["slot"] and len(gen.prompt_ids) - gen.cached_tokens <= 4

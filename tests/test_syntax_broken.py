@@ -147,3 +147,19 @@ def test_a_body_less_header_of_the_users_below_is_not_the_completions_fault() ->
     assert doc.check("total = a + b\n    return total", at=(1, 4)).status == "valid"
     assert doc.check("if x:", at=(1, 4)).status == "invalid"  # its own header, no body
     assert doc.check("total = (a", at=(1, 4)).status == "invalid"
+
+
+def test_file_cut_short_inside_the_statement_leaves_it_to_the_differential() -> None:
+    # HumanEval/19 with its suffix truncated: the dict the completion's item belongs to is
+    # never closed. The window that continues the `{` runs into the end of the file, the
+    # stub reading reads the items as annotations: no evidence either way (was: invalid).
+    pre = (
+        "from typing import List\n\n\ndef sort_numbers(numbers: str) -> str:\n"
+        "    value_map = {\n        'zero': 0,\n        'one': 1,\n"
+    )
+    suf = "        'three': 3,\n        'four': 4,\n"
+    assert check_completion(pre, "        'two': 2,\n", suf, "python").status == "valid"
+    # broken items are still caught there
+    assert check_completion(pre, "        'two': 2\n", suf, "python").status == "invalid"
+    assert check_completion(pre, "        'two': (2,\n", suf, "python").status == "invalid"
+    assert ast.parse(pre + "        'two': 2,\n" + suf + "    }\n") is not None

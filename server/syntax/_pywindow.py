@@ -253,6 +253,10 @@ def judge(data: bytes, start: int, end: int) -> WindowVerdict:
         if v.valid and (n == 0 or not v.message):
             return v
         found.append(v)
+    if not found[0].beyond and any(v.valid is None and v.message for v in found):
+        # some reading ran into the end of the file still open: the file is cut short
+        # inside the completion's statement, the window has no evidence either way
+        return WindowVerdict(None, found[0].message)
     return found[0]
 
 
@@ -305,6 +309,9 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
             tail = b"\n" + ind + (b"\t" if b"\t" in ind else b"    ") + b"pass"
             continue
         if hi >= len(data):
+            if _incomplete(err, window) and line <= n_stub + data.count(b"\n", ws, ls):
+                # a bracket of the user's above the cursor, still open at the end of the file
+                return WindowVerdict(None, f"python: {msg} (at the end of the file)")
             break
         hi = _line_end(data, hi + 1)
         tail = b""

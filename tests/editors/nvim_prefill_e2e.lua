@@ -78,7 +78,11 @@ local function worker()
   st = wait("synconfroute.status", function()
     return st
   end)
-  assert(type(st.local_worker) == "table", "no embedded worker: " .. vim.inspect(st))
+  -- No worker yet (the tier starts it at the first request or warm-up; on a busy
+  -- machine that takes a while): nil, and the caller waits.
+  if type(st.local_worker) ~= "table" then
+    return nil
+  end
   return st.local_worker
 end
 
@@ -87,10 +91,10 @@ local function until_worker(what, pred)
   while true do
     out.step = what
     local w = worker()
-    if pred(w) then
+    if w ~= nil and pred(w) then
       return w
     end
-    assert(uv.now() < deadline, what .. ": timed out " .. vim.inspect(w))
+    assert(uv.now() < deadline, what .. ": timed out " .. vim.inspect(w or "no embedded worker"))
     sleep(250)
   end
 end
@@ -112,7 +116,9 @@ local function ask_after_open(file, line, rest_ms)
   local before
   if rest_ms then
     sleep(rest_ms)
-    before = worker()
+    before = until_worker("the worker after the rest", function()
+      return true
+    end)
   else
     before = until_worker("a prefill at the resting cursor", function(w)
       return w.prefills > w0.prefills

@@ -163,3 +163,25 @@ def test_file_cut_short_inside_the_statement_leaves_it_to_the_differential() -> 
     assert check_completion(pre, "        'two': 2\n", suf, "python").status == "invalid"
     assert check_completion(pre, "        'two': (2,\n", suf, "python").status == "invalid"
     assert ast.parse(pre + "        'two': 2,\n" + suf + "    }\n") is not None
+
+
+def test_a_finally_the_completion_dedents_to_belongs_to_the_try_above() -> None:
+    # stdlib wave.py with `foo(` left open above: the completion runs out of the `if` into
+    # the `try:`'s `finally:`. The window's stub for that level was an `if 1:`, which made
+    # the handler a syntax error (was: invalid). Under an `if` it still is one.
+    pre = (
+        "class W:\n    def close(self):\n        try:\n            if self._file:\n"
+        "                foo(\n                self._ensure_header_written(0)\n"
+        "                "
+    )
+    mid = (
+        "if self._datalength != self._datawritten:\n                    self._patchheader()\n"
+        "                self._file.flush()\n        finally:\n            self._file = None"
+    )
+    suf = "\n            file = self._i_opened_the_file\n"
+    assert check_completion(pre, mid, suf, "python").status == "valid"
+    assert (
+        check_completion(pre, mid.replace("finally:", "finaly:"), suf, "python").status == "invalid"
+    )
+    under_if = pre.replace("        try:\n", "        if x:\n")
+    assert check_completion(under_if, mid, suf, "python").status == "invalid"

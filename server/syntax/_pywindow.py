@@ -266,6 +266,7 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
         kw = first.lstrip(b" \t")[:2]
         extra = b"try: pass" if kw in (b"ex", b"fi") else b"if 1: pass"
         stubs += _indent(first) + extra + b"\n"
+    stubs = _try_stubs(data, ls, end, stubs)
     # the zone: through the rest of the completion's last line and the next line of code
     last_end = _line_end(data, end - 1) if end > start else _line_end(data, start)
     if end > start and data[end - 1 : end] == b"\n":
@@ -330,6 +331,30 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
         # the completion's lines set the indentation those lines are judged by.
         return WindowVerdict(False, msg, where, beyond=True)
     return WindowVerdict(False, msg, where)
+
+
+def _try_stubs(data: bytes, ls: int, end: int, stubs: bytes) -> bytes:
+    """The completion dedents to an `except`/`finally` of a `try:` above the window:
+    that level's stub must be a `try:` too (an `if 1:` reads the handler as a syntax
+    error). Only where the user's header at that level really is a `try:` (or one of its
+    handlers), so a handler under an `if` is still caught."""
+    levels = stubs.split(b"\n")
+    ups: list[tuple[int, int]] | None = None
+    for ln in data[ls:end].split(b"\n")[1:]:
+        body = ln.lstrip(b" \t")
+        if not (body.startswith((b"except", b"finally")) and _CLAUSE.match(body)):
+            continue
+        ind = ln[: len(ln) - len(body)]
+        if ind + b"if 1:" not in levels:
+            continue
+        ups = _lines_up(data, ls) if ups is None else ups
+        for a, b in ups:
+            code = _code(data[a:b])
+            if code.strip() and len(_indent(code)) <= len(ind):
+                if _indent(code) == ind and re.match(rb"(try|except)\b", code.lstrip(b" \t")):
+                    levels = [ind + b"try:" if x == ind + b"if 1:" else x for x in levels]
+                break
+    return b"\n".join(levels)
 
 
 def indentation_broken(data: bytes, pos: int) -> bool:

@@ -185,3 +185,25 @@ def test_a_finally_the_completion_dedents_to_belongs_to_the_try_above() -> None:
     )
     under_if = pre.replace("        try:\n", "        if x:\n")
     assert check_completion(under_if, mid, suf, "python").status == "invalid"
+
+
+def test_a_line_cut_in_the_middle_of_a_statement_above_stands_for_all_of_it() -> None:
+    # stdlib warnings.py with the line above cut mid-name: `% (frame.filenam` continues
+    # `s += ('...'` two lines up. Standing for the cut line alone (at its deeper
+    # indentation) made every `try:` there an indentation error (was: invalid).
+    pre = (
+        "def f(tb, s):\n    for frame in tb:\n"
+        "        s += ('  File \"%s\", lineno %s\\n'\n"
+        "              % (frame.filenam\n\n        "
+    )
+    mid = "try:\n            line = get(frame)\n        except Exception:\n            line = None"
+    suf = "\n        if line:\n            s += line\n    return s\n"
+    assert check_completion(pre, mid, suf, "python").status == "valid"
+    assert (
+        check_completion(pre, mid.replace("line = None", "line = (None"), suf, "python").status
+        == "invalid"
+    )
+    assert (
+        check_completion(pre, "try:\n            line = get(frame", suf, "python").status
+        == "invalid"
+    )

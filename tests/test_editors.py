@@ -294,24 +294,29 @@ def test_neovim_reports_the_resting_cursor_and_the_completion_starts_warm(
 @pytest.mark.embedded
 def test_emacs_reports_the_resting_cursor_and_the_completion_starts_warm(tmp_path: Path) -> None:
     """As the Neovim test above, in Emacs with eglot (the package's idle timer)."""
+    r = _emacs_prefill_run(tmp_path, "emacs_prefill_e2e.el", SYNCONFROUTE_E2E_ROOT=str(ROOT))
+    assert r["off"]["prefills"] == 0 and r["off"]["share"] < 0.5, r
+    assert r["on"]["prefills"] >= 1 and r["on"]["share"] > 0.9, r
+    print("emacs prompt reuse: reports off", r["off"], "on", r["on"])
+
+
+def _emacs_prefill_run(tmp_path: Path, script: str, **env_extra: str) -> dict[str, Any]:
+    """Run an Emacs prefill e2e script (tests/editors) in batch Emacs on the prefill
+    project with the real SmolLM2; its result: prompt reuse and prefills per phase."""
     emacs = _emacs_with_eglot()
     _smollm2_or_skip()
     proj, cold, warm = _prefill_project(tmp_path)
     result_path = tmp_path / "emacs-result.json"
     env = _env(
         tmp_path,
-        SYNCONFROUTE_E2E_ROOT=str(ROOT),
         SYNCONFROUTE_E2E_FILE=str(warm),
         SYNCONFROUTE_E2E_COLD=str(cold),
         SYNCONFROUTE_E2E_RESULT=str(result_path),
         SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+        **env_extra,
     )
-    cmd = [emacs, "--batch", "-l", str(SCRIPTS / "emacs_prefill_e2e.el")]
-    output = _run(cmd, cwd=proj, env=env, timeout=300)
-    r = _read_result(result_path, output)
-    assert r["off"]["prefills"] == 0 and r["off"]["share"] < 0.5, r
-    assert r["on"]["prefills"] >= 1 and r["on"]["share"] > 0.9, r
-    print("emacs prompt reuse: reports off", r["off"], "on", r["on"])
+    output = _run([emacs, "--batch", "-l", str(SCRIPTS / script)], cwd=proj, env=env, timeout=300)
+    return _read_result(result_path, output)
 
 
 def _emacs_with_eglot() -> str:
@@ -333,20 +338,7 @@ def test_plain_eglot_gets_a_prefill_where_its_last_edit_ended(tmp_path: Path) ->
     """eglot without synconfroute.el never reports the cursor (as Helix and LSP4IJ): the
     server takes the end of the last edit as the cursor and prefills there once the typing
     rests; asked at once, the completion starts cold and the prefill is cancelled."""
-    emacs = _emacs_with_eglot()
-    _smollm2_or_skip()
-    proj, cold, warm = _prefill_project(tmp_path)
-    result_path = tmp_path / "emacs-result.json"
-    env = _env(
-        tmp_path,
-        SYNCONFROUTE_E2E_FILE=str(warm),
-        SYNCONFROUTE_E2E_COLD=str(cold),
-        SYNCONFROUTE_E2E_RESULT=str(result_path),
-        SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
-    )
-    cmd = [emacs, "--batch", "-l", str(SCRIPTS / "emacs_plain_eglot_prefill_e2e.el")]
-    output = _run(cmd, cwd=proj, env=env, timeout=300)
-    r = _read_result(result_path, output)
+    r = _emacs_prefill_run(tmp_path, "emacs_plain_eglot_prefill_e2e.el")
     assert r["at_once"]["prefills"] == 0 and r["at_once"]["share"] < 0.5, r
     assert r["rested"]["prefills"] >= 1 and r["rested"]["share"] > 0.9, r
     print("plain eglot prompt reuse: asked at once", r["at_once"], "after a rest", r["rested"])

@@ -17,29 +17,9 @@
       synconfroute-settings '(:routing (:threshold -0.7)))
 (synconfroute-setup)
 
-(defvar e2e-out nil "Alist of observations, written as JSON.")
-(defvar e2e-step "start")
-
-(defun e2e-put (key value)
-  (push (cons key value) e2e-out))
-
-(defun e2e-finish (err)
-  (e2e-put "error" err)
-  (e2e-put "step" e2e-step)
-  (with-temp-file (getenv "SYNCONFROUTE_E2E_RESULT")
-    (insert (json-encode e2e-out)))
-  (kill-emacs 0))
-
-(defun e2e-wait (what pred &optional seconds)
-  "Process input until PRED returns non-nil (its value), or fail after SECONDS."
-  (setq e2e-step what)
-  (let ((deadline (+ (float-time) (or seconds 20)))
-        value)
-    (while (not (setq value (funcall pred)))
-      (when (> (float-time) deadline)
-        (error "Timed out waiting for %s" what))
-      (accept-process-output nil 0.05))
-    value))
+(load (expand-file-name "e2e_lib.el" (file-name-directory load-file-name)) nil t)
+(setq e2e-wait-seconds 20
+      e2e-poll-seconds 0.05)
 
 (defun e2e-eldoc ()
   "What eldoc displays at point: the strings of all its documentation functions."

@@ -15,6 +15,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 
+import attrs
 import httpx
 import pytest
 
@@ -203,6 +204,21 @@ async def test_single_line_may_start_on_the_next_line(backend: OpenAIBackend) ->
 
 
 # -- request priority ----------------------------------------------------------------
+@attrs.define
+class Seen:
+    """What one streamed filler saw: enough to tell, when the test fails, whether the
+    slots were never busy or the fillers ended early (CI failed twice, blind)."""
+
+    first: float | None = None
+    events: int = 0
+    last: str = ""
+    ended: bool = False
+
+    @property
+    def streaming(self) -> bool:
+        return self.first is not None and not self.ended
+
+
 async def test_interactive_escalation_is_served_before_background_work(
     vllm: VllmServer, backend: OpenAIBackend
 ) -> None:
@@ -210,9 +226,10 @@ async def test_interactive_escalation_is_served_before_background_work(
     a background request queues first and an interactive one after it; the slot that
     frees first goes to the interactive one.
 
-    The fillers ignore end-of-text and are long, and the test frees a slot itself by
-    hanging up one filler: on a fast machine a filler that "frees after ~40 tokens" ended
-    before all four slots were seen busy (CI failed so)."""
+    Busy and queued are read from what the clients and the log see (a filler streaming
+    tokens; the engine's "Added request" line), not from gauges polled in between. The
+    fillers ignore end-of-text and run to the context's end; the test frees a slot itself
+    by hanging up one filler (vLLM aborts it)."""
     remote = RemoteSettings(priority=-1)
     fill = {
         "model": vllm.model,
@@ -222,13 +239,20 @@ async def test_interactive_escalation_is_served_before_background_work(
         "ignore_eos": True,  # vLLM's extra sampling field: exactly max_tokens each
         "max_tokens": MAX_MODEL_LEN - 64,
     }
+    seen = [Seen() for _ in range(MAX_NUM_SEQS)]
     firsts: dict[str, float] = {}
 
-    async def filler(client: httpx.AsyncClient) -> None:
-        async with client.stream("POST", "/completions", json=fill) as resp:
-            resp.raise_for_status()
-            async for _ in resp.aiter_lines():
-                pass
+    async def filler(client: httpx.AsyncClient, mine: Seen) -> None:
+        try:
+            async with client.stream("POST", "/completions", json=fill) as resp:
+                resp.raise_for_status()
+                async for line in resp.aiter_lines():
+                    if line.startswith("data:"):
+                        mine.events += 1
+                        mine.last = line[:160]
+                        mine.first = mine.first or time.monotonic()
+        finally:
+            mine.ended = True
 
     async def escalate(name: str, priority: int | None) -> None:
         req = CompletionRequest(prefix=ADD.prefix, max_tokens=4, priority=priority)
@@ -236,31 +260,38 @@ async def test_interactive_escalation_is_served_before_background_work(
             if chunk.text and name not in firsts:
                 firsts[name] = time.monotonic()
 
+    def why() -> str:
+        return f"fillers {seen}; first tokens {firsts}; log:\n{vllm.log_tail(2000)}"
+
+    offset = vllm.log_offset()
     async with httpx.AsyncClient(
         base_url=vllm.base_url,
         headers={"Authorization": f"Bearer {vllm.api_key}"},
         timeout=120.0,
     ) as client:
-        fillers = [asyncio.create_task(filler(client)) for _ in range(MAX_NUM_SEQS)]
+        fillers = [asyncio.create_task(filler(client, mine)) for mine in seen]
         try:
-            busy = await until(lambda: vllm.running() == MAX_NUM_SEQS, 60.0)
-            assert busy, (vllm.running(), [t.done() and t.exception() for t in fillers])
+            assert await until(lambda: all(f.streaming for f in seen), 60.0), why()
             background = asyncio.create_task(
                 escalate("background", remote.request_priority(background=True))
             )
-            assert await until(lambda: vllm.metric("vllm:num_requests_waiting") == 1, 30.0)
+            assert await until(lambda: vllm.added_since(offset) == MAX_NUM_SEQS + 1, 30.0)
+            await asyncio.sleep(0.5)  # long enough for a free slot to start it
+            assert "background" not in firsts and all(f.streaming for f in seen), why()
             interactive = asyncio.create_task(escalate("interactive", remote.request_priority()))
-            assert await until(lambda: vllm.metric("vllm:num_requests_waiting") == 2, 30.0)
+            assert await until(lambda: vllm.added_since(offset) == MAX_NUM_SEQS + 2, 30.0)
             fillers[0].cancel()  # hang up: vLLM aborts it and one slot frees
             await asyncio.wait_for(interactive, 120.0)
-            assert "background" not in firsts  # still waiting for the next free slot
+            assert "background" not in firsts, why()  # still waiting for the next free slot
+            # Else two slots freed and the order proves nothing.
+            assert all(f.streaming for f in seen[1:]), why()
         finally:
             for task in fillers:
                 task.cancel()  # hang up: vLLM aborts them
             await asyncio.gather(*fillers, return_exceptions=True)
         await asyncio.wait_for(background, 120.0)
     assert firsts["interactive"] < firsts["background"]
-    assert await until(lambda: vllm.running() == 0, 10.0)
+    assert await until(lambda: vllm.aborted_since(offset) == MAX_NUM_SEQS, 10.0), why()
 
 
 # -- doctor --------------------------------------------------------------------------

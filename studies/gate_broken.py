@@ -151,8 +151,11 @@ def split_of(name: str) -> str:
 # ---------------------------------------------------------------- sources
 
 
-def sources(max_cpp: int, max_java_lines: int) -> Iterator[tuple[str, str, str]]:
-    """(language, name, text) of every source file."""
+def sources(
+    max_cpp: int, max_java_lines: int, skip_cpp: int = 0
+) -> Iterator[tuple[str, str, str]]:
+    """(language, name, text) of every source file; C++: SAFIM's programs `skip_cpp` to
+    `skip_cpp + max_cpp` (a later range is a set no rule was decided on)."""
     repos = data_dir() / "repos"
     with tarfile.open(repos / "click-src.tar.gz") as tf:
         for m in tf.getmembers():
@@ -174,14 +177,16 @@ def sources(max_cpp: int, max_java_lines: int) -> Iterator[tuple[str, str, str]]
                 if text.count("\n") <= max_java_lines:
                     yield "java", "gson/" + m.name, text
     with gzip.open(data_dir() / "safim-block.jsonl.gz", "rt", encoding="utf-8") as fh:
-        n = 0
+        n = -skip_cpp
         for line in fh:
             r = json.loads(line)
             if r["lang"] != "cpp" or r["eval_prompt"].count("{{completion}}") != 1:
                 continue
+            n += 1
+            if n <= 0:
+                continue
             text = r["eval_prompt"].replace("{{completion}}", r["ground_truth"])
             yield "cpp", "safim/" + r["task_id"], text.replace("\r\n", "\n")
-            n += 1
             if n >= max_cpp:
                 break
 
@@ -338,7 +343,7 @@ def build(args: argparse.Namespace) -> list[dict[str, Any]]:
         if prepare_pch(CompilerConfig(pch_dir=pch_dir)) is not None:
             pch = str(pch_dir)
     jobs = []
-    for lang, name, text in sources(args.cpp_files, args.java_max_lines):
+    for lang, name, text in sources(args.cpp_files, args.java_max_lines, args.cpp_skip):
         if lang in args.langs:
             per = args.per_file if lang != "cpp" else 2
             jobs.append((lang, name, text, per, args.cuts, pch))
@@ -427,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="held", choices=("tune", "held", "all"))
     ap.add_argument("--per-file", type=int, default=8, help="middles per Python/Java file")
     ap.add_argument("--cpp-files", type=int, default=150, help="SAFIM C++ programs")
+    ap.add_argument(
+        "--cpp-skip", type=int, default=0, help="skip this many SAFIM C++ programs first"
+    )
     ap.add_argument("--java-max-lines", type=int, default=700)
     ap.add_argument("--cuts", type=int, default=CUTS)
     ap.add_argument("--mode", default="tree-sitter")

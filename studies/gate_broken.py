@@ -33,7 +33,6 @@ import ast
 import collections
 import gzip
 import hashlib
-import io
 import json
 import random
 import re
@@ -151,9 +150,7 @@ def split_of(name: str) -> str:
 # ---------------------------------------------------------------- sources
 
 
-def sources(
-    max_cpp: int, max_java_lines: int, skip_cpp: int = 0
-) -> Iterator[tuple[str, str, str]]:
+def sources(max_cpp: int, max_java_lines: int, skip_cpp: int = 0) -> Iterator[tuple[str, str, str]]:
     """(language, name, text) of every source file; C++: SAFIM's programs `skip_cpp` to
     `skip_cpp + max_cpp` (a later range is a set no rule was decided on)."""
     repos = data_dir() / "repos"
@@ -392,9 +389,19 @@ _SEMANTIC = (
 )
 
 
-def explain_misses(cases: list[dict[str, Any]], fails: dict[str, list[dict[str, Any]]]) -> None:
+def _around(f: dict[str, Any]) -> str:
+    """A case's completion between \u2588 marks, with 3 lines above and 2 below."""
+    above = "\n".join(f["prefix"].split("\n")[-3:])
+    below = "\n".join(f["suffix"].split("\n")[:2])
+    return above + "\u2588" + f["completion"] + "\u2588" + below
+
+
+def explain_misses(
+    cases: list[dict[str, Any]], fails: dict[str, list[dict[str, Any]]], show: int
+) -> None:
     """Per language: the missed multi-line cut tails whose label is the compiler's complaint
-    about names and types only (g++ -fsyntax-only checks them too; a syntax gate cannot)."""
+    about names and types only (g++ -fsyntax-only checks them too; a syntax gate cannot),
+    the catch rate of the rest (syntax errors), and `show` of the syntax misses."""
     import platformdirs
 
     config = CompilerConfig(pch_dir=Path(platformdirs.user_cache_dir("synconfroute")) / "pch")
@@ -408,6 +415,7 @@ def explain_misses(cases: list[dict[str, Any]], fails: dict[str, list[dict[str, 
             for f in fl
         ]
         names = 0
+        syntax: list[tuple[dict[str, Any], str]] = []
         for f in missed:
             pre = f["prefix"]
             if f["baseline"] in ("hole+open-call", "hole+cut-above"):
@@ -418,10 +426,23 @@ def explain_misses(cases: list[dict[str, Any]], fails: dict[str, list[dict[str, 
             msgs = [d.message for d in res.diagnostics]
             if msgs and all(any(u in m for u in _SEMANTIC) for m in msgs):
                 names += 1
+            else:
+                syntax.append((f, msgs[0] if msgs else "(no message)"))
+        broken = sum(
+            1
+            for c in cases
+            if c["lang"] == lang and c["kind"] == "cut-tail" and c["multiline"] and not c["ok"]
+        )
+        with_syntax = broken - names
+        caught = with_syntax - len(syntax)
         print(
             f"  {lang}: of {len(missed)} missed multi-line cut tails, {names} are rejected by "
-            f"{CHECKER[lang]} only for names or types (no syntax error)"
+            f"{CHECKER[lang]} only for names or types (no syntax error); syntax errors "
+            f"caught {caught}/{with_syntax} = {100 * caught / max(with_syntax, 1):.2f}%"
         )
+        for f, msg in syntax[:show]:
+            print(f"-- {f['file']}:{f['line']} {f['baseline']}: {msg}")
+            print(_around(f))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -543,21 +564,13 @@ def main(argv: list[str] | None = None) -> int:
             f"correct rejected {count('', 'ok', 'invalid')}/{count('', 'ok', 'n')}"
         )
     if args.explain_misses:
-        explain_misses(cases, fails)
+        explain_misses(cases, fails, args.show)
     if args.show:
         for key, fl in sorted(fails.items()):
             print(f"\n== {key}: {len(fl)}")
             for f in fl[: args.show]:
-                p = f["prefix"].split("\n")
-                s = f["suffix"].split("\n")
                 print(f"-- {f['file']}:{f['line']} {f['why']}")
-                print(
-                    io.StringIO("\n".join(p[-3:])).read()
-                    + "\u2588"
-                    + f["completion"]
-                    + "\u2588"
-                    + "\n".join(s[:2])
-                )
+                print(_around(f))
     return 0
 
 

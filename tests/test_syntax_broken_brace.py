@@ -238,3 +238,137 @@ def test_cut_tail_glued_to_a_closer_with_its_own_indentation() -> None:
     truth = cut + "\n    }\n"
     assert _java_ok(pre + truth + suf)
     assert _gate(pre, truth, suf, "java") == "valid"
+
+
+# A hole (a `for` header and its first lines deleted) in competitive code that reads with
+# scanf and keeps a variable `m` (used as a value: `m--`).
+SCANF_PRE = """\
+#include <bits/stdc++.h>
+using namespace std;
+int a[100005];
+int main() {
+    int n, m, x;
+    scanf("%d %d", &n, &m);
+    long long ans = 0;
+    while (m--) {
+"""
+SCANF_TRUTH = """\
+        if (m >= 0) {
+            int i;
+            scanf("%d %d", &i, &x);
+"""
+SCANF_SUF = """\
+            a[i] = x;
+            ans += a[i];
+        }
+    }
+    printf("%lld\\n", ans);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        SCANF_TRUTH[: SCANF_TRUTH.index('("')],  # `scanf a[i] = x;`: `a` of type `scanf`
+        SCANF_TRUTH[: SCANF_TRUTH.index("scanf")] + "m",  # `m a[i] = x;`: `m` is a variable
+    ],
+)
+def test_cpp_cut_tail_glued_into_a_declaration_is_caught(cut: str) -> None:
+    # The cut tail's last word and the user's next line read as one declaration, which
+    # tree-sitter accepts without an error (it cannot know `scanf` and `m` are no types);
+    # g++ rejects it. Before: valid.
+    assert not _gpp_ok(SCANF_PRE + cut + SCANF_SUF)
+    assert _gate(SCANF_PRE, cut, SCANF_SUF, "cpp") == "invalid"
+    assert _gpp_ok(SCANF_PRE + SCANF_TRUTH + SCANF_SUF)
+    assert _gate(SCANF_PRE, SCANF_TRUTH, SCANF_SUF, "cpp") == "valid"
+
+
+def test_cpp_cut_tail_that_declares_a_library_function_is_caught() -> None:
+    # `int i, scanf("%d %d", &i, &x);` declares a variable `scanf`: no code does that.
+    cut = SCANF_TRUTH[: SCANF_TRUTH.index(";")] + ","
+    suf = '            scanf("%d %d", &i, &x);\n' + SCANF_SUF
+    assert not _gpp_ok(SCANF_PRE + cut + suf)
+    assert _gate(SCANF_PRE, cut, suf, "cpp") == "invalid"
+
+
+def test_cpp_unclosed_template_glued_to_the_next_declaration_is_caught() -> None:
+    cut = SCANF_TRUTH[: SCANF_TRUTH.index("int i")] + "vector<pair<"
+    suf = "            int i;\n" + SCANF_TRUTH[SCANF_TRUTH.index("            scanf") :] + SCANF_SUF
+    assert not _gpp_ok(SCANF_PRE + cut + suf)
+    assert _gate(SCANF_PRE, cut, suf, "cpp") == "invalid"
+
+
+def test_cpp_flat_block_bodies_keep_their_window() -> None:
+    # Competitive code whose blocks' bodies sit at their headers' indentation: a line
+    # after `else{` at the same indentation is the else's body, not the next statement.
+    # Before: the window ended after `else{`, and the truth was rejected ("missing ';'").
+    pre = """\
+#include <bits/stdc++.h>
+using namespace std;
+int main() {
+    long long t;
+    cin >> t;
+    while (t--) {
+        long long n, j = 1;
+        cin >> n;
+        if (n % 2 == 0) {
+"""
+    truth = """\
+        for (long long i = 2; i <= n; i += 2, j += 2) {
+            cout << i << " " << j << " ";
+"""
+    suf = """\
+        }
+        }
+        else {
+        j = 3;
+        for (long long i = 2; i <= n; i += 2, j += 2) {
+            cout << i << " ";
+        }
+        }
+    }
+}
+"""
+    assert _gpp_ok(pre + truth + suf)
+    assert _gate(pre, truth, suf, "cpp") == "valid"
+    cut = truth[: truth.index(" << j")]
+    assert not _gpp_ok(pre + cut + suf)
+    assert _gate(pre, cut, suf, "cpp") == "invalid"
+
+
+def test_cpp_block_going_on_at_its_headers_indentation_in_a_messy_file() -> None:
+    # The file's own blocks go on at their headers' indentation (above the cursor too), a
+    # line above is cut in half, and the completion's `while` body goes on so below it.
+    # Before: the window ended at the body's first line at the header's indentation and
+    # the truth was rejected ("'{' is never closed").
+    pre = """\
+#include <bits/stdc++.h>
+using namespace std;
+int main() {
+  int n, m;
+  cin >> n >> m;
+  vector<int> v(n);
+  for (int i = 0; i < n; i++) {
+  cin >> v[i];
+  }
+  map<int, int> mf;
+  int ev = INT_MAX;
+  vector<in
+"""
+    truth = """\
+   while (m--) {
+    int x, y;
+    cin >> x >> y;
+"""
+    suf = """\
+   mf[x]++;
+   ev = min(v[x - 1] + v[y - 1], ev);
+   }
+  cout << ev << endl;
+}
+"""
+    clean = pre.replace("  vector<in\n", "")
+    assert _gpp_ok(clean + truth + suf)
+    assert _gate(pre, truth, suf, "cpp") == "valid"

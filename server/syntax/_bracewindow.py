@@ -43,13 +43,14 @@ from collections.abc import Callable
 import attrs
 import tree_sitter
 
-from . import _cmacros
+from . import _cmacros, _cnames
 from ._compilers import check_java
 from ._treesitter import collect_sites, parse
 from .languages import parser_for
 
 _MAX_UP = 1500  # lines searched above the cursor for the enclosing levels
 _MAX_DOWN = 400  # lines the window may reach below the completion
+_MESSY_LINES = 150  # lines above the window read for the file's indentation style
 _MAX_STATEMENT = 60  # lines searched above the cursor for the start of its statement
 _TAB = 4
 
@@ -79,7 +80,8 @@ class WindowVerdict:
     span: tuple[int, int] = (0, 0)  # bytes of the text the (first) window holds
 
 
-Parse = Callable[[bytes], tuple[int, str] | None]  # window -> (offset, message) of an error
+# (window, the completion's bytes in it or None) -> (offset, message) of an error
+Parse = Callable[[bytes, tuple[int, int] | None], tuple[int, str] | None]
 
 
 def _width(line: bytes) -> int:
@@ -207,11 +209,15 @@ def _first_code(data: bytes, pos: int, limit: int) -> int:
     return -1
 
 
-def _window_end(data: bytes, after: int, ci: int, last: bytes, depth: int | None) -> int:
+def _window_end(
+    data: bytes, after: int, ci: int, last: bytes, depth: int | None, inner: int = 0
+) -> int:
     """End (byte offset) of the user's lines from `after` (a line start) that belong to the
     statement at indentation `ci` whose last code line so far is `last`; -1: too far.
     `depth`: braces open so far; a `}` that would close a brace opened before the window
-    ends it (None: the file has a `}` too many, which may be this one)."""
+    ends it (None: the file has a `}` too many, which may be this one). `inner`: braces the
+    window's own lines opened and left open: a line at `ci` inside them is a block's body
+    written at its header's indentation (competitive code), and still the window's."""
     pos = after
     end = after - 1 if after > 0 else 0
     for _ in range(_MAX_DOWN):
@@ -224,12 +230,13 @@ def _window_end(data: bytes, after: int, ci: int, last: bytes, depth: int | None
             pos = e + 1
             continue
         w = _width(line)
-        if w < ci or (w == ci and last.endswith(_ENDS) and not _GOES_ON.match(code)):
+        if w < ci or (w == ci and last.endswith(_ENDS) and not _GOES_ON.match(code) and inner <= 0):
             return end
         if depth is not None:
             if code.startswith(b"}") and depth <= 0:
                 return end
             depth += brace_depth(line)
+        inner = open_braces(code, inner)
         last = code
         end = e
         pos = e + 1
@@ -370,11 +377,18 @@ def _judge_in(
         depth += brace_depth(data[ws:zone_end])
         we = zone_end
         if zone_end < len(data):
-            we = _window_end(data, zone_end + 1, ci, last, depth if not surplus else None)
+            we = _window_end(
+                data,
+                zone_end + 1,
+                ci,
+                last,
+                depth if not surplus else None,
+                open_braces(_code_of(data[ws:zone_end])),
+            )
         if we < 0:
             return WindowVerdict(None)
         we = max(we, zone_end)
-        err = parse(top + data[ws:we] + tail)
+        err = parse(top + data[ws:we] + tail, _focus(top, ws, start, end))
         if err is None:
             return WindowVerdict(True, span=(ws, we))
         if not flat_in:
@@ -382,10 +396,12 @@ def _judge_in(
     top, tail, we, err = first_try
     lead = _lead_stub(first)
     # The lines may not follow their braces (a body as deep as its header, its `}` one
-    # level out): when the window holds such a body and parses once it runs on to where its
-    # braces close, indentation and braces disagree, and the window cannot tell who is right.
+    # level out, a block's lines going on at its header's indentation): when the window
+    # parses once it runs on to where its braces close, and a line on the way sits inside
+    # an open block no deeper than the line that opened it, indentation and braces
+    # disagree, and the window cannot tell who is right.
     depth = brace_depth(data[ws:we]) + (1 if lead.endswith(b"{") else 0)
-    if depth > 0 and _flat_body(b"\n".join(lines) + data[zone_end:we]):
+    if depth > 0:
         pos = we + 1
         for _ in range(_MAX_DOWN):
             if pos >= len(data):
@@ -394,8 +410,20 @@ def _judge_in(
             depth += brace_depth(data[pos:e])
             pos = e + 1
             if depth <= 0:
-                if parse(top + data[ws:e] + tail) is None:
-                    return WindowVerdict(None, span=(ws, e))
+                text = b"\n".join(lines) + data[zone_end:e]
+                flat = _flat_body(b"\n".join(lines) + data[zone_end:we])
+                # lines that go on at their block's header's indentation: the file's own
+                # style (its lines above do so too), or a closer the completion dropped
+                messy = (
+                    not java
+                    and not flat
+                    and _indent_disagrees(text)
+                    and _indent_disagrees(data[_lines_up(data, ws, _MESSY_LINES) : ws])
+                )
+                if (flat or messy) and parse(
+                    top + data[ws:e] + tail, _focus(top, ws, start, end)
+                ) is None:
+                    return WindowVerdict(True if messy else None, span=(ws, e))
                 break
     if we >= len(data.rstrip()):
         # the user's lines never close the statement (a file cut short): no evidence
@@ -403,6 +431,11 @@ def _judge_in(
     at, message = err
     where = min(max(ws + at - len(top), ws), we)
     return WindowVerdict(False, message, where, span=(ws, we))
+
+
+def _focus(top: bytes, ws: int, start: int, end: int) -> tuple[int, int]:
+    """The completion's bytes [start, end) of the text in a window `top` + text[ws:...]."""
+    return len(top) + start - ws, len(top) + end - ws
 
 
 _ENTERED = {b"try": b"try {", b"do": b"do {"}
@@ -426,7 +459,7 @@ def _parses_alone(text: bytes, java: bool, parse: Parse) -> bool:
     # an `else` whose `if` the completion was to bring: a stub `if` before each keeps any
     # `else` well-formed (`if (x) a; if (1) {} else b;` parses as the original did)
     text = _ELSE_LINE.sub(rb"\1if (1) {} \2", text)
-    return parse(top + text + tail) is None
+    return parse(top + text + tail, None) is None
 
 
 _ELSE_LINE = re.compile(rb"(?m)^([ \t]*)(else\b)")
@@ -474,6 +507,48 @@ def _flat_body(text: bytes) -> bool:
     return False
 
 
+def _lines_up(data: bytes, pos: int, n: int) -> int:
+    """The start of the line `n` lines above the one at `pos`."""
+    for _ in range(n):
+        if pos <= 0:
+            return 0
+        pos = data.rfind(b"\n", 0, pos - 1) + 1
+    return pos
+
+
+def _indent_disagrees(text: bytes) -> bool:
+    """Whether a line of `text` inside a block its lines opened is no deeper than the line
+    that opened it (and does not close it)."""
+    opened: list[int] = []  # the width of the line that opened each block still open
+    for line in text.split(b"\n"):
+        code = _code(line)
+        if not code:
+            continue
+        width = _width(line)
+        if opened and width <= opened[-1] and not code.startswith(b"}"):
+            return True
+        for c in code:
+            if c == 0x7B:
+                opened.append(width)
+            elif c == 0x7D and opened:
+                opened.pop()
+    return False
+
+
+def open_braces(code: bytes, opened: int = 0) -> int:
+    """Braces `code` leaves open after `opened` were: a `}` with none open closes nothing."""
+    for c in code:
+        if c == 0x7B:
+            opened += 1
+        elif c == 0x7D and opened:
+            opened -= 1
+    return opened
+
+
+def _code_of(text: bytes) -> bytes:
+    return b"\n".join(_code(line) for line in text.split(b"\n"))
+
+
 def brace_depth(text: bytes) -> int:
     """Braces opened minus closed in `text` (comments and strings left out)."""
     d = 0
@@ -494,7 +569,7 @@ class WindowTimeout(Exception):
 def java_parser(deadline: float | None) -> Parse:
     """javalang on the window (the paper's Java check): (byte offset, message) of its error."""
 
-    def run(window: bytes) -> tuple[int, str] | None:
+    def run(window: bytes, focus: tuple[int, int] | None) -> tuple[int, str] | None:
         text = window.decode("utf-8", "replace")
         res = check_java(text, deadline)
         if res.timed_out:
@@ -508,25 +583,35 @@ def java_parser(deadline: float | None) -> Parse:
     return run
 
 
-def tree_sitter_parser(language: str, macros: dict[bytes, str], deadline: float | None) -> Parse:
-    """tree-sitter on the window, the file's statement-like macros rewritten first."""
+def tree_sitter_parser(
+    language: str,
+    macros: dict[bytes, str],
+    deadline: float | None,
+    is_value: Callable[[bytes], bool] | None = None,
+) -> Parse:
+    """tree-sitter on the window, the file's statement-like macros rewritten first; then
+    the names it misread around the completion (`_cnames`; `is_value`: whether the file
+    uses a name as a value)."""
 
-    def once(window: bytes) -> tuple[int, str] | None:
+    def once(window: bytes, focus: tuple[int, int] | None) -> tuple[int, str] | None:
         tree = parse(parser_for(language), window, None, deadline)
         if tree is None:
             raise WindowTimeout
         sites = collect_sites(tree, window)
         if sites:
             return sites[0].where, sites[0].message()
-        return _keyword_identifier(tree, window)
+        err = _keyword_identifier(tree, window)
+        if err is None and focus is not None:
+            err = _cnames.misread(tree, window, focus, is_value)
+        return err
 
-    def run(window: bytes) -> tuple[int, str] | None:
-        err = once(window)
+    def run(window: bytes, focus: tuple[int, int] | None) -> tuple[int, str] | None:
+        err = once(window, focus)
         if err is None or not macros:
             return err
         # the macros rewritten only when asked: the guess of which are statements can err
         # (`#define max(x,y) ((x)>(y))?(x):(y);` is used as an expression)
-        return err if once(_cmacros.neutralize(window, macros)) is not None else None
+        return err if once(_cmacros.neutralize(window, macros), focus) is not None else None
 
     return run
 

@@ -14,7 +14,7 @@ import attrs
 import tree_sitter
 
 from ..vocab.positions import Encoding, Text, to_position
-from . import _bracewindow, _cmacros, _compilers, _pywindow
+from . import _bracewindow, _cmacros, _cnames, _compilers, _pywindow
 from ._compilers import DEFAULT_CONFIG, CompilerConfig, CompilerResult, Judgement
 from ._pyindent import indentation_sites
 from ._treesitter import ErrorSite, Splice, blame, collect_sites, introduced, parse
@@ -421,7 +421,9 @@ class SyntaxDocument:
         parse = (
             _bracewindow.java_parser(deadline)
             if lang == "java"
-            else _bracewindow.tree_sitter_parser(lang, self._macros(), deadline)
+            else _bracewindow.tree_sitter_parser(
+                lang, self._macros(), deadline, _cnames.value_names(self.data)
+            )
         )
         delta = splice.delta
 

@@ -1,0 +1,95 @@
+"""C, C++: statements tree-sitter reads without an error only by giving a name a role it
+cannot have, where a completion's cut end is glued to the user's next line.
+
+C++ cannot be parsed without knowing which names are types; tree-sitter guesses, and a cut
+tail glued to the next statement often reads as a declaration: `scanf` + `a[i]=x;` is
+`scanf a[i]=x;` (a variable `a` of type `scanf`), `m` + `ruim = 1;` is `m ruim = 1;`,
+`ll n,` + `scanf("%d", &m);` declares a variable `scanf`, and `vector<pair<` + `vector<ll>
+v;` is one template type with its `<` unclosed. The compilers reject each of them.
+
+Only a declaration that overlaps the completion is looked at, and a name counts as no type
+only on evidence: a C/C++ library function or stream (never a type, never a local's name),
+or a name the file itself uses as a value (`m--`, `m = 0`, `m[i]`, `m.size()`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import tree_sitter
+
+# Library functions and streams: no type has these names, and no code names a variable so.
+_LIBRARY = frozenset(
+    b"scanf printf puts gets fgets getchar putchar fprintf sprintf snprintf sscanf fscanf "
+    b"cin cout cerr clog endl getline memset memcpy memmove strlen strcpy strcmp strcat "
+    b"freopen fflush malloc calloc realloc free".split()
+)
+
+
+def value_names(data: bytes) -> Callable[[bytes], bool]:
+    """Whether the file `data` uses a name as a value (memoized per name): a type is never
+    followed by `[`, `=`, `++`, `--`, a compound assignment, `.` or `->` (`using T =` and
+    a template's default `class T =` aside)."""
+    seen: dict[bytes, bool] = {}
+
+    def is_value(name: bytes) -> bool:
+        if name not in seen:
+            word = re.escape(name)
+            pattern = re.compile(
+                rb"(?<![\w.:>])(?<!using )(?<!class )(?<!typename )"
+                + word
+                + rb"\s*(?:\[|=(?!=)|\+\+|--|[-+*/%|&^]=|->|\.(?=[A-Za-z_]))"
+            )
+            seen[name] = pattern.search(data) is not None
+        return seen[name]
+
+    return is_value
+
+
+def misread(
+    tree: tree_sitter.Tree,
+    window: bytes,
+    focus: tuple[int, int],
+    is_value: Callable[[bytes], bool] | None,
+) -> tuple[int, str] | None:
+    """(byte offset, message) of the first declaration overlapping `focus` (the completion's
+    bytes in `window`) that reads a value as a type, declares a library name, or holds a
+    template type whose `<` are not all closed; None when there is none."""
+    lo, hi = focus
+    stack = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        if node.end_byte <= lo or node.start_byte >= hi:
+            continue  # wholly outside the completion
+        if node.type == "declaration":
+            found = _declaration(node, window, is_value)
+            if found is not None:
+                return found
+        stack.extend(reversed(node.children))
+    return None
+
+
+def _declaration(
+    node: tree_sitter.Node, window: bytes, is_value: Callable[[bytes], bool] | None
+) -> tuple[int, str] | None:
+    kind = node.child_by_field_name("type")
+    if kind is not None:
+        name = window[kind.start_byte : kind.end_byte]
+        if kind.type == "type_identifier" and (
+            name in _LIBRARY or (is_value is not None and is_value(name))
+        ):
+            return kind.start_byte, f"'{name.decode()}' is not a type"
+        if kind.type == "template_type":
+            opened = name.count(b"<") - name.count(b">")
+            if opened > 0:
+                return kind.end_byte, "expected '>'"
+    for child in node.children_by_field_name("declarator"):
+        ident: tree_sitter.Node | None = child
+        if child.type == "init_declarator":
+            ident = child.child_by_field_name("declarator")
+        if ident is not None and ident.type == "identifier":
+            name = window[ident.start_byte : ident.end_byte]
+            if name in _LIBRARY:
+                return ident.start_byte, f"declares '{name.decode()}'"
+    return None

@@ -210,3 +210,36 @@ async def test_escalation_carries_the_remote_priority(
     assert rec.route == "remote"
     assert remote_fake.received("/v1/completions")[0].json()["priority"] == -2
     assert "priority" not in local_fake.received("/api/generate")[0].json()
+
+
+async def test_the_remote_tier_waits_until_typing_has_settled(
+    local_fake: FakeOllama, remote_fake: FakeOpenAI
+) -> None:
+    """editor.speculative: the local tier runs while the debounce waits; the cluster is
+    asked only once it is over (`settled` True), and never when typing went on (False)."""
+    local_fake.script(INVALID, always=True)  # the local answer breaks the syntax: escalate
+    remote_fake.script(REMOTE, always=True)
+    pipe = pipeline(local_fake.url, remote_fake.base_url)
+    loop = asyncio.get_running_loop()
+    settled: asyncio.Future[bool] = loop.create_future()
+    task = asyncio.ensure_future(pipe.complete(attrs.evolve(CTX, settled=settled)))
+    await asyncio.sleep(0.3)
+    assert len(local_fake.received("/api/generate")) >= 1  # the local tier has run
+    assert completions(remote_fake) == 0 and not task.done()
+    settled.set_result(True)
+    rec = await task
+    assert (rec.route, rec.completion, completions(remote_fake)) == ("remote", " a + b", 1)
+
+    other = attrs.evolve(CTX, settled=loop.create_future())
+    pipe = pipeline(local_fake.url, remote_fake.base_url)  # (a new cache)
+    task = asyncio.ensure_future(pipe.complete(other))
+    await asyncio.sleep(0.3)
+    assert other.settled is not None
+    other.settled.set_result(False)  # type: ignore[attr-defined]
+    try:
+        rec = await task
+    except asyncio.CancelledError:
+        pass
+    else:
+        assert rec.route != "remote" and rec.bytes_sent == 0, rec
+    assert completions(remote_fake) == 1  # nothing more left

@@ -226,3 +226,45 @@ async def test_no_prefill_is_scheduled_for_a_local_tier_that_cannot_prefill(
     assert session.prefiller.done == 0
     assert not fake.received("/api/generate")
     await session.shutdown()
+
+
+@pytest.mark.parametrize("speculative", [True, False])
+async def test_speculative_local_start_shows_nothing_before_the_debounce(
+    fake: FakeOllama, speculative: bool
+) -> None:
+    """With editor.speculative the local model starts at the keystroke, while the
+    debounce waits; the answer still comes only after it, and a keystroke meanwhile
+    replaces it (nothing shown for the first)."""
+    settings = config.Settings()
+    settings.editor.debounce_ms = 400
+    settings.editor.adaptive_debounce = False
+    settings.editor.speculative = speculative
+
+    def make(s: config.Settings) -> Pipeline:
+        return Pipeline(s, OllamaBackend(fake.url, "qwen2.5-coder:3b"), None, make_gate(s.routing))
+
+    session = Session(
+        config.Loaded(settings, (), config.default_config_path(), False), make_pipeline=make
+    )
+    uri = "file:///spec.py"
+    session.open(uri, TEXT, "python", None)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    first = asyncio.ensure_future(session.complete(uri, 1, 11, invoked=False))
+    await asyncio.sleep(0.2)
+    # speculative: the local tier already has the request; else it waits for the debounce
+    assert len(fake.received("/api/generate")) == (1 if speculative else 0)
+    assert not first.done()
+    done = await first
+    assert done is not None and done.insert_text == " x"
+    assert loop.time() - t0 >= 0.4  # shown after the debounce either way
+
+    session.change(uri, [Edit("y", (1, 11), (1, 11))])
+    second = asyncio.ensure_future(session.complete(uri, 1, 12, invoked=False))
+    await asyncio.sleep(0.2)
+    session.change(uri, [Edit(" +", (1, 12), (1, 12))])  # typed within the debounce
+    third = asyncio.ensure_future(session.complete(uri, 1, 14, invoked=False))
+    assert await second is None
+    done = await third
+    assert done is not None and done.insert_text == " x"
+    await session.shutdown()

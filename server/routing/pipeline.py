@@ -615,6 +615,8 @@ class Pipeline:
         self, ctx: CompletionContext, deadline: float, multiline: bool
     ) -> RemoteStep:
         assert self.remote is not None
+        if ctx.settled is not None and not await asyncio.shield(ctx.settled):
+            raise asyncio.CancelledError  # typing went on: a newer request replaces this one
         t_remote = self._clock()
         max_chars = self.settings.remote.max_prompt_chars
         # The prompt is planned once: the request, the record's context files and the

@@ -6,6 +6,7 @@ none of them is defined by the module that uses it, so no lower layer imports up
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -45,6 +46,9 @@ class CompletionContext:
     recent_edits: tuple[EditChunk, ...] = ()
     # The user asked (LSP trigger kind Invoked), not typing: its escalation ranks first.
     invoked: bool = False
+    # Typing has stopped (the debounce): the local tier may start before it, the remote
+    # tier waits for it (True) and is never asked when a newer request came (False).
+    settled: Awaitable[bool] | None = attrs.field(default=None, eq=False, repr=False)
 
 
 class Gate(Protocol):

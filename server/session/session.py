@@ -31,6 +31,7 @@ from ..learning.decision_log import DecisionLog, Status, WorkerStatus
 from ..learning.ledger import Ledger
 from ..routing.backends import build_tiers, warm
 from ..routing.pipeline import Pipeline, build_pipeline
+from ..routing.request import CompletionContext
 from ..routing.router import Rules
 from ..routing.rules import resolve_rules
 from ..settings import config
@@ -50,7 +51,7 @@ from ..workspace.documents import (
 from ..workspace.workspace_index import WorkspaceIndex
 from .context_builder import ContextBuilder
 from .prefill import Prefiller, rest_after
-from .tracker import RequestTracker
+from .tracker import RequestTracker, Ticket
 
 __all__ = ["Completed", "DocState", "DocumentNotOpen", "Edit", "Session", "path_of", "uri_key"]
 
@@ -387,21 +388,40 @@ class Session:
         ticket = self.tracker.begin(st)
         if ticket.dismissed is not None:
             self._resolve(ticket.dismissed, accepted=False)
-        if not invoked and not await self.tracker.debounce(st, ticket, self.debounce_s(st)):
-            return None
+        settled: asyncio.Future[bool] | None = None
+        if not invoked:
+            wait = self.tracker.debounce(st, ticket, self.debounce_s(st))
+            if settings.editor.speculative:
+                settled = asyncio.ensure_future(wait)  # the local tier starts meanwhile
+            elif not await wait:
+                return None
+        try:
+            where = (window, snapshot, offset, (line, character))
+            return await self._complete(st, ticket, where, invoked, settled)
+        finally:
+            if settled is not None:
+                settled.cancel()
+
+    async def _complete(
+        self,
+        st: DocState,
+        ticket: Ticket,
+        where: tuple[CompletionContext, tuple[str, int], int, tuple[int, int]],
+        invoked: bool,
+        settled: asyncio.Future[bool] | None,
+    ) -> Completed | None:
+        window, snapshot, offset, at = where
         await self._await_workspace()
         pipeline = await self.pipeline()
         if not self.tracker.current(st, ticket):
             return None
-        at = (line, character)
         ctx = self.context.build(
             window, st, snapshot, offset, at, self.settings, blocking_gate=pipeline.gate_blocks
         )
-        if invoked:
-            ctx = attrs.evolve(ctx, invoked=True)
+        ctx = attrs.evolve(ctx, invoked=invoked, settled=settled)
         rec = await self.tracker.run(st, pipeline, ctx, self.rules())
-        if rec is None:
-            return None
+        if rec is None or (settled is not None and not await settled):
+            return None  # superseded (while typing went on: nothing shown, nothing logged)
         self._notice_trouble(rec)
         did = self.decision_log.record(rec)
         if not self.tracker.current(st, ticket):

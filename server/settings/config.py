@@ -436,6 +436,13 @@ class EditorSettings:
         "Adapt the wait to the typing rhythm (about 1.5x the recent pause between "
         "keystrokes, between 30 ms and `debounce_ms` x 3).",
     )
+    speculative: bool = _doc(
+        True,
+        "Start the local model at once while waiting for typing to stop: its answer is "
+        "shown, and the cluster asked, only once the wait is over, and a keystroke "
+        "meanwhile cancels it. Saves the wait on every completion; costs local CPU while "
+        "typing. Nothing leaves the machine sooner.",
+    )
     ledger: bool = _doc(
         True,
         "Record each decision (route, reasons, confidence, latencies, bytes sent: never "

@@ -27,13 +27,24 @@ _LIBRARY = frozenset(
 )
 
 
+_DIRECTIVE = re.compile(rb"(?m)^[ \t]*#.*$")
+
+
+def _binding(node: tree_sitter.Node) -> bool:
+    inner = node.child_by_field_name("declarator") if node.type == "init_declarator" else node
+    return inner is not None and inner.type == "structured_binding_declarator"
+
+
 def value_names(data: bytes) -> Callable[[bytes], bool]:
     """Whether the file `data` uses a name as a value (memoized per name): a type is never
     followed by `[`, `=`, `++`, `--`, a compound assignment, `.` or `->` (`using T =` and
     a template's default `class T =` aside)."""
     seen: dict[bytes, bool] = {}
+    code: list[bytes] = []  # the text without its directives (`#include <string.h>`)
 
     def is_value(name: bytes) -> bool:
+        if not code:
+            code.append(_DIRECTIVE.sub(b"", data))
         if name not in seen:
             word = re.escape(name)
             pattern = re.compile(
@@ -41,7 +52,7 @@ def value_names(data: bytes) -> Callable[[bytes], bool]:
                 + word
                 + rb"\s*(?:\[|=(?!=)|\+\+|--|[-+*/%|&^]=|->|\.(?=[A-Za-z_]))"
             )
-            seen[name] = pattern.search(data) is not None
+            seen[name] = pattern.search(code[0]) is not None
         return seen[name]
 
     return is_value
@@ -73,6 +84,9 @@ def misread(
 def _declaration(
     node: tree_sitter.Node, window: bytes, is_value: Callable[[bytes], bool] | None
 ) -> tuple[int, str] | None:
+    declarators = node.children_by_field_name("declarator")
+    if any(_binding(d) for d in declarators):
+        return None  # `a[i] = x, f();` read as a structured binding `a [i] = ...`: unsure
     kind = node.child_by_field_name("type")
     if kind is not None:
         name = window[kind.start_byte : kind.end_byte]
@@ -84,7 +98,7 @@ def _declaration(
             opened = name.count(b"<") - name.count(b">")
             if opened > 0:
                 return kind.end_byte, "expected '>'"
-    for child in node.children_by_field_name("declarator"):
+    for child in declarators:
         ident: tree_sitter.Node | None = child
         if child.type == "init_declarator":
             ident = child.child_by_field_name("declarator")

@@ -230,11 +230,13 @@ async def test_no_prefill_is_scheduled_for_a_local_tier_that_cannot_prefill(
 
 @pytest.mark.parametrize("speculative", [True, False])
 async def test_speculative_local_start_shows_nothing_before_the_debounce(
-    fake: FakeOllama, speculative: bool
+    fake: FakeOllama, speculative: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With editor.speculative the local model starts at the keystroke, while the
     debounce waits; the answer still comes only after it, and a keystroke meanwhile
-    replaces it (nothing shown for the first)."""
+    replaces it (nothing shown for the first). Only the embedded worker speculates
+    (`speculates`); the Ollama fake stands in for it here, as if it could."""
+    monkeypatch.setattr("synconfroute.server.session.session.speculates", lambda b: True)
     settings = config.Settings()
     settings.editor.debounce_ms = 400
     settings.editor.adaptive_debounce = False
@@ -268,3 +270,12 @@ async def test_speculative_local_start_shows_nothing_before_the_debounce(
     done = await third
     assert done is not None and done.insert_text == " x"
     await session.shutdown()
+
+
+def test_only_the_embedded_worker_speculates() -> None:
+    from synconfroute.clients.embedded import EmbeddedBackend
+    from synconfroute.server.routing.backends import speculates
+
+    assert speculates(EmbeddedBackend(None))
+    assert not speculates(OllamaBackend("http://127.0.0.1:1", "qwen2.5-coder:3b"))
+    assert not speculates(None)

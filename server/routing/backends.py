@@ -120,6 +120,16 @@ async def warm(backend: Backend) -> None:
             log.info("could not load the embedded model ahead of time: %s", exc)
 
 
+def speculates(backend: Backend | None) -> bool:
+    """Whether a request to `backend` may start before typing stops (editor.speculative):
+    the in-process worker drops a cancelled generation at the next token. Ollama queues
+    requests, and a cancelled one still holds the queue (measured against the fake: 15 of
+    33 pauses got no answer in time when it speculated)."""
+    from synconfroute.clients.embedded import EmbeddedBackend
+
+    return isinstance(backend, EmbeddedBackend)
+
+
 def make_remote(remote: RemoteSettings) -> Backend | None:
     """The remote backend, or None when no remote tier is configured."""
     if not remote.configured:

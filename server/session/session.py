@@ -26,10 +26,11 @@ from synconfroute.clients.errors import (
     FimUnsupported,
     ModelNotFound,
 )
+from synconfroute.clients.types import Backend
 
 from ..learning.decision_log import DecisionLog, Status, WorkerStatus
 from ..learning.ledger import Ledger
-from ..routing.backends import build_tiers, warm
+from ..routing.backends import build_tiers, speculates, warm
 from ..routing.pipeline import Pipeline, build_pipeline
 from ..routing.request import CompletionContext
 from ..routing.router import Rules
@@ -391,7 +392,7 @@ class Session:
         settled: asyncio.Future[bool] | None = None
         if not invoked:
             wait = self.tracker.debounce(st, ticket, self.debounce_s(st))
-            if settings.editor.speculative:
+            if settings.editor.speculative and speculates(self._local_backend()):
                 settled = asyncio.ensure_future(wait)  # the local tier starts meanwhile
             elif not await wait:
                 return None
@@ -401,6 +402,9 @@ class Session:
         finally:
             if settled is not None:
                 settled.cancel()
+
+    def _local_backend(self) -> Backend | None:
+        return self._pipeline.local if self._pipeline is not None else None
 
     async def _complete(
         self,

@@ -438,10 +438,12 @@ class EditorSettings:
     )
     speculative: bool = _doc(
         True,
-        "Start the local model at once while waiting for typing to stop: its answer is "
-        "shown, and the cluster asked, only once the wait is over, and a keystroke "
-        "meanwhile cancels it. Saves the wait on every completion; costs local CPU while "
-        "typing. Nothing leaves the machine sooner.",
+        "Start the embedded local model at once while waiting for typing to stop: its "
+        "answer is shown, and the cluster asked, only once the wait is over, and a "
+        "keystroke meanwhile cancels it. Saves the wait on every completion; costs local "
+        "CPU while typing (about 0.65 of a core while typing non-stop on 2 cores, 0.14 "
+        "without). Nothing leaves the machine sooner. (Not with Ollama, which queues "
+        "requests: a cancelled one would hold up the next.)",
     )
     ledger: bool = _doc(
         True,

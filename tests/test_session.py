@@ -40,15 +40,22 @@ def fake() -> Iterator[FakeOllama]:
         yield f
 
 
-async def test_only_recent_documents_keep_trees(fake: FakeOllama) -> None:
-    settings = config.Settings()
-    settings.editor.debounce_ms = 0
+def _session(fake: FakeOllama, settings: config.Settings) -> Session:
+    """A session whose local tier is the Ollama fake (no remote tier)."""
 
     def make(s: config.Settings) -> Pipeline:
         return Pipeline(s, OllamaBackend(fake.url, "qwen2.5-coder:3b"), None, make_gate(s.routing))
 
-    loaded = config.Loaded(settings, (), config.default_config_path(), False)
-    session = Session(loaded, make_pipeline=make)
+    return Session(
+        config.Loaded(settings, (), config.default_config_path(), False), make_pipeline=make
+    )
+
+
+async def test_only_recent_documents_keep_trees(fake: FakeOllama) -> None:
+    settings = config.Settings()
+    settings.editor.debounce_ms = 0
+
+    session = _session(fake, settings)
     n = _TREES_KEPT + 4
     texts = [f"def f{i}(x):\n    return \n" for i in range(n)]  # distinct: no cache hits
     for i in range(n):
@@ -101,12 +108,7 @@ def test_change_keeps_the_tree_text_in_sync_utf16() -> None:
 async def test_accepting_the_offer_keeps_the_hover_card(fake: FakeOllama) -> None:
     settings = config.Settings()
 
-    def make(s: config.Settings) -> Pipeline:
-        return Pipeline(s, OllamaBackend(fake.url, "qwen2.5-coder:3b"), None, make_gate(s.routing))
-
-    session = Session(
-        config.Loaded(settings, (), config.default_config_path(), False), make_pipeline=make
-    )
+    session = _session(fake, settings)
     uri = "file:///acc.py"
     session.open(uri, TEXT, "python", None)
     done = await session.complete(uri, 1, 11, invoked=True)
@@ -126,12 +128,7 @@ async def test_a_file_over_the_size_limit_skips_the_gate_and_keeps_no_tree(
     settings.editor.debounce_ms = 0
     settings.routing.syntax_max_bytes = 10_000
 
-    def make(s: config.Settings) -> Pipeline:
-        return Pipeline(s, OllamaBackend(fake.url, "qwen2.5-coder:3b"), None, make_gate(s.routing))
-
-    session = Session(
-        config.Loaded(settings, (), config.default_config_path(), False), make_pipeline=make
-    )
+    session = _session(fake, settings)
     big = "def g(y):\n    return y\n\n" * 600 + TEXT  # 14 KB
     session.open("file:///big.py", big, "python", None)
     session.open("file:///small.py", TEXT, "python", None)
@@ -162,12 +159,7 @@ async def test_kept_trees_are_bounded_by_text_size(
     settings = config.Settings()
     settings.editor.debounce_ms = 0
 
-    def make(s: config.Settings) -> Pipeline:
-        return Pipeline(s, OllamaBackend(fake.url, "qwen2.5-coder:3b"), None, make_gate(s.routing))
-
-    session = Session(
-        config.Loaded(settings, (), config.default_config_path(), False), make_pipeline=make
-    )
+    session = _session(fake, settings)
     body = "def g(y):\n    return y\n\n" * 400  # 9.6 KB
     for i in range(4):
         text = body + f"def f{i}(x):\n    return \n"
@@ -212,12 +204,7 @@ async def test_no_prefill_is_scheduled_for_a_local_tier_that_cannot_prefill(
     schedules anything, so nothing builds a context for nothing."""
     settings = config.Settings()
 
-    def make(s: config.Settings) -> Pipeline:
-        return Pipeline(s, OllamaBackend(fake.url, "qwen2.5-coder:3b"), None, make_gate(s.routing))
-
-    session = Session(
-        config.Loaded(settings, (), config.default_config_path(), False), make_pipeline=make
-    )
+    session = _session(fake, settings)
     await session.pipeline()
     session.open("file:///a.py", "def f(x):\n    return \n", "python", None)
     session.change("file:///a.py", [Edit("x", (1, 11), (1, 11))])
@@ -242,12 +229,7 @@ async def test_speculative_local_start_shows_nothing_before_the_debounce(
     settings.editor.adaptive_debounce = False
     settings.editor.speculative = speculative
 
-    def make(s: config.Settings) -> Pipeline:
-        return Pipeline(s, OllamaBackend(fake.url, "qwen2.5-coder:3b"), None, make_gate(s.routing))
-
-    session = Session(
-        config.Loaded(settings, (), config.default_config_path(), False), make_pipeline=make
-    )
+    session = _session(fake, settings)
     uri = "file:///spec.py"
     session.open(uri, TEXT, "python", None)
     loop = asyncio.get_running_loop()

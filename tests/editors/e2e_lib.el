@@ -33,5 +33,44 @@
       (accept-process-output nil e2e-poll-seconds))
     value))
 
+;; -- the embedded worker's KV cache, seen through eglot (the prefill scripts) ----------
+
+(defun e2e-worker ()
+  "The server's embedded worker, as `synconfroute.status' reports it."
+  (plist-get (eglot-execute-command (eglot-current-server) 'synconfroute.status [])
+             :local_worker))
+
+(defun e2e-open-managed (file)
+  "Open FILE under eglot; the worker's status once it runs."
+  (find-file file)
+  (unless (eglot-managed-p)             ; the project's server takes on later files itself
+    (call-interactively #'eglot))
+  (e2e-wait "the buffer to be managed" #'eglot-managed-p)
+  (e2e-wait "the worker" (lambda () (let ((w (e2e-worker)))
+                                      (and (plist-get w :pid) w)))))
+
+(defun e2e-prompt-reuse (w0 rest what ask)
+  "Rest REST seconds (nil: until a prefill ran since W0, WHAT names it), then call ASK;
+the share of the asked completion's prompt tokens the KV cache held, and the prefills."
+  (let (before after)
+    (if rest
+        (progn (sleep-for rest) (setq before (e2e-worker)))
+      (setq before (e2e-wait what
+                             (lambda () (let ((w (e2e-worker)))
+                                          (and (> (plist-get w :prefills)
+                                                  (plist-get w0 :prefills))
+                                               w))))))
+    (funcall ask)
+    (setq after (e2e-wait "the completion's prompt"
+                          (lambda () (let ((w (e2e-worker)))
+                                       (and (> (plist-get w :prompt_tokens)
+                                               (plist-get before :prompt_tokens))
+                                            w)))))
+    (list (cons "share" (/ (float (- (plist-get after :cached_tokens)
+                                     (plist-get before :cached_tokens)))
+                           (max 1 (- (plist-get after :prompt_tokens)
+                                     (plist-get before :prompt_tokens)))))
+          (cons "prefills" (- (plist-get before :prefills) (plist-get w0 :prefills))))))
+
 (provide 'e2e_lib)
 ;;; e2e_lib.el ends here

@@ -19,47 +19,23 @@
 (setq e2e-wait-seconds 90
       e2e-poll-seconds 0.25)
 
-(defun e2e-worker ()
-  (plist-get (eglot-execute-command (eglot-current-server) 'synconfroute.status [])
-             :local_worker))
-
 (defun e2e-enter-then-ask (file line rest)
   "Open FILE, Enter at the end of LINE (eglot sends the didChange), rest REST seconds
 (nil: until a prefill ran), ask with `completion-at-point' there; the share of its prompt
 tokens the KV cache held, and the prefills."
-  (find-file file)
-  (unless (eglot-managed-p)
-    (call-interactively #'eglot))
-  (e2e-wait "the buffer to be managed" #'eglot-managed-p)
-  (let ((w0 (e2e-wait "the worker" (lambda () (let ((w (e2e-worker)))
-                                                 (and (plist-get w :pid) w)))))
-        before after)
+  (let ((w0 (e2e-open-managed file)))
     (goto-char (point-min))
     (forward-line (1- line))
     (end-of-line)
     (execute-kbd-macro (kbd "RET"))
     ;; eglot sends changes from an idle timer (batch Emacs is never idle): send now.
     (funcall 'eglot--signal-textDocument/didChange)
-    (if rest
-        (progn (sleep-for rest) (setq before (e2e-worker)))
-      (setq before (e2e-wait "a prefill where the edit ended"
-                             (lambda () (let ((w (e2e-worker)))
-                                          (and (> (plist-get w :prefills)
-                                                  (plist-get w0 :prefills))
-                                               w))))))
-    ;; eglot's completion table asks textDocument/completion when it is first read.
-    (let ((capf (eglot-completion-at-point)))
-      (all-completions "" (nth 2 capf)))
-    (setq after (e2e-wait "the completion's prompt"
-                          (lambda () (let ((w (e2e-worker)))
-                                       (and (> (plist-get w :prompt_tokens)
-                                               (plist-get before :prompt_tokens))
-                                            w)))))
-    (list (cons "share" (/ (float (- (plist-get after :cached_tokens)
-                                     (plist-get before :cached_tokens)))
-                           (max 1 (- (plist-get after :prompt_tokens)
-                                     (plist-get before :prompt_tokens)))))
-          (cons "prefills" (- (plist-get before :prefills) (plist-get w0 :prefills))))))
+    (e2e-prompt-reuse w0 rest "a prefill where the edit ended"
+                      (lambda ()
+                        ;; eglot's completion table asks textDocument/completion when it
+                        ;; is first read.
+                        (let ((capf (eglot-completion-at-point)))
+                          (all-completions "" (nth 2 capf)))))))
 
 (condition-case err
     (progn

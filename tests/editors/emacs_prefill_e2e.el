@@ -23,43 +23,17 @@
 (setq e2e-wait-seconds 90
       e2e-poll-seconds 0.25)
 
-(defun e2e-worker ()
-  (plist-get (eglot-execute-command (eglot-current-server) 'synconfroute.status [])
-             :local_worker))
-
 (defun e2e-ask-after-open (file line rest)
   "Open FILE, go to the end of LINE, rest REST seconds (nil: until a prefill ran),
 ask; the share of the completion's prompt tokens the KV cache held, and the prefills."
-  (find-file file)
-  (unless (eglot-managed-p)             ; the project's server takes on later files itself
-    (call-interactively #'eglot))
-  (e2e-wait "the buffer to be managed" #'eglot-managed-p)
-  (let ((w0 (e2e-wait "the worker" (lambda () (let ((w (e2e-worker)))
-                                                 (and (plist-get w :pid) w)))))
-        before after)
+  (let ((w0 (e2e-open-managed file)))
     (goto-char (point-min))
     (forward-line (1- line))
     (execute-kbd-macro (kbd "C-e"))     ; a command: post-command-hook runs
     (when synconfroute--cursor-timer    ; as Emacs does once idle
       (timer-event-handler synconfroute--cursor-timer))
-    (if rest
-        (progn (sleep-for rest) (setq before (e2e-worker)))
-      (setq before (e2e-wait "a prefill at the resting cursor"
-                             (lambda () (let ((w (e2e-worker)))
-                                          (and (> (plist-get w :prefills)
-                                                  (plist-get w0 :prefills))
-                                               w))))))
-    (call-interactively #'synconfroute-inline)
-    (setq after (e2e-wait "the completion's prompt"
-                          (lambda () (let ((w (e2e-worker)))
-                                       (and (> (plist-get w :prompt_tokens)
-                                               (plist-get before :prompt_tokens))
-                                            w)))))
-    (list (cons "share" (/ (float (- (plist-get after :cached_tokens)
-                                     (plist-get before :cached_tokens)))
-                           (max 1 (- (plist-get after :prompt_tokens)
-                                     (plist-get before :prompt_tokens)))))
-          (cons "prefills" (- (plist-get before :prefills) (plist-get w0 :prefills))))))
+    (e2e-prompt-reuse w0 rest "a prefill at the resting cursor"
+                      (lambda () (call-interactively #'synconfroute-inline)))))
 
 (condition-case err
     (progn

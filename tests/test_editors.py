@@ -667,34 +667,8 @@ def test_vscode_extension_inside_code_server(tmp_path: Path, vscode_vsix: Path) 
     (docs/images holds the ones shown in the README)."""
     import time
 
-    code_server = _code_server_or_skip()
-    from playwright.sync_api import sync_playwright
-
     timings: dict[str, float] = {}
     started = time.monotonic()
-    env = _env(tmp_path)
-    exts, data = tmp_path / "extensions", tmp_path / "code-data"
-    cs_dirs = ["--extensions-dir", str(exts), "--user-data-dir", str(data)]
-    _run(
-        [str(code_server), *cs_dirs, "--install-extension", str(vscode_vsix)],
-        cwd=tmp_path,
-        env=env,
-        timeout=120,
-    )
-    assert any(p.name.startswith("synconfroute.synconfroute-") for p in exts.iterdir())
-    timings["install the .vsix"] = time.monotonic() - started
-
-    # The extension starts `synconfroute serve`: here `python -m synconfroute serve` of
-    # this checkout.
-    program = tmp_path / "bin" / "synconfroute"
-    program.parent.mkdir()
-    program.write_text(
-        f'#!/bin/sh\nexec "{sys.executable}" -m synconfroute "$@"\n', encoding="utf-8"
-    )
-    program.chmod(0o755)
-    (data / "User").mkdir(parents=True, exist_ok=True)
-    settings = dict(VSCODE_SETTINGS, **{"synconfroute.server.path": str(program)})
-    (data / "User" / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / ".git").mkdir()
@@ -708,23 +682,9 @@ def test_vscode_extension_inside_code_server(tmp_path: Path, vscode_vsix: Path) 
         local.script(TokenScript.of("a", " +", " (b", logprob=-0.05), always=True)
         remote.script(TokenScript.of("a", " +", " b", logprob=-0.01), always=True)
         write_config(tmp_path, local_url=local.url, remote_url=remote.base_url)
-        with (
-            _code_server(code_server, cs_dirs, proj, tmp_path, env) as (port, log),
-            sync_playwright() as pw,
-        ):
-            browser = pw.chromium.launch_persistent_context(
-                str(tmp_path / "chromium-profile"),  # a new, empty profile
-                executable_path="/usr/bin/chromium",
-                headless=True,
-                args=CHROMIUM_FLAGS,
-                viewport={"width": 1000, "height": 560},
-            )
+        with _code_server_page(tmp_path, vscode_vsix, proj) as page:
+            timings["workbench shown (the .vsix installed)"] = time.monotonic() - started
             try:
-                page = browser.pages[0] if browser.pages else browser.new_page()
-                page.set_default_timeout(60_000)
-                page.goto(f"http://127.0.0.1:{port}/?folder={proj}")
-                page.wait_for_selector(".monaco-workbench .part.statusbar")
-                timings["workbench shown"] = time.monotonic() - started
                 page.locator(
                     ".explorer-folders-view .monaco-list-row", has_text="calc.py"
                 ).first.click()
@@ -794,7 +754,6 @@ def test_vscode_extension_inside_code_server(tmp_path: Path, vscode_vsix: Path) 
                 assert accepted >= 1, text
                 timings["all checked"] = time.monotonic() - started
             except Exception as exc:
-                page.screenshot(path=str(tmp_path / "failed.png"))
                 items = page.eval_on_selector_all(
                     ".statusbar-item", "els => els.map(e => e.getAttribute('aria-label'))"
                 )
@@ -804,16 +763,12 @@ def test_vscode_extension_inside_code_server(tmp_path: Path, vscode_vsix: Path) 
                 output = page.eval_on_selector_all(
                     ".panel .view-line", "els => els.map(e => e.textContent)"
                 )
-                raise AssertionError(
-                    f"{exc}\nlines: {_line_texts(page)}\nghost: {_ghost(page)!r}\n"
+                raise AssertionError(  # _code_server_page adds the screenshot and the log
+                    f"{exc}\nghost: {_ghost(page)!r}\n"
                     f"asked: local {len(local.received('/api/generate'))}, "
                     f"remote {len(remote.received('/v1/completions'))}\n"
-                    f"output: {output}\n"
-                    f"status bar: {items}\nscreenshot: {tmp_path / 'failed.png'}\n"
-                    f"code-server log:\n{log.read_text(errors='replace')[-3000:]}"
+                    f"output: {output}\nstatus bar: {items}"
                 ) from exc
-            finally:
-                browser.close()
     assert remote.received("/v1/completions") and local.received("/api/generate")
     keep = os.environ.get("SYNCONFROUTE_E2E_SCREENSHOTS")
     if keep:
@@ -841,6 +796,9 @@ def _code_server_page(tmp_path: Path, vsix: Path, proj: Path) -> Iterator[Any]:
         env=env,
         timeout=120,
     )
+    assert any(p.name.startswith("synconfroute.synconfroute-") for p in exts.iterdir())
+    # The extension starts `synconfroute serve`: here `python -m synconfroute serve` of
+    # this checkout.
     program = tmp_path / "bin" / "synconfroute"
     program.parent.mkdir()
     program.write_text(

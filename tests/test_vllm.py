@@ -12,6 +12,7 @@ healthy server cannot show.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 
@@ -30,7 +31,7 @@ from synconfroute.clients.openai import OpenAIBackend
 from synconfroute.server.commands.doctor import probe
 from synconfroute.server.settings.config import RemoteSettings
 from tests.fakes.http import closed_port
-from tests.vllm_server import MAX_MODEL_LEN, MAX_NUM_SEQS, VllmServer, until
+from tests.vllm_server import MAX_MODEL_LEN, MAX_NUM_SEQS, LoopWatch, VllmServer, until
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +115,7 @@ async def test_max_tokens_cuts_with_length(backend: OpenAIBackend) -> None:
 async def test_max_tokens_past_the_context_is_clamped(
     vllm: VllmServer, backend: OpenAIBackend
 ) -> None:
-    prefix = "x = 1\n" * 390  # 5 tokens a line: ~1,950 of the 2,048 tokens
+    prefix = "x = 1\n" * (MAX_MODEL_LEN // 5 - 20)  # 5 tokens a line: ~100 left to fill
     n_prompt = raw(vllm, prompt=prefix, max_tokens=1).json()["usage"]["prompt_tokens"]
     done = await backend.complete(CompletionRequest(prefix=prefix, max_tokens=1000))
     # vLLM does not refuse prompt + max_tokens over the context: it generates up to it.
@@ -156,7 +157,7 @@ async def test_prompt_over_the_context_fails_saying_so(
     # Decided: no trim-and-retry (a second round trip for an escalation that is late
     # already); the escalation fails with a reason that names the fix, once per request.
     # vLLM refuses with a JSON 400 even for a streamed request.
-    prefix = "x = 1\n" * 500  # ~2,500 tokens
+    prefix = "x = 1\n" * (MAX_MODEL_LEN // 4)  # ~1.25 times the context
     wire = raw(vllm, prompt=prefix, max_tokens=4, stream=True)
     assert wire.status_code == 400 and "maximum context length" in wire.json()["error"]["message"]
     with pytest.raises(RequestRejected) as info:
@@ -220,16 +221,18 @@ class Seen:
 
 
 async def test_interactive_escalation_is_served_before_background_work(
-    vllm: VllmServer, backend: OpenAIBackend
+    vllm: VllmServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The server runs `--scheduling-policy priority` with 4 slots. With the slots busy,
     a background request queues first and an interactive one after it; the slot that
-    frees first goes to the interactive one.
+    frees first goes to the interactive one, and the background one keeps waiting.
 
-    Busy and queued are read from what the clients and the log see (a filler streaming
-    tokens; the engine's "Added request" line), not from gauges polled in between. The
-    fillers ignore end-of-text and run to the context's end; the test frees a slot itself
-    by hanging up one filler (vLLM aborts it)."""
+    Every state the test checks lasts minutes, so a stall of the test process (a CI run
+    once stopped reading for ~80 s) cannot change what it sees: the fillers ignore
+    end-of-text and run to the context's end, and the interactive request repeats a list
+    for thousands of tokens. Busy and queued are read from what the clients and the log
+    see (a stream of tokens; the engine's "Added request" line), not from gauges polled
+    in between. The test frees slots itself by hanging up (vLLM aborts the request)."""
     remote = RemoteSettings(priority=-1)
     fill = {
         "model": vllm.model,
@@ -254,44 +257,62 @@ async def test_interactive_escalation_is_served_before_background_work(
         finally:
             mine.ended = True
 
-    async def escalate(name: str, priority: int | None) -> None:
-        req = CompletionRequest(prefix=ADD.prefix, max_tokens=4, priority=priority)
-        async for chunk in backend.stream(req):
+    async def escalate(name: str, req: CompletionRequest) -> None:
+        async for chunk in queued.stream(req):
             if chunk.text and name not in firsts:
                 firsts[name] = time.monotonic()
 
     def why() -> str:
-        return f"fillers {seen}; first tokens {firsts}; log:\n{vllm.log_tail(2000)}"
+        return f"fillers {seen}; first tokens {firsts}; {watch}; log:\n{vllm.log_tail(2000)}"
 
+    short = attrs.evolve(ADD, max_tokens=4, priority=remote.request_priority(background=True))
+    # Greedy SmolLM2 goes on with "1, " to the context's end (checked to 3,000 tokens).
+    long = CompletionRequest(
+        prefix="ones = [" + "1, " * 60,
+        max_tokens=MAX_MODEL_LEN - 256,
+        priority=remote.request_priority(),
+    )
+    # A queued request sees no byte until it runs: wait longer than any stall of the
+    # machine (the fixture's backend gives up after 60 s of silence).
+    monkeypatch.setenv(KEY_ENV, vllm.api_key)
+    queued = OpenAIBackend(vllm.base_url, vllm.model, api_key_env=KEY_ENV, timeout=300.0)
     offset = vllm.log_offset()
-    async with httpx.AsyncClient(
-        base_url=vllm.base_url,
-        headers={"Authorization": f"Bearer {vllm.api_key}"},
-        timeout=120.0,
-    ) as client:
+    async with (
+        LoopWatch() as watch,
+        contextlib.aclosing(queued),
+        httpx.AsyncClient(
+            base_url=vllm.base_url,
+            headers={"Authorization": f"Bearer {vllm.api_key}"},
+            timeout=120.0,
+        ) as client,
+    ):
         fillers = [asyncio.create_task(filler(client, mine)) for mine in seen]
+        background = interactive = None
         try:
             assert await until(lambda: all(f.streaming for f in seen), 60.0), why()
-            background = asyncio.create_task(
-                escalate("background", remote.request_priority(background=True))
-            )
+            background = asyncio.create_task(escalate("background", short))
             assert await until(lambda: vllm.added_since(offset) == MAX_NUM_SEQS + 1, 30.0)
             await asyncio.sleep(0.5)  # long enough for a free slot to start it
             assert "background" not in firsts and all(f.streaming for f in seen), why()
-            interactive = asyncio.create_task(escalate("interactive", remote.request_priority()))
+            interactive = asyncio.create_task(escalate("interactive", long))
             assert await until(lambda: vllm.added_since(offset) == MAX_NUM_SEQS + 2, 30.0)
             fillers[0].cancel()  # hang up: vLLM aborts it and one slot frees
-            await asyncio.wait_for(interactive, 120.0)
-            assert "background" not in firsts, why()  # still waiting for the next free slot
-            # Else two slots freed and the order proves nothing.
-            assert all(f.streaming for f in seen[1:]), why()
+            assert await until(lambda: bool(firsts), 120.0), why()
+            await asyncio.sleep(1.0)  # the background's 4 tokens, had it a slot too
+            # The interactive request holds the freed slot and the background one still
+            # waits; else two slots freed and the order proves nothing.
+            assert list(firsts) == ["interactive"], why()
+            assert all(f.streaming for f in seen[1:]) and not interactive.done(), why()
+            interactive.cancel()  # hang up: its slot goes to the background request
+            await asyncio.wait_for(background, 120.0)
         finally:
-            for task in fillers:
-                task.cancel()  # hang up: vLLM aborts them
-            await asyncio.gather(*fillers, return_exceptions=True)
-        await asyncio.wait_for(background, 120.0)
-    assert firsts["interactive"] < firsts["background"]
-    assert await until(lambda: vllm.aborted_since(offset) == MAX_NUM_SEQS, 10.0), why()
+            tasks = [t for t in (*fillers, interactive, background) if t is not None]
+            for task in tasks:
+                task.cancel()  # hang up: vLLM aborts what still runs
+            await asyncio.gather(*tasks, return_exceptions=True)
+    assert list(firsts) == ["interactive", "background"]
+    # The fillers and the interactive request, hung up; the background one ended itself.
+    assert await until(lambda: vllm.aborted_since(offset) == MAX_NUM_SEQS + 1, 10.0), why()
 
 
 # -- doctor --------------------------------------------------------------------------

@@ -51,7 +51,7 @@ async def editor(
                 f'api_key_env = "{KEY_ENV}"',
                 "timeout = 60",
                 "[completion]",
-                "max_tokens = 1000",
+                "max_tokens = 4096",  # the most it takes: minutes, longer than a stall
                 "deadline_ms = 120000",
                 "[editor]",
                 "debounce_ms = 0",
@@ -87,7 +87,8 @@ async def test_cancel_request_stops_the_generation_on_vllm(
         "textDocument/inlineCompletion", inline_request(uri, CURSOR), msg_id="v-1"
     )
     # The escalation reaches the engine (its log says so) and is still generating a
-    # second later (1,000 tokens: tens of seconds here), so the answer is still pending.
+    # second later (4,096 tokens: minutes here, so a stall of the test process cannot let
+    # it end first), so the answer is still pending.
     assert await until(lambda: vllm.added_since(offset) == 1, 60.0), vllm.log_tail()
     await asyncio.sleep(1.0)
     assert not fut.done(), (fut.result(), vllm.log_tail())

@@ -24,14 +24,17 @@ about the server (docs/vllm.md has the wire facts):
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import os
 import re
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 import httpx
@@ -39,7 +42,11 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_NAME = "smollm2"
 API_KEY = "synconfroute-test-key"
-MAX_MODEL_LEN = 2048
+# SmolLM2's own context. The priority test's fillers hold the slots by generating to the
+# context's end: at ~20 tokens/s each they live ~6 minutes, longer than any stall of the
+# test process. At 2,048 they lived ~85 s, and a CI run stalled the test ~80 s in the
+# middle, so they ended and freed every slot.
+MAX_MODEL_LEN = 8192
 MAX_NUM_SEQS = 4
 START_TIMEOUT_S = 300.0  # ~25 s idle; much more on a loaded 2-core machine
 # Keeps the server off the network and its usage statistics at home.
@@ -49,7 +56,7 @@ SERVER_ENV = {
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
-    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: plenty for 2048-token requests
+    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: 46,592 tokens, 4 full fillers fit
     "VLLM_HOST_IP": "127.0.0.1",
     "PYTHONUNBUFFERED": "1",
 }
@@ -300,6 +307,58 @@ async def until(predicate: Callable[[], bool], within_s: float) -> bool:
             return True
         await asyncio.sleep(0.1)
     return False
+
+
+@attrs.define
+class LoopWatch:
+    """How long the test's event loop went without running, and where every thread of
+    the process stood if it stalled past `dump_after_s` (a CI run once stopped reading
+    for ~80 s). A loop blocked by code shows that code; a process the machine did not
+    run dumps late, when it runs again, with the loop idle in `select`."""
+
+    dump_after_s: float = 10.0
+    tick_s: float = 0.05
+    worst_s: float = 0.0
+    worst_at: float | None = None  # monotonic time the worst stall ended
+    _task: asyncio.Task[None] | None = None
+    _dump: Any = None
+    _stacks: str = ""
+
+    async def __aenter__(self) -> LoopWatch:
+        # Open for the whole watch: the watchdog writes to its descriptor.
+        self._dump = tempfile.TemporaryFile("w+")  # noqa: SIM115
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        faulthandler.cancel_dump_traceback_later()
+        self._stacks = self._read_dump()
+        self._dump.close()
+
+    async def _run(self) -> None:
+        last = time.monotonic()
+        while True:
+            faulthandler.dump_traceback_later(self.dump_after_s, file=self._dump)
+            await asyncio.sleep(self.tick_s)
+            now = time.monotonic()
+            if now - last - self.tick_s > self.worst_s:
+                self.worst_s, self.worst_at = now - last - self.tick_s, now
+            last = now
+
+    def _read_dump(self) -> str:
+        if self._dump is None or self._dump.closed:
+            return self._stacks
+        self._dump.seek(0)
+        text: str = self._dump.read()
+        return text
+
+    def __str__(self) -> str:
+        said = f"longest event-loop stall {self.worst_s:.2f}s, ended at {self.worst_at}"
+        stacks = self._read_dump()
+        return f"{said}; stacks dumped during it:\n{stacks}" if stacks else said
 
 
 def attached() -> VllmServer | None:

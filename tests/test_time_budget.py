@@ -143,7 +143,8 @@ def test_the_prompt_fits_the_first_token_target_at_the_measured_rate() -> None:
     b = local_budget(s.local, s.completion, Rates(prompt_tps=320, decode_tps=72, samples=2))
     # 320 tok/s x (0.7 s - one decode step) x 3.5 chars a token
     assert 700 <= b.prompt_chars <= 800
-    assert b.multiline and b.max_predict_s == 0.3 and b.max_tokens == 22
+    # 0.25 s x 72 tok/s = 18 tokens, one more for the step that ends on time
+    assert b.multiline and b.max_predict_s == 0.25 and b.max_tokens == 19
     slower = local_budget(s.local, s.completion, Rates(prompt_tps=160, decode_tps=72))
     assert slower.prompt_chars < b.prompt_chars
 
@@ -152,7 +153,7 @@ def test_a_slow_machine_still_gets_a_few_lines_and_only_single_line_completions(
     s = Settings()
     b = local_budget(s.local, s.completion, Rates(prompt_tps=20, decode_tps=20))
     assert b.prompt_chars == MIN_PROMPT_CHARS
-    assert not b.multiline  # 0.3 s x 20 tok/s = 6 tokens: not two lines
+    assert not b.multiline  # 0.25 s x 20 tok/s = 5 tokens: not two lines
 
 
 def test_unmeasured_or_switched_off_the_character_cap_rules() -> None:

@@ -136,7 +136,9 @@ class LocalSettings:
         lo=0,
     )
     max_predict_ms: float = _doc(
-        300.0,
+        # 250: with the first token (~20 ms warm) and the gate, a capped completion is
+        # shown within 300 ms of the last key (bench.typing_replay: p50 300 -> 261 ms)
+        250.0,
         "Cap on a multi-line local prediction's time from its first token: the completion "
         "ends there (cut to whole lines), and a multi-line completion is only asked for "
         "when the measured decode rate fits about two lines (12 tokens) in this time; a "

@@ -81,6 +81,15 @@ def _gate(pre: str, completion: str, suf: str, lang: str) -> str:
     return check_completion(pre, completion, suf, lang).status
 
 
+def _cpp_judged(
+    pre: str, completion: str, suf: str, *, valid: bool, labelled: str | None = None
+) -> None:
+    """g++ labels the completed file `valid` or not (`labelled`: the file's start without
+    the break the test made in `pre`), and the gate, on `pre`, says the same."""
+    assert _gpp_ok((pre if labelled is None else labelled) + completion + suf) is valid
+    assert _gate(pre, completion, suf, "cpp") == ("valid" if valid else "invalid")
+
+
 # ---------------------------------------------------------------- Java
 
 
@@ -151,24 +160,21 @@ class M {
 
 
 def test_cpp_truth_in_the_hole_passes() -> None:
-    assert _gpp_ok(CPP_PRE + CPP_TRUTH + CPP_SUF)
-    assert _gate(CPP_PRE, CPP_TRUTH, CPP_SUF, "cpp") == "valid"
+    _cpp_judged(CPP_PRE, CPP_TRUTH, CPP_SUF, valid=True)
 
 
 def test_cpp_statement_keyword_glued_into_an_expression_is_caught() -> None:
     # `best |= break;`: tree-sitter-cpp reads `break` as a plain identifier, without an
     # error; g++ rejects it. Before: valid.
     cut = "        if (a[i] > best) {\n            best |= "
-    assert not _gpp_ok(CPP_PRE + cut + CPP_SUF)
-    assert _gate(CPP_PRE, cut, CPP_SUF, "cpp") == "invalid"
+    _cpp_judged(CPP_PRE, cut, CPP_SUF, valid=False)
 
 
 def test_cpp_cut_tail_under_an_open_call_is_caught() -> None:
     # Before: the unclosed `printf(` above made every later error look like its own.
     pre = CPP_PRE.replace("    int best = 0;\n", "    int best = 0;\n    printf(\n")
     cut = "        if (a[i] > best) {\n            best = a[i]"
-    assert not _gpp_ok(CPP_PRE + cut + CPP_SUF)
-    assert _gate(pre, cut, CPP_SUF, "cpp") == "invalid"
+    _cpp_judged(pre, cut, CPP_SUF, valid=False, labelled=CPP_PRE)
     assert _gate(pre, CPP_TRUTH, CPP_SUF, "cpp") == "valid"
 
 
@@ -181,8 +187,7 @@ def test_cpp_body_as_deep_as_its_header_passes() -> None:
     )
     truth = "        if (a[i] > best){\n        best = a[i];\n"
     suf = "        n--;\n    }\n    }\n    cout << best;\n}\n"
-    assert _gpp_ok(pre + truth + suf)
-    assert _gate(pre, truth, suf, "cpp") == "valid"
+    _cpp_judged(pre, truth, suf, valid=True)
 
 
 def test_clean_files_keep_the_differential() -> None:
@@ -279,25 +284,21 @@ def test_cpp_cut_tail_glued_into_a_declaration_is_caught(cut: str) -> None:
     # The cut tail's last word and the user's next line read as one declaration, which
     # tree-sitter accepts without an error (it cannot know `scanf` and `m` are no types);
     # g++ rejects it. Before: valid.
-    assert not _gpp_ok(SCANF_PRE + cut + SCANF_SUF)
-    assert _gate(SCANF_PRE, cut, SCANF_SUF, "cpp") == "invalid"
-    assert _gpp_ok(SCANF_PRE + SCANF_TRUTH + SCANF_SUF)
-    assert _gate(SCANF_PRE, SCANF_TRUTH, SCANF_SUF, "cpp") == "valid"
+    _cpp_judged(SCANF_PRE, cut, SCANF_SUF, valid=False)
+    _cpp_judged(SCANF_PRE, SCANF_TRUTH, SCANF_SUF, valid=True)
 
 
 def test_cpp_cut_tail_that_declares_a_library_function_is_caught() -> None:
     # `int i, scanf("%d %d", &i, &x);` declares a variable `scanf`: no code does that.
     cut = SCANF_TRUTH[: SCANF_TRUTH.index(";")] + ","
     suf = '            scanf("%d %d", &i, &x);\n' + SCANF_SUF
-    assert not _gpp_ok(SCANF_PRE + cut + suf)
-    assert _gate(SCANF_PRE, cut, suf, "cpp") == "invalid"
+    _cpp_judged(SCANF_PRE, cut, suf, valid=False)
 
 
 def test_cpp_unclosed_template_glued_to_the_next_declaration_is_caught() -> None:
     cut = SCANF_TRUTH[: SCANF_TRUTH.index("int i")] + "vector<pair<"
     suf = "            int i;\n" + SCANF_TRUTH[SCANF_TRUTH.index("            scanf") :] + SCANF_SUF
-    assert not _gpp_ok(SCANF_PRE + cut + suf)
-    assert _gate(SCANF_PRE, cut, suf, "cpp") == "invalid"
+    _cpp_judged(SCANF_PRE, cut, suf, valid=False)
 
 
 def test_cpp_flat_block_bodies_keep_their_window() -> None:
@@ -331,11 +332,9 @@ int main() {
     }
 }
 """
-    assert _gpp_ok(pre + truth + suf)
-    assert _gate(pre, truth, suf, "cpp") == "valid"
+    _cpp_judged(pre, truth, suf, valid=True)
     cut = truth[: truth.index(" << j")]
-    assert not _gpp_ok(pre + cut + suf)
-    assert _gate(pre, cut, suf, "cpp") == "invalid"
+    _cpp_judged(pre, cut, suf, valid=False)
 
 
 def test_cpp_block_going_on_at_its_headers_indentation_in_a_messy_file() -> None:
@@ -370,5 +369,4 @@ int main() {
 }
 """
     clean = pre.replace("  vector<in\n", "")
-    assert _gpp_ok(clean + truth + suf)
-    assert _gate(pre, truth, suf, "cpp") == "valid"
+    _cpp_judged(pre, truth, suf, valid=True, labelled=clean)

@@ -51,8 +51,16 @@ class Clock:
         return time.monotonic() + self.t
 
 
-def pipeline(local: FakeOllama, remote: FakeOpenAI, clock: Clock, **routing: object) -> Pipeline:
-    s, issues = merge(Settings(), {"routing": {"ttft_target_ms": 200, **routing}})
+def pipeline(
+    local: FakeOllama,
+    remote: FakeOpenAI,
+    clock: Clock,
+    completion: dict[str, object] | None = None,
+    **routing: object,
+) -> Pipeline:
+    s, issues = merge(
+        Settings(), {"routing": {"ttft_target_ms": 200, **routing}, "completion": completion or {}}
+    )
     assert not issues
     return Pipeline(
         s,
@@ -111,6 +119,26 @@ async def test_a_slow_cluster_raises_the_bar_and_recovery_lowers_it(
     remote_fake.script(REMOTE)
     rec = await p.complete(ctx())
     assert rec.route == "remote" and rec.reasons == ("low-confidence", "remote-ok")
+
+
+async def test_a_local_tier_that_eats_the_deadline_says_nothing_about_the_cluster(
+    local_fake: FakeOllama, remote_fake: FakeOpenAI
+) -> None:
+    """A hung local tier leaves its escalation no time, and that escalation's timeout is
+    not the cluster's. (The fault suite found a hung local tier holding every later
+    escalation home for minutes, a garbled local tier's requests among them.)"""
+    clock = Clock()
+    p = pipeline(local_fake, remote_fake, clock, completion={"deadline_ms": 300})
+    local_fake.script(TokenScript.of(" a", " +", " b", logprob=-0.05, first_delay=1.0))
+    rec = await p.complete(ctx())
+    assert rec.route == "none" and "local-timeout" in rec.reasons
+    pressure = p.pressure()
+    assert pressure is not None and pressure.state == "ok" and pressure.lift == 0.0, pressure
+    # The local tier answers again, broken: the escalation goes out.
+    local_fake.script(BROKEN)
+    remote_fake.script(REMOTE)
+    rec = await p.complete(ctx())
+    assert rec.route == "remote" and "syntax-invalid" in rec.reasons, rec.reasons
 
 
 async def test_429_with_retry_after_holds_escalation_until_it_passes(

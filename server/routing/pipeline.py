@@ -178,7 +178,7 @@ class Pipeline:
             "escalation_budget": self.budget.share,
         }
 
-    def _observe(self, remote: RemoteStep, started: float) -> None:
+    def _observe(self, remote: RemoteStep, started: float, deadline: float | None) -> None:
         """What the remote's answer (or failure) says about the cluster's load."""
         now = self._clock()
         if remote.ok and remote.first_token_ms is not None:
@@ -190,6 +190,10 @@ class Pipeline:
         if err.status in (429, 503):
             self.load.refused(now, err.status, err.retry_after_s)
         elif isinstance(err, BackendTimeout):
+            if deadline is not None and deadline - started < self.load.limits.ttft_target_s:
+                # Asked with less time than a healthy cluster needs (a hung local tier
+                # ate the deadline): its timeout says nothing about the cluster.
+                return
             self.load.unreachable(now, now - started)
         elif err.status is None:
             self.load.unreachable(now)  # a connection failure
@@ -543,7 +547,7 @@ class Pipeline:
     async def _remote(self, req: _Req) -> RemoteStep:
         started = self._clock()
         remote = await self._call_remote(req.ctx, req.deadline, req.multiline)
-        self._observe(remote, started)
+        self._observe(remote, started, req.deadline)
         return remote
 
     def _record(

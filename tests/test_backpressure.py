@@ -51,6 +51,16 @@ def test_503_without_retry_after_and_connection_loss_hold_a_default_time() -> No
     assert bp.pressure(11.0).state == "down" and not bp.pressure(11.0).can_escalate(11.0)
 
 
+def test_a_timeout_with_less_time_than_the_target_says_nothing() -> None:
+    # A hung local tier left the escalation 0.1 s: its timeout is no sign of load.
+    bp = Backpressure(Limits(ttft_target_s=0.5))
+    bp.unreachable(0.0, waited_s=0.1, given_s=0.1)
+    p = bp.pressure(0.5)
+    assert p.state == "ok" and p.lift == 0.0 and p.ttft_s is None
+    bp.unreachable(1.0, waited_s=2.0, given_s=2.0)  # the whole target and more: it counts
+    assert bp.pressure(1.5).state == "down"
+
+
 @pytest.mark.parametrize("share", [0.1, 0.3, 0.5])
 def test_the_budget_holds_over_every_window(share: float) -> None:
     """Every candidate wants to escalate; over any trailing window at most share (+1) do."""

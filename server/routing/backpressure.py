@@ -126,9 +126,15 @@ class Backpressure:
         self._hold_until = max(self._hold_until, now + wait)
         self._signal(now, "shedding", f"cluster shedding load ({status}), retry in {wait:.0f} s")
 
-    def unreachable(self, now: float, waited_s: float | None = None) -> None:
+    def unreachable(
+        self, now: float, waited_s: float | None = None, given_s: float | None = None
+    ) -> None:
         """A connection failure, or no first token after `waited_s` (the request's deadline
-        passed): the wait counts in the moving first-token time as a lower bound."""
+        passed): the wait counts in the moving first-token time as a lower bound. A request
+        `given_s` less than the target (a hung local tier ate the deadline) says nothing
+        about the cluster."""
+        if given_s is not None and given_s < self.limits.ttft_target_s:
+            return
         if waited_s is not None:
             a = self.limits.ewma
             self._ttft = waited_s if self._ttft is None else (1 - a) * self._ttft + a * waited_s

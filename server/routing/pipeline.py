@@ -190,11 +190,8 @@ class Pipeline:
         if err.status in (429, 503):
             self.load.refused(now, err.status, err.retry_after_s)
         elif isinstance(err, BackendTimeout):
-            if deadline is not None and deadline - started < self.load.limits.ttft_target_s:
-                # Asked with less time than a healthy cluster needs (a hung local tier
-                # ate the deadline): its timeout says nothing about the cluster.
-                return
-            self.load.unreachable(now, now - started)
+            given = None if deadline is None else deadline - started
+            self.load.unreachable(now, now - started, given_s=given)
         elif err.status is None:
             self.load.unreachable(now)  # a connection failure
 

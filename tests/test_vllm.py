@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 
@@ -36,6 +37,7 @@ from tests.vllm_server import MAX_MODEL_LEN, MAX_NUM_SEQS, LoopWatch, VllmServer
 pytestmark = pytest.mark.slow
 
 KEY_ENV = "SYNCONFROUTE_TEST_VLLM_KEY"
+KEEP_ALIVE_S = 5.0  # httpx drops an idle connection after it, as vLLM's uvicorn does
 # Greedy SmolLM2 answers " a + b" and then a newline here.
 ADD = CompletionRequest(prefix="def add(a, b):\n    return", max_tokens=16)
 
@@ -186,13 +188,18 @@ async def test_single_line_completions_share_one_connection(
 ) -> None:
     offset = vllm.log_offset()
     req = CompletionRequest(prefix=ADD.prefix, max_tokens=32, single_line=True)
+    starts = []
     for _ in range(10):
+        starts.append(time.monotonic())
         done = await backend.complete(req)
         assert (done.text, done.finish_reason) == (" a + b", "stop")
-    # vLLM ended each line itself: no request aborted, one connection for all ten.
+    # vLLM ended each line itself: no request aborted, one connection for all ten. Both
+    # ends drop a connection idle for 5 s (httpx's and uvicorn's default): only where the
+    # test process stalled that long between two requests may a new one open.
+    stalls = sum(b - a > KEEP_ALIVE_S for a, b in itertools.pairwise(starts))
     assert vllm.aborted_since(offset) == 0
     assert len([a for a in vllm.access_since(offset) if a.path == "/v1/completions"]) == 10
-    assert vllm.connections_since(offset) == 1
+    assert vllm.connections_since(offset) <= 1 + stalls, f"{stalls} stalls over 5 s"
 
 
 async def test_single_line_may_start_on_the_next_line(backend: OpenAIBackend) -> None:
@@ -291,11 +298,13 @@ async def test_interactive_escalation_is_served_before_background_work(
         try:
             assert await until(lambda: all(f.streaming for f in seen), 60.0), why()
             background = asyncio.create_task(escalate("background", short))
-            assert await until(lambda: vllm.added_since(offset) == MAX_NUM_SEQS + 1, 30.0)
+            assert await until(lambda: vllm.added_since(offset) >= MAX_NUM_SEQS + 1, 60.0), why()
+            assert vllm.added_since(offset) == MAX_NUM_SEQS + 1, why()
             await asyncio.sleep(0.5)  # long enough for a free slot to start it
             assert "background" not in firsts and all(f.streaming for f in seen), why()
             interactive = asyncio.create_task(escalate("interactive", long))
-            assert await until(lambda: vllm.added_since(offset) == MAX_NUM_SEQS + 2, 30.0)
+            assert await until(lambda: vllm.added_since(offset) >= MAX_NUM_SEQS + 2, 60.0), why()
+            assert vllm.added_since(offset) == MAX_NUM_SEQS + 2, why()
             fillers[0].cancel()  # hang up: vLLM aborts it and one slot frees
             assert await until(lambda: bool(firsts), 120.0), why()
             await asyncio.sleep(1.0)  # the background's 4 tokens, had it a slot too

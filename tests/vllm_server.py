@@ -300,13 +300,16 @@ class VllmServer:
 
 
 async def until(predicate: Callable[[], bool], within_s: float) -> bool:
-    """Poll `predicate` (it may block: it runs in a thread) until true or `within_s`."""
+    """Poll `predicate` (it may block: it runs in a thread) until true or `within_s`.
+    It is asked once more after the time is up: a process the machine stopped running
+    past the deadline (a CI run once stalled ~80 s) must see the state, not the clock."""
     end = time.monotonic() + within_s
-    while time.monotonic() < end:
+    while True:
         if await asyncio.to_thread(predicate):
             return True
+        if time.monotonic() >= end:
+            return False
         await asyncio.sleep(0.1)
-    return False
 
 
 @attrs.define

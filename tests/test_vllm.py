@@ -37,6 +37,9 @@ from tests.vllm_server import MAX_MODEL_LEN, MAX_NUM_SEQS, LoopWatch, VllmServer
 pytestmark = pytest.mark.slow
 
 KEY_ENV = "SYNCONFROUTE_TEST_VLLM_KEY"
+# Every client here waits this long for a byte: longer than any stall of the test process
+# (a CI run once stopped ~80 s; a timeout that fires then fails a test vLLM answered).
+PATIENCE_S = 300.0
 KEEP_ALIVE_S = 5.0  # httpx drops an idle connection after it, as vLLM's uvicorn does
 # Greedy SmolLM2 answers " a + b" and then a newline here.
 ADD = CompletionRequest(prefix="def add(a, b):\n    return", max_tokens=16)
@@ -47,7 +50,7 @@ async def backend(
     vllm: VllmServer, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[OpenAIBackend]:
     monkeypatch.setenv(KEY_ENV, vllm.api_key)
-    b = OpenAIBackend(vllm.base_url, vllm.model, api_key_env=KEY_ENV, timeout=60.0)
+    b = OpenAIBackend(vllm.base_url, vllm.model, api_key_env=KEY_ENV, timeout=PATIENCE_S)
     yield b
     await b.aclose()
 
@@ -58,7 +61,7 @@ def raw(vllm: VllmServer, **body: object) -> httpx.Response:
         f"{vllm.base_url}/completions",
         json={"model": vllm.model, "temperature": 0.0, **body},
         headers={"Authorization": f"Bearer {vllm.api_key}"},
-        timeout=60.0,
+        timeout=PATIENCE_S,
     )
 
 
@@ -81,7 +84,9 @@ async def test_logprobs_spell_the_text_without_the_stop_token(
     vllm: VllmServer, monkeypatch: pytest.MonkeyPatch, stream: bool
 ) -> None:
     monkeypatch.setenv(KEY_ENV, vllm.api_key)
-    b = OpenAIBackend(vllm.base_url, vllm.model, api_key_env=KEY_ENV, stream=stream)
+    b = OpenAIBackend(
+        vllm.base_url, vllm.model, api_key_env=KEY_ENV, stream=stream, timeout=PATIENCE_S
+    )
     try:
         req = CompletionRequest(prefix=ADD.prefix, max_tokens=16, stop=("\n",))
         chunks = await drain(b.stream(req))
@@ -128,7 +133,7 @@ async def test_max_tokens_past_the_context_is_clamped(
 # -- errors --------------------------------------------------------------------------
 async def test_wrong_key_is_401(vllm: VllmServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, "not-the-key")
-    b = OpenAIBackend(vllm.base_url, vllm.model, api_key_env=KEY_ENV)
+    b = OpenAIBackend(vllm.base_url, vllm.model, api_key_env=KEY_ENV, timeout=PATIENCE_S)
     try:
         with pytest.raises(BadCredentials) as info:
             await b.complete(ADD)
@@ -143,7 +148,7 @@ async def test_unknown_model_is_404_naming_what_is_served(
     vllm: VllmServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(KEY_ENV, vllm.api_key)
-    b = OpenAIBackend(vllm.base_url, "no-such-model", api_key_env=KEY_ENV)
+    b = OpenAIBackend(vllm.base_url, "no-such-model", api_key_env=KEY_ENV, timeout=PATIENCE_S)
     try:
         with pytest.raises(ModelNotFound) as info:
             await b.complete(ADD)
@@ -172,7 +177,7 @@ async def test_prompt_over_the_context_fails_saying_so(
 async def test_failover_from_a_dead_url(vllm: VllmServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, vllm.api_key)
     dead = f"http://127.0.0.1:{closed_port()}/v1"
-    b = OpenAIBackend([dead, vllm.base_url], vllm.model, api_key_env=KEY_ENV)
+    b = OpenAIBackend([dead, vllm.base_url], vllm.model, api_key_env=KEY_ENV, timeout=PATIENCE_S)
     try:
         first = await b.complete(ADD)
         second = await b.complete(ADD)
@@ -279,10 +284,9 @@ async def test_interactive_escalation_is_served_before_background_work(
         max_tokens=MAX_MODEL_LEN - 256,
         priority=remote.request_priority(),
     )
-    # A queued request sees no byte until it runs: wait longer than any stall of the
-    # machine (the fixture's backend gives up after 60 s of silence).
+    # A queued request sees no byte until it runs: its own client, beside the fixture's.
     monkeypatch.setenv(KEY_ENV, vllm.api_key)
-    queued = OpenAIBackend(vllm.base_url, vllm.model, api_key_env=KEY_ENV, timeout=300.0)
+    queued = OpenAIBackend(vllm.base_url, vllm.model, api_key_env=KEY_ENV, timeout=PATIENCE_S)
     offset = vllm.log_offset()
     async with (
         LoopWatch() as watch,
@@ -290,7 +294,7 @@ async def test_interactive_escalation_is_served_before_background_work(
         httpx.AsyncClient(
             base_url=vllm.base_url,
             headers={"Authorization": f"Bearer {vllm.api_key}"},
-            timeout=120.0,
+            timeout=PATIENCE_S,
         ) as client,
     ):
         fillers = [asyncio.create_task(filler(client, mine)) for mine in seen]

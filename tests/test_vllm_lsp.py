@@ -49,7 +49,7 @@ async def editor(
                 f'url = "{vllm.base_url}"',
                 f'model = "{vllm.model}"',
                 f'api_key_env = "{KEY_ENV}"',
-                "timeout = 60",
+                "timeout = 300",  # longer than any stall of the machine
                 "[completion]",
                 "max_tokens = 4096",  # the most it takes: minutes, longer than a stall
                 "deadline_ms = 120000",

@@ -253,7 +253,7 @@ class VllmServer:
 
     def metrics(self) -> dict[str, float]:
         """vLLM's Prometheus gauges and counters, summed over labels, by name."""
-        text = httpx.get(f"{self.root}/metrics", timeout=10.0).text
+        text = httpx.get(f"{self.root}/metrics", timeout=60.0).text
         out: dict[str, float] = {}
         for line in text.splitlines():
             if not line or line.startswith("#"):
@@ -268,7 +268,7 @@ class VllmServer:
 
     def metric(self, name: str, **labels: str) -> float:
         """One Prometheus series, summed over the labels not given."""
-        text = httpx.get(f"{self.root}/metrics", timeout=10.0).text
+        text = httpx.get(f"{self.root}/metrics", timeout=60.0).text
         total = 0.0
         for line in text.splitlines():
             if not line.startswith(name + "{") and not line.startswith(name + " "):

@@ -10,7 +10,9 @@ same machine load; the ratio is what to read on a busy machine.
 
 Cases: a clean file with a completion as whole lines and inside a line (bench/gate.py's),
 and the same Python and C++ files with the block header above the completion deleted
-(broken at the cursor: the path where the window judges run).
+(broken at the cursor: the path where the window judges run), there with the header as the
+completion (kept) and, in C++, with a cut of it (rejected: the window, then the
+differential for where to show the error).
 """
 
 from __future__ import annotations
@@ -25,6 +27,31 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
+
+
+def _java_file(lines: int) -> str:
+    """bench/gate.py's C++ file as Java methods in one class."""
+    out = ["class Work {", ""]
+    i = 0
+    while len(out) < lines - 1:
+        out += [
+            f"    static int work{i}(int[] v, int k) {{",
+            "        int total = 0;",
+            "        for (int j = 0; j < v.length; ++j) {",
+            "            if (v[j] % 2 == 0) {",
+            "                total += v[j] * k;",
+            "            } else {",
+            f"                total -= v[j] + {i};",
+            "            }",
+            "        }",
+            "        return total;",
+            "    }",
+            "",
+        ]
+        i += 1
+    out = out[: lines - 1]
+    depth = sum(line.count("{") - line.count("}") for line in out)
+    return "\n".join(out) + "\n" + "}\n" * depth
 
 
 def _cases(lines: int) -> dict[str, tuple[str, str, int, str]]:
@@ -51,6 +78,15 @@ def _cases(lines: int) -> dict[str, tuple[str, str, int, str]]:
     i = text.find(header, len(text) // 2)
     broken = text[:i] + text[i + len(header) :]
     out["cpp broken-at-cursor"] = ("cpp", broken, len(broken[:i].encode()), header)
+    # ... and a cut of that header instead (the window rejects it)
+    out["cpp broken, cut header"] = ("cpp", broken, len(broken[:i].encode()), header[:22])
+    # and in Java, where javalang judges the window
+    text = _java_file(lines)
+    header = "            if (v[j] % 2 == 0) {\n"
+    i = text.find(header, len(text) // 2)
+    broken = text[:i] + text[i + len(header) :]
+    out["java broken-at-cursor"] = ("java", broken, len(broken[:i].encode()), header)
+    out["java broken, cut header"] = ("java", broken, len(broken[:i].encode()), header[:26])
     return out
 
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import bisect
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from synconfroute.server.vocab.positions import (
     PositionOutOfRange,
     advance,
+    line_starts,
     to_offset,
     to_position,
     word_before,
@@ -40,6 +45,22 @@ def test_to_offset(encoding: str, line: int, char: int, offset: int) -> None:
 def test_out_of_range_is_an_error(line: int, char: int, fragment: str) -> None:
     with pytest.raises(PositionOutOfRange, match=fragment):
         to_offset(TEXT, line, char, "utf-16")
+
+
+_CODEC = {"utf-8": ("utf-8", 1), "utf-16": ("utf-16-le", 2), "utf-32": ("utf-32-le", 4)}
+
+
+@given(st.text(alphabet="a😀\r\n\f漢", max_size=24), st.sampled_from(sorted(_CODEC)))
+def test_to_position_is_the_line_starts_rule(text: str, encoding: str) -> None:
+    """The counting `to_position` agrees with the plain rule at every offset: the line
+    whose start is the last one at or before it, \r\n one break (an offset between its
+    halves stays on the line it ends)."""
+    starts = line_starts(text)
+    codec, width = _CODEC[encoding]
+    for offset in range(len(text) + 1):
+        line = bisect.bisect_right(starts, offset) - 1
+        want = (line, len(text[starts[line] : offset].encode(codec)) // width)
+        assert to_position(text, offset, encoding) == want, (text, offset)  # type: ignore[arg-type]
 
 
 def test_lone_cr_is_a_line_break() -> None:

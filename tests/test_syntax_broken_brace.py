@@ -156,6 +156,33 @@ class M {
     assert _gate(pre, truth, suf, "java") == "valid"
 
 
+def test_java_method_far_below_its_class_header_keeps_its_window() -> None:
+    # Before: the levels were read up to the class's own line, and past 1,500 lines no window
+    # stood: the differential kept a header without its `{` as valid. A method's header
+    # is as far as the window needs to look.
+    method = """\
+  static int work{i}(int[] v, int k) {{
+    int total = 0;
+    for (int j = 0; j < v.length; ++j) {{
+      if (v[j] % 2 == 0) {{
+        total += v[j] * k;
+      }}
+    }}
+    return total;
+  }}
+
+"""
+    pre = "class Work {\n" + "".join(method.format(i=i) for i in range(250))
+    pre += "  int last(int[] v) {\n    int n = 0;\n    for (int j = 0; j < v.length; ++j) {\n"
+    truth = "      if (v[j] > 0) {\n"
+    suf = "        n += v[j];\n      }\n    }\n    return n;\n  }\n}\n"
+    assert pre.count("\n") > 2000
+    dropped = "      if (v[j] > 0)\n"
+    assert _java_ok(pre + truth + suf) and not _java_ok(pre + dropped + suf)
+    assert _gate(pre, truth, suf, "java") == "valid"
+    assert _gate(pre, dropped, suf, "java") == "invalid"
+
+
 # ---------------------------------------------------------------- C++
 
 

@@ -60,6 +60,18 @@ _MEMBER = re.compile(
     rb"^(?:[\w@]+(?:\([^)]*\))?\s+)*(?:class|struct|interface|enum|namespace|union|record|"
     rb"@interface)\b|^extern\s+\"|^template\s*<.*>\s*(?:class|struct)\b"
 )
+# a Java method or constructor header: nothing but a class body can enclose it, so the
+# levels above it need no reading (the class's own line may be thousands of lines up)
+_JAVA_METHOD = re.compile(
+    rb"^(?:@[\w.]+(?:\([^)]*\))?\s+)*(?:(?:public|protected|private|static|final|abstract|"
+    rb"synchronized|native|strictfp|default)\s+)*(?:<[^()]*>\s*)?"
+    rb"(?:[\w.$]+(?:<[^()]*>)?(?:\[\])*\s+)?[\w$]+\s*\([^;{}]*\)\s*"
+    rb"(?:throws\s+[\w.$<>, ]+)?\{$"
+)
+_JAVA_STATEMENT = re.compile(
+    rb"^(?:if|else|for|while|switch|catch|try|do|synchronized|return|throw|new|case|yield|"
+    rb"assert)\b"
+)
 _ANON_CLASS = re.compile(rb"\bnew\s+[\w.<>, ?]+\s*\([^;]*\)\s*\{$")
 _INIT = re.compile(rb"(?:=|\breturn)\s*\{$|\bnew\s+[\w.<>]+\s*(?:\[[^\]]*\]\s*)+\{$")
 _SWITCH = re.compile(rb"^(?:\}\s*)?switch\b")
@@ -126,10 +138,11 @@ class _Level:
     flat: bool = False  # found by its brace, at least as deep as the lines it holds
 
 
-def _levels(data: bytes, ls: int, ci: int) -> tuple[list[_Level], int] | None:
+def _levels(data: bytes, ls: int, ci: int, java: bool = False) -> tuple[list[_Level], int] | None:
     """The enclosing levels of a line at indentation `ci` starting at byte `ls`, innermost
     first, and the start of the code line just above it at the same indentation (-1 when
-    none or it ends its statement). None when no window stands on its own there."""
+    none or it ends its statement). None when no window stands on its own there. In Java,
+    the levels end at a method's header."""
     levels: list[_Level] = []
     cur = ci
     same = -2  # -2: not seen yet
@@ -170,6 +183,8 @@ def _levels(data: bytes, ls: int, ci: int) -> tuple[list[_Level], int] | None:
             kw = _KEYWORD.search(code)
             kind = "switch" if _SWITCH.match(code) else "block"
             levels.append(_Level(kind, start, w, kw.group(1) if kw else b""))
+            if java and _JAVA_METHOD.match(code) and not _JAVA_STATEMENT.match(code):
+                return levels, max(same, -1)
         else:
             levels.append(_Level("open", start, w))
         cur = w
@@ -286,7 +301,7 @@ def judge(
         return WindowVerdict(None)
     fe = _line_end(data, first)
     ci = _width(data[first:fe])
-    found = _levels(data, first, ci)
+    found = _levels(data, first, ci, java)
     if found is None:
         return WindowVerdict(None)
     levels, same = found
@@ -298,7 +313,7 @@ def judge(
         zone_end = end - 1
     readings: list[tuple[int, list[_Level]]] = [(first, levels)]
     if levels[0].kind == "open":  # a cut header, or the cursor's line goes on with it
-        up = _levels(data, levels[0].start, _width(data[levels[0].start :]))
+        up = _levels(data, levels[0].start, _width(data[levels[0].start :]), java)
         if up is not None and up[0]:
             readings.append((levels[0].start, up[0]))
     if same >= 0:  # the line above at the same indentation does not end its statement
@@ -307,7 +322,7 @@ def judge(
     if stmt >= 0 and all(ws != stmt for ws, _ in readings):
         # the cursor's line goes on with a statement begun further up (an argument list
         # over several lines): the window starts where that statement does
-        up = _levels(data, stmt, _width(data[stmt : _line_end(data, stmt)]))
+        up = _levels(data, stmt, _width(data[stmt : _line_end(data, stmt)]), java)
         if up is not None and up[0]:
             readings.append((stmt, up[0]))
     out: WindowVerdict | None = None

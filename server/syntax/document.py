@@ -390,9 +390,9 @@ class SyntaxDocument:
         return sites
 
     def _ts_stage(self, after: bytes, splice: Splice, deadline: float, full: bool) -> _Stage:
+        if self.language in _BRACE:
+            return self._brace_stage(after, splice, deadline, full)
         stage = self._ts_differential(after, splice, deadline, full)
-        if self.language in _BRACE and stage.status != "timeout":
-            return self._brace_stage(stage, after, splice, deadline)
         if self.language != "python" or stage.status == "timeout" or not self._broken_near(splice):
             return stage
         # The file is broken near the cursor: tree-sitter's recovery reshapes the old errors
@@ -411,12 +411,31 @@ class SyntaxDocument:
         site = ErrorSite(w.where, w.where, False, "INDENT", "", note=w.message)
         return _Stage("invalid", [site], stage.tree)
 
-    def _brace_stage(self, stage: _Stage, after: bytes, splice: Splice, deadline: float) -> _Stage:
-        """Java/C/C++ where the file is broken near the cursor: a parse of the completion's
-        statement with stubs for the code around it decides (see _bracewindow)."""
+    def _brace_stage(self, after: bytes, splice: Splice, deadline: float, full: bool) -> _Stage:
+        """Java/C/C++: where the file is broken near the cursor, a parse of the completion's
+        statement with stubs for the code around it decides (see _bracewindow); elsewhere,
+        and where no window stands on its own, the differential."""
+        w = self._brace_window(after, splice, deadline)
+        if w is not None and w.valid:
+            # the window alone decides a valid verdict: the reparse of the whole text
+            # would cost as much again and change nothing
+            return _Stage("valid", [])
+        stage = self._ts_differential(after, splice, deadline, full)
+        if w is None or stage.status == "invalid":
+            # (both object: tree-sitter's site says more precisely where, and in the
+            # user's words: the window's parser sees stubs)
+            return stage
+        site = ErrorSite(w.where, w.where, False, "ERROR", "", note=w.message)
+        return _Stage("invalid", [site], stage.tree)
+
+    def _brace_window(
+        self, after: bytes, splice: Splice, deadline: float
+    ) -> _bracewindow.WindowVerdict | None:
+        """The window's verdict where the text without the completion is broken near the
+        cursor and a window stands on its own there, else None."""
         sites = self._sites_before()
         if not sites or not after[splice.start : splice.new_end].strip():
-            return stage
+            return None
         lang = self.language or ""
         parse = (
             _bracewindow.java_parser(deadline)
@@ -440,7 +459,7 @@ class SyntaxDocument:
             user_broken,
         )
         if w.valid is None:
-            return stage
+            return None
         # broken near the cursor: the text without the completion has an error from a few
         # lines above the window on (a brace too many or too few at the cursor shows up
         # only where the parser gives up, often far below)
@@ -448,14 +467,7 @@ class SyntaxDocument:
         lo = w.span[0]
         for _ in range(_NEAR_LINES + 1):
             lo = data.rfind(b"\n", 0, max(lo - 1, 0)) + 1 if lo > 0 else 0
-        if not any(lo <= s.end for s in sites):
-            return stage
-        if w.valid:
-            return _Stage("valid", [], stage.tree)
-        if stage.status == "invalid":
-            return stage  # both object: tree-sitter's site says more precisely where
-        site = ErrorSite(w.where, w.where, False, "ERROR", "", note=w.message)
-        return _Stage("invalid", [site], stage.tree)
+        return w if any(lo <= s.end for s in sites) else None
 
     def _brace_surplus(self) -> bool:
         """Whether the text closes more braces than it opens (a block header deleted)."""

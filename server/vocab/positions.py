@@ -70,10 +70,19 @@ def _in_row(row: str, line: int, character: int, encoding: Encoding) -> int:
 
 
 def to_position(text: str, offset: int, encoding: Encoding) -> tuple[int, int]:
-    """The LSP (line, character) of a code-point offset."""
-    starts = line_starts(text)
-    line = bisect.bisect_right(starts, offset) - 1
-    return line, units(text[starts[line] : offset], encoding)
+    """The LSP (line, character) of a code-point offset.
+
+    Counted with str methods, not a list of every line's start: the gate places each
+    rejected completion's error in a text of thousands of lines."""
+    head = text[:offset]
+    cr = head.count("\r")
+    line = head.count("\n") + cr - (head.count("\r\n") if cr else 0)
+    end = len(head)
+    if cr and head.endswith("\r") and text.startswith("\n", offset):
+        line -= 1  # between the two halves of a \r\n: still on the line it ends
+        end -= 1
+    start = max(head.rfind("\n", 0, end), head.rfind("\r", 0, end)) + 1
+    return line, units(text[start:offset], encoding)
 
 
 def word_before(text: str, offset: int) -> str:

@@ -397,3 +397,40 @@ int main() {
 """
     clean = pre.replace("  vector<in\n", "")
     _cpp_judged(pre, truth, suf, valid=True, labelled=clean)
+
+
+def test_cpp_completion_that_finishes_the_function_under_a_cut_line() -> None:
+    # A line above is cut in half (`if(t`), the hole is an `}else{` branch and the
+    # completion ends the function with a `}` at column 0. Before: that unindented `}`
+    # meant "no window", and the differential blamed the completion for the cut line's
+    # error ("unexpected '}'").
+    pre = """\
+#include <bits/stdc++.h>
+using namespace std;
+void solve() {
+  long long n = 0, t = 0, j = INT_MAX;
+  cin >> n >> t;
+  vector<long long> a(n + 1, 0);
+  for (int i = 1; i <= n; i++) cin >> a[i];
+  if(t
+  for (int i = 1; i <= n; i++) if (a[i] % 2) j = min(j, a[i]);
+    cout << j << endl;
+"""
+    truth = """\
+  }else{
+    cout << "0\\n";
+  }
+}
+"""
+    suf = """\
+
+int main() {
+  solve();
+  return 0;
+}
+"""
+    clean = pre.replace("  if(t\n", "  if(t%2){\n")
+    _cpp_judged(pre, truth, suf, valid=True, labelled=clean)
+    # the same completion with its `else` body's closer dropped is still caught
+    dropped = truth.replace("  }\n}\n", "}\n")
+    _cpp_judged(pre, dropped, suf, valid=False, labelled=clean)

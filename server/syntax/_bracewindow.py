@@ -381,7 +381,7 @@ def _judge_in(
         (_width(ln) for ln in lines if _code(ln)),
         default=_width(data[ws : _line_end(data, ws)]),
     )
-    if ci == 0:
+    if ci == 0 and not _closes_function(lines, levels):
         return WindowVerdict(None)  # code in a block yet not indented: no evidence
     first = _code(data[ws : _line_end(data, ws)])
     last = _code(data[_line_start(data, zone_end) : zone_end])
@@ -446,6 +446,22 @@ def _judge_in(
     at, message = err
     where = min(max(ws + at - len(top), ws), we)
     return WindowVerdict(False, message, where, span=(ws, we))
+
+
+_CLOSER = re.compile(rb"^\}[\s};]*$")
+
+
+def _closes_function(lines: list[bytes], levels: list[_Level]) -> bool:
+    """Whether the window's only unindented code is `}` lines that close the function it
+    sits in (a completion that finishes the function), its other lines indented."""
+    if not levels or levels[-1].width != 0:
+        return False
+    flush = [c for ln in lines if (c := _code(ln)) and _width(ln) == 0]
+    return (
+        bool(flush)
+        and len(flush) < sum(1 for ln in lines if _code(ln))
+        and all(_CLOSER.match(c) for c in flush)
+    )
 
 
 def _focus(top: bytes, ws: int, start: int, end: int) -> tuple[int, int]:

@@ -24,6 +24,7 @@ Split: by file (sha256 of its name), `tune` and `held`. Decide rules on `tune`, 
 
     python -m studies.gate_broken                 # build (first run, minutes) and evaluate
     python -m studies.gate_broken --split held --show 20
+    python -m studies.gate_broken --fresh --langs python --cache /tmp/fresh_py.jsonl.gz
 """
 
 from __future__ import annotations
@@ -143,6 +144,22 @@ STDLIB = [
 ]
 
 
+# --fresh: Python packages of the stdlib that no rule was decided on (none of the above)
+FRESH_PACKAGES = [
+    "asyncio",
+    "email",
+    "json",
+    "http",
+    "logging",
+    "concurrent/futures",
+    "urllib",
+    "unittest",
+    "importlib",
+    "xml/dom",
+    "multiprocessing",
+]
+
+
 def split_of(name: str) -> str:
     return "held" if hashlib.sha256(name.encode()).digest()[0] % 2 else "tune"
 
@@ -150,28 +167,38 @@ def split_of(name: str) -> str:
 # ---------------------------------------------------------------- sources
 
 
-def sources(max_cpp: int, max_java_lines: int, skip_cpp: int = 0) -> Iterator[tuple[str, str, str]]:
+def sources(
+    max_cpp: int, max_java_lines: int, skip_cpp: int = 0, fresh: bool = False
+) -> Iterator[tuple[str, str, str]]:
     """(language, name, text) of every source file; C++: SAFIM's programs `skip_cpp` to
-    `skip_cpp + max_cpp` (a later range is a set no rule was decided on)."""
+    `skip_cpp + max_cpp` (a later range is a set no rule was decided on). `fresh`: files no
+    rule was decided on: the stdlib's FRESH_PACKAGES instead of click and STDLIB, and the
+    gson files longer than `max_java_lines` (up to 4,000 lines) instead of the others."""
     repos = data_dir() / "repos"
-    with tarfile.open(repos / "click-src.tar.gz") as tf:
-        for m in tf.getmembers():
-            if m.isfile() and m.name.endswith(".py"):
-                f = tf.extractfile(m)
-                assert f is not None
-                yield "python", "click/" + m.name, f.read().decode("utf-8")
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    for name in STDLIB:
-        p = stdlib / name
-        if p.exists():
-            yield "python", "stdlib/" + name, p.read_text("utf-8")
+    if fresh:
+        for package in FRESH_PACKAGES:
+            for p in sorted((stdlib / package).glob("*.py")):
+                yield "python", f"stdlib/{package}/{p.name}", p.read_text("utf-8")
+    else:
+        with tarfile.open(repos / "click-src.tar.gz") as tf:
+            for m in tf.getmembers():
+                if m.isfile() and m.name.endswith(".py"):
+                    f = tf.extractfile(m)
+                    assert f is not None
+                    yield "python", "click/" + m.name, f.read().decode("utf-8")
+        for name in STDLIB:
+            p = stdlib / name
+            if p.exists():
+                yield "python", "stdlib/" + name, p.read_text("utf-8")
     with tarfile.open(repos / "gson-main.tar.gz") as tf:
         for m in tf.getmembers():
             if m.isfile() and m.name.endswith(".java"):
                 f = tf.extractfile(m)
                 assert f is not None
                 text = f.read().decode("utf-8")
-                if text.count("\n") <= max_java_lines:
+                lines = text.count("\n")
+                if (max_java_lines < lines <= 4000) if fresh else lines <= max_java_lines:
                     yield "java", "gson/" + m.name, text
     with gzip.open(data_dir() / "safim-block.jsonl.gz", "rt", encoding="utf-8") as fh:
         n = -skip_cpp
@@ -340,7 +367,7 @@ def build(args: argparse.Namespace) -> list[dict[str, Any]]:
         if prepare_pch(CompilerConfig(pch_dir=pch_dir)) is not None:
             pch = str(pch_dir)
     jobs = []
-    for lang, name, text in sources(args.cpp_files, args.java_max_lines, args.cpp_skip):
+    for lang, name, text in sources(args.cpp_files, args.java_max_lines, args.cpp_skip, args.fresh):
         if lang in args.langs:
             per = args.per_file if lang != "cpp" else 2
             jobs.append((lang, name, text, per, args.cuts, pch))
@@ -457,6 +484,12 @@ def main(argv: list[str] | None = None) -> int:
         "--cpp-skip", type=int, default=0, help="skip this many SAFIM C++ programs first"
     )
     ap.add_argument("--java-max-lines", type=int, default=700)
+    ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="Python and Java files no rule was decided on (stdlib packages; gson's long "
+        "files); for C++ pass --cpp-skip past the programs used so far",
+    )
     ap.add_argument("--cuts", type=int, default=CUTS)
     ap.add_argument("--mode", default="tree-sitter")
     ap.add_argument("--jobs", type=int, default=2)

@@ -32,17 +32,21 @@ How "introduced" is decided (measured by studies/gate_accuracy.py):
   the parser gives up): a parse of the completion's statement decides (`_bracewindow`):
   the cursor's line, the completion and the user's lines of the same statement, with one
   stub `{` per enclosing level read from the indentation above (javalang for Java,
-  tree-sitter for C/C++ plus a check for statement keywords read as identifiers). Parses
-  in some reading of the lines above: valid; in none: invalid. Left to the differential:
-  no window stands alone (among class members, in an initializer, unindented code), the
-  user's lines below are broken by themselves, the file ends inside the statement.
+  tree-sitter for C/C++ plus a check for statement keywords read as identifiers; in Java
+  the levels end at a method's header). Parses in some reading of the lines above: valid,
+  without reparsing the whole text; in none: invalid (the whole text's reparse then says
+  where, in the user's words). Left to the differential: no window stands alone (among
+  class members, in an initializer, unindented code other than the `}` that ends the
+  function), the user's lines below are broken by themselves, the file ends inside the
+  statement.
 - compilers: the text with the completion compiles: valid. It fails and the text without
   it compiles: invalid. Both fail: an error inside the completion is its fault; with
   `ast`/`javalang` (first error only) an error after it that is the old first error, moved,
   is not; with g++ every diagnostic is matched against the old ones (message and moved
   place). When the compiler cannot see the completion (the first error comes before it, or
   a fatal error such as a missing header), tree-sitter's verdict decides and `detail` says
-  so.
+  so. Where the compiler fails without the completion and the file is broken near the
+  cursor, the window above decides: the compiler's errors move around any insertion there.
 """
 
 from ..vocab.positions import Encoding

@@ -319,8 +319,10 @@ def _build_file(job: tuple[str, str, str, int, int, str | None]) -> list[dict[st
     seen: dict[str, Any] = {}  # the same text gets the same answer: g++ is slow
 
     def check(t: str) -> Any:
+        # (a deadline: javalang backtracks for minutes on some broken long files; a label
+        # that times out leaves its case out)
         if t not in seen:
-            seen[t] = _compilers.run_checker(checker, t, None, config)
+            seen[t] = _compilers.run_checker(checker, t, time.monotonic() + 20, config)
         return seen[t]
 
     for first, end in middles(lang, text, rng, per_file):

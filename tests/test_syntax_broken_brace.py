@@ -328,6 +328,16 @@ def test_cpp_unclosed_template_glued_to_the_next_declaration_is_caught() -> None
     _cpp_judged(SCANF_PRE, cut, suf, valid=False)
 
 
+def test_cpp_size_words_glued_to_the_next_declarations_type_are_caught() -> None:
+    # `long long` + `int i;` is one `long long int i;` (valid, and kept), but `long long` +
+    # `bool ok;` is `long long bool ok;`, which tree-sitter reads as one sized type; g++:
+    # "'long long' specified with 'bool'". Before: valid.
+    cut = SCANF_TRUTH[: SCANF_TRUTH.index("int i")] + "long long "
+    for decl, valid in (("int i;", True), ("bool ok = true;", False), ("double d;", False)):
+        suf = SCANF_SUF.replace("            a[i] = x;\n", f"            {decl}\n", 1)
+        _cpp_judged(SCANF_PRE, cut, suf.replace("a[i]", "a[0]"), valid=valid)
+
+
 def test_cpp_flat_block_bodies_keep_their_window() -> None:
     # Competitive code whose blocks' bodies sit at their headers' indentation: a line
     # after `else{` at the same indentation is the else's body, not the next statement.
@@ -487,3 +497,122 @@ def test_compiler_mode_leaves_a_file_broken_at_the_cursor_to_the_window(
         v = check_completion(pre, completion, suf, lang, mode="compiler", budget_s=120)
         assert v.status == ("valid" if valid else "invalid"), (completion, v)
         assert ("broken near the cursor" in v.detail) == (completion == overruled), v
+
+
+def test_cpp_multi_line_cut_tail_that_leaves_the_block_open_is_caught() -> None:
+    # The hole held an `if` block and the `}` of the `for` around it; the cut tail ends
+    # after the `if` block, so the user's next line, at the `for`'s indentation, is still
+    # inside the `for`. The window parses (its braces balance); the `}` the text without
+    # the completion lacked is still missing. Before: valid.
+    pre = """\
+#include <bits/stdc++.h>
+using namespace std;
+int main() {
+    int n, p, k = 0;
+    long long sum = 0;
+    cin >> n >> p;
+    vector<long long> a(n + 1);
+    for (int i = 1; i <= n; i++) {
+        sum += a[i];
+"""
+    truth = """\
+        if (sum <= 0 && i < p) {
+            k = 1;
+        }
+    }
+"""
+    suf = """\
+    if (k || sum != 0) {
+        cout << "NO\\n";
+    }
+    return 0;
+}
+"""
+    _cpp_judged(pre, truth, suf, valid=True)
+    cut = truth[: truth.rindex("    }\n")]
+    _cpp_judged(pre, cut, suf, valid=False)
+    # one line may leave it open: the user may be typing the block's body
+    assert _gate(pre, "        k += 2;\n", suf, "cpp") == "valid"
+
+
+def test_java_multi_line_cut_tail_that_leaves_the_block_open_is_caught() -> None:
+    pre = """\
+class Calls {
+  Object get(Object type) {
+    Object ongoing = null;
+    boolean initial = false;
+    if (ongoing == null) {
+      ongoing = type;
+"""
+    truth = """\
+      if (ongoing != null) {
+        return ongoing;
+      }
+    }
+"""
+    suf = """\
+    Object candidate = null;
+    return candidate;
+  }
+}
+"""
+    assert _java_ok(pre + truth + suf)
+    assert _gate(pre, truth, suf, "java") == "valid"
+    cut = truth[: truth.rindex("    }\n")]
+    assert not _java_ok(pre + cut + suf)
+    assert _gate(pre, cut, suf, "java") == "invalid"
+
+
+def test_cpp_goto_label_at_column_0_stays_in_its_block() -> None:
+    # `out:` at column 0 inside the `for`: the window read it as the end of the statement
+    # and left the `for`'s `{` unclosed. Before: the truth was rejected ("missing '}'").
+    pre = """\
+#include <bits/stdc++.h>
+using namespace std;
+int main() {
+    int n = 3, i, j, d = 0, used[8] = {0};
+    for (i = 0; i < n; i++)
+        d += i;
+"""
+    truth = """\
+    for (i = 0; i < n; i++) {
+        if (used[i])
+            continue;
+"""
+    suf = """\
+        for (j = 0; j < n; j++)
+            if (j == d)
+                goto out;
+out:
+        if (d) {
+            used[i] = 1;
+        }
+    }
+    return 0;
+}
+"""
+    _cpp_judged(pre, truth, suf, valid=True)
+
+
+def test_cpp_completion_whose_closer_is_glued_to_the_users() -> None:
+    # The completion's `}` lands before the user's `}` on one line (`    }}`): that line
+    # closes the `else` and the function, more than its indentation says. Before: the
+    # window closed the function again ("unexpected '}'").
+    pre = """\
+#include <bits/stdc++.h>
+using namespace std;
+void solve()
+{
+    string s, t;
+    cin >> s >> t;
+    if (s == t)
+    {
+        cout << "YES\\n";
+    }
+    else"""
+    completion = '{\n        cout << "NO\\n";\n    }'
+    suf = "}\n\nint main()\n{\n    solve();\n}\n"
+    _cpp_judged(pre, completion, suf, valid=True)
+    # and where the user's next line is still inside the function, it is an error
+    suf_inside = "}\n    cout << s;\n}\n\nint main()\n{\n    solve();\n}\n"
+    _cpp_judged(pre, completion, suf_inside, valid=False)

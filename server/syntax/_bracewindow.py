@@ -241,7 +241,7 @@ def _window_end(
         e = _line_end(data, pos)
         line = data[pos:e]
         code = _code(line)
-        if not code or code.startswith((b"#", b"*", b"/*")) or code.endswith(b"*/"):
+        if _skip(code):  # (a goto label sits at column 0 inside its block)
             pos = e + 1
             continue
         w = _width(line)
@@ -332,8 +332,8 @@ def judge(
             v = _judge_in(data, ws, (start, end, zone_end), lv, java, parse, surplus)
         except WindowTimeout:
             return WindowVerdict(None)
-        if v.valid is None:
-            continue
+        if v.valid is None or (not v.valid and ws < first and v.where < start):
+            continue  # (an error in the user's lines above, which this reading holds)
         if v.valid:
             return v if k == 0 or out is None else attrs.evolve(out, valid=True)
         # a window that holds user lines broken already (below the completion) proves
@@ -390,6 +390,8 @@ def _judge_in(
     for flat_in in flats:
         top, tail, depth = _frame(levels, ci, java, flat_in, _lead_stub(first))
         depth += brace_depth(data[ws:zone_end])
+        if not flat_in:
+            over = -depth  # > 0: the window closes more braces than the reading opened
         we = zone_end
         if zone_end < len(data):
             we = _window_end(
@@ -405,11 +407,20 @@ def _judge_in(
         we = max(we, zone_end)
         err = parse(top + data[ws:we] + tail, _focus(top, ws, start, end))
         if err is None:
+            if not flat_in and _leaves_open(data, we, ci, levels, data[start:end]):
+                return WindowVerdict(False, "expected '}'", we, span=(ws, we))
             return WindowVerdict(True, span=(ws, we))
         if not flat_in:
             first_try = (top, tail, we, err)
     top, tail, we, err = first_try
     lead = _lead_stub(first)
+    if over > 0 and _outside(data, we, levels, ci, over):
+        # a line that closes more blocks than its indentation says (the completion's `}`
+        # glued to the user's: `    }}`): the innermost levels it closes, read as entered,
+        # when the user's next line is outside them too
+        top2, tail2, _ = _frame(levels, ci, java, False, lead, force=over)
+        if parse(top2 + data[ws:we] + tail2, _focus(top2, ws, start, end)) is None:
+            return WindowVerdict(True, span=(ws, we))
     # The lines may not follow their braces (a body as deep as its header, its `}` one
     # level out, a block's lines going on at its header's indentation): when the window
     # parses once it runs on to where its braces close, and a line on the way sits inside
@@ -464,6 +475,55 @@ def _closes_function(lines: list[bytes], levels: list[_Level]) -> bool:
     )
 
 
+def _outside(data: bytes, we: int, levels: list[_Level], ci: int, n: int) -> bool:
+    """Whether the user's next code line after byte `we` (or the end of the text) is no
+    deeper than the outermost of the `n` innermost levels the window's reading left open."""
+    open_levels = [lv for lv in levels if not (lv.width >= ci and not lv.flat)]
+    if len(open_levels) < n:
+        return False
+    width = open_levels[n - 1].width
+    pos = we + 1
+    for _ in range(_MAX_DOWN):
+        if pos >= len(data):
+            return True
+        e = _line_end(data, pos)
+        line = data[pos:e]
+        if not _skip(_code(line)):
+            return _width(line) <= width
+        pos = e + 1
+    return False
+
+
+def _leaves_open(data: bytes, we: int, ci: int, levels: list[_Level], completion: bytes) -> bool:
+    """Whether a multi-line completion leaves the block it sits in open where the user's
+    next line is no deeper than that block's header, in a text (`data`, with the
+    completion) that opens more braces than it closes: the hole's `}` (the error at the
+    cursor the text had without it) is still missing. A single line may leave it: the
+    user may be typing the block's body."""
+    if sum(1 for ln in completion.split(b"\n") if ln.strip()) < 2:
+        return False
+    inner = levels[0]
+    if inner.kind != "block" or inner.flat or inner.width >= ci:
+        return False  # no `{` above it, body at the header's indentation, or closed in it
+    pos = we + 1
+    for _ in range(_MAX_DOWN):
+        if pos >= len(data):
+            return False
+        e = _line_end(data, pos)
+        line = data[pos:e]
+        code = _code(line)
+        if not _skip(code) and not code.startswith((b"//", b"/*")):
+            # (and the text opens more braces than it closes: a file indented carelessly
+            # has lines at its headers' indentation inside their blocks)
+            return (
+                _width(line) <= inner.width
+                and not code.startswith((b"}", b")", b"case", b"default"))
+                and brace_depth(data) > 0
+            )
+        pos = e + 1
+    return False
+
+
 def _focus(top: bytes, ws: int, start: int, end: int) -> tuple[int, int]:
     """The completion's bytes [start, end) of the text in a window `top` + text[ws:...]."""
     return len(top) + start - ws, len(top) + end - ws
@@ -497,16 +557,23 @@ _ELSE_LINE = re.compile(rb"(?m)^([ \t]*)(else\b)")
 
 
 def _frame(
-    levels: list[_Level], ci: int, java: bool, flat_in: bool, lead: bytes
+    levels: list[_Level], ci: int, java: bool, flat_in: bool, lead: bytes, force: int = 0
 ) -> tuple[bytes, bytes, int]:
     """The stub text before and after a window whose statement sits at indentation `ci`,
     and the braces it leaves open at the window's start. A level at least as indented as
     the statement is closed by a line of the window itself ("entered"); `flat_in`: so are
-    the levels found by their brace alone."""
+    the levels found by their brace alone; `force`: so are that many more, innermost
+    first."""
     stubs: list[bytes] = []
     closers = 0
+    forced: set[int] = set()
+    for lv in levels:
+        if len(forced) >= force:
+            break
+        if not (lv.width >= ci and (flat_in or not lv.flat)):
+            forced.add(id(lv))
     for lv in reversed(levels):
-        entered = lv.width >= ci and (flat_in or not lv.flat)
+        entered = (lv.width >= ci and (flat_in or not lv.flat)) or id(lv) in forced
         if lv.kind == "switch":
             stubs.append(b"switch (0) {" + (b" case 0:" if java else b""))
         elif entered and lv is not levels[-1]:  # (the outermost: the stub method's body)

@@ -4,8 +4,9 @@ cannot have, where a completion's cut end is glued to the user's next line.
 C++ cannot be parsed without knowing which names are types; tree-sitter guesses, and a cut
 tail glued to the next statement often reads as a declaration: `scanf` + `a[i]=x;` is
 `scanf a[i]=x;` (a variable `a` of type `scanf`), `m` + `ruim = 1;` is `m ruim = 1;`,
-`ll n,` + `scanf("%d", &m);` declares a variable `scanf`, and `vector<pair<` + `vector<ll>
-v;` is one template type with its `<` unclosed. The compilers reject each of them.
+`ll n,` + `scanf("%d", &m);` declares a variable `scanf`, `vector<pair<` + `vector<ll>
+v;` is one template type with its `<` unclosed, and `long long` + `bool f;` is one type
+`long long bool`. The compilers reject each of them.
 
 Only a declaration that overlaps the completion is looked at, and a name counts as no type
 only on evidence: a C/C++ library function or stream (never a type, never a local's name),
@@ -81,6 +82,25 @@ def misread(
     return None
 
 
+# What `long`, `short`, `signed`, `unsigned` may size, and with which of them.
+_SIZABLE = {b"int": None, b"char": {b"signed", b"unsigned"}, b"double": {b"long"}}
+
+
+def _sized(kind: tree_sitter.Node, window: bytes) -> tuple[int, str] | None:
+    """`long long` + `bool flag;` reads as one type `long long bool`: tree-sitter takes any
+    primitive type after the size words; the compilers take `int`, `char` (signed or
+    unsigned) and `double` (long) only."""
+    base = next((c for c in kind.children if c.type == "primitive_type"), None)
+    if base is None:
+        return None
+    words = window[kind.start_byte : base.start_byte].split()
+    name = window[base.start_byte : base.end_byte]
+    allowed = _SIZABLE.get(name, set())
+    if allowed is None or (words and all(w in allowed for w in words) and len(words) == 1):
+        return None
+    return base.start_byte, f"'{b' '.join(words).decode()}' specified with '{name.decode()}'"
+
+
 def _declaration(
     node: tree_sitter.Node, window: bytes, is_value: Callable[[bytes], bool] | None
 ) -> tuple[int, str] | None:
@@ -98,6 +118,10 @@ def _declaration(
             opened = name.count(b"<") - name.count(b">")
             if opened > 0:
                 return kind.end_byte, "expected '>'"
+        if kind.type == "sized_type_specifier":
+            found = _sized(kind, window)
+            if found is not None:
+                return found
     for child in declarators:
         ident: tree_sitter.Node | None = child
         if child.type == "init_declarator":

@@ -204,11 +204,13 @@ def _contexts(data: bytes, ls: int, nested: bool = False) -> list[tuple[bytes, i
         out.append((build(ind, j, b"if 1:"), ls))
     if j != k:
         out.append((build(_indent(above), k, b"if 1:" if header else b"pass"), ls))
-    # the line above looks broken (it does not parse alone, or it is indented as the
-    # rest of a statement whose bracket is gone): stand for the closest line above that
-    # is no deeper than the cursor's line
+    # the line above looks broken (it does not parse alone, it is indented as the rest
+    # of a statement whose bracket is gone, or a bracket above it is still open at the
+    # cursor: a call the user left open): stand for the closest line above that is no
+    # deeper than the cursor's line
     cur = len(_indent(data[ls : _line_end(data, ls)]))
-    for m in range(k, min(len(ups), k + _MAX_GROW) if _suspicious(data, ups, k) else k):
+    broken = _suspicious(data, ups, k) or (not nested and bool(_open_brackets(data, ups, k)))
+    for m in range(k, min(len(ups), k + _MAX_GROW) if broken else k):
         line = data[ups[m][0] : ups[m][1]]
         c = _code(line)
         if c.strip() and len(_indent(line)) <= cur:

@@ -207,3 +207,27 @@ def test_a_line_cut_in_the_middle_of_a_statement_above_stands_for_all_of_it() ->
         check_completion(pre, "try:\n            line = get(frame", suf, "python").status
         == "invalid"
     )
+
+
+def test_a_call_over_several_lines_cut_above_the_hole() -> None:
+    # The user's call over several lines, its argument lines deeper than the statement,
+    # was cut in half on its last line; the hole below held an `if` block. Before: the
+    # window stood for the cut line at its own depth, and the truth's line 8 columns in
+    # "did not match any outer indentation level" (stdlib's importlib/abc.py).
+    prefix = (
+        "class Finder:\n"
+        "    def find_loader(self, fullname):\n"
+        '        warnings.warn("find_loader() is deprecated",\n'
+        "                      DeprecationWarning,\n"
+        "                      stackl\n"
+    )
+    truth = "        if not hasattr(self, 'find_spec'):\n            return None, []\n"
+    suffix = "        found = self.find_spec(fullname)\n        return found.loader, []\n"
+    clean = prefix.replace("stackl\n", "stacklevel=2)\n")
+    ast.parse(clean + truth + suffix)
+    assert status(prefix, truth, suffix) == "valid"
+    # and a cut tail there is still caught
+    cut = "        if not hasattr(self, 'find_"
+    with pytest.raises(SyntaxError):
+        ast.parse(clean + cut + suffix)
+    assert status(prefix, cut, suffix) == "invalid"

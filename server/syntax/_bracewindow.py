@@ -475,23 +475,25 @@ def _closes_function(lines: list[bytes], levels: list[_Level]) -> bool:
     )
 
 
+def _next_code(data: bytes, pos: int) -> bytes | None:
+    """The first line from `pos` (a line start) that is code for the window's structure, or
+    None at the end of the text."""
+    while pos < len(data):
+        e = _line_end(data, pos)
+        if not _skip(_code(data[pos:e])):
+            return data[pos:e]
+        pos = e + 1
+    return None
+
+
 def _outside(data: bytes, we: int, levels: list[_Level], ci: int, n: int) -> bool:
     """Whether the user's next code line after byte `we` (or the end of the text) is no
     deeper than the outermost of the `n` innermost levels the window's reading left open."""
     open_levels = [lv for lv in levels if not (lv.width >= ci and not lv.flat)]
     if len(open_levels) < n:
         return False
-    width = open_levels[n - 1].width
-    pos = we + 1
-    for _ in range(_MAX_DOWN):
-        if pos >= len(data):
-            return True
-        e = _line_end(data, pos)
-        line = data[pos:e]
-        if not _skip(_code(line)):
-            return _width(line) <= width
-        pos = e + 1
-    return False
+    line = _next_code(data, we + 1)
+    return line is None or _width(line) <= open_levels[n - 1].width
 
 
 def _leaves_open(data: bytes, we: int, ci: int, levels: list[_Level], completion: bytes) -> bool:
@@ -505,23 +507,15 @@ def _leaves_open(data: bytes, we: int, ci: int, levels: list[_Level], completion
     inner = levels[0]
     if inner.kind != "block" or inner.flat or inner.width >= ci:
         return False  # no `{` above it, body at the header's indentation, or closed in it
-    pos = we + 1
-    for _ in range(_MAX_DOWN):
-        if pos >= len(data):
-            return False
-        e = _line_end(data, pos)
-        line = data[pos:e]
-        code = _code(line)
-        if not _skip(code) and not code.startswith((b"//", b"/*")):
-            # (and the text opens more braces than it closes: a file indented carelessly
-            # has lines at its headers' indentation inside their blocks)
-            return (
-                _width(line) <= inner.width
-                and not code.startswith((b"}", b")", b"case", b"default"))
-                and brace_depth(data) > 0
-            )
-        pos = e + 1
-    return False
+    line = _next_code(data, we + 1)
+    # (and the text short of a `}`: a file indented carelessly has lines at its headers'
+    # indentation inside their blocks)
+    return (
+        line is not None
+        and _width(line) <= inner.width
+        and not _code(line).startswith((b"}", b")", b"case", b"default"))
+        and brace_depth(data) > 0
+    )
 
 
 def _focus(top: bytes, ws: int, start: int, end: int) -> tuple[int, int]:

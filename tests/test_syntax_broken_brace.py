@@ -113,9 +113,7 @@ def test_java_truth_in_the_hole_passes() -> None:
     assert _gate(JAVA_PRE, JAVA_TRUTH, JAVA_SUF, "java") == "valid"
 
 
-def test_java_truth_under_a_line_cut_in_half_passes() -> None:
-    # Before: `missing ')'` blamed on the completion, the user's cut line's doing.
-    pre = """\
+JAVA_CUT_PRE = """\
 package p;
 
 class Accounts {
@@ -126,15 +124,19 @@ class Accounts {
     for (int v : values) {
       int w = Math.max(
 """
-    truth = "      if (v > 0) {\n        n += v;\n"
-    suf = "        total++;\n      }\n    }\n    return n;\n  }\n}\n"
-    clean = pre.replace("      int w = Math.max(\n", "")
-    assert _java_ok(clean + truth + suf)
-    assert _gate(pre, truth, suf, "java") == "valid"
+JAVA_CUT_TRUTH = "      if (v > 0) {\n        n += v;\n"
+JAVA_CUT_TAIL = "      if (v > 0) {\n        n += v"
+JAVA_CUT_SUF = "        total++;\n      }\n    }\n    return n;\n  }\n}\n"
+
+
+def test_java_truth_under_a_line_cut_in_half_passes() -> None:
+    # Before: `missing ')'` blamed on the completion, the user's cut line's doing.
+    clean = JAVA_CUT_PRE.replace("      int w = Math.max(\n", "")
+    assert _java_ok(clean + JAVA_CUT_TRUTH + JAVA_CUT_SUF)
+    assert _gate(JAVA_CUT_PRE, JAVA_CUT_TRUTH, JAVA_CUT_SUF, "java") == "valid"
     # and its cut tails are still caught there
-    cut = "      if (v > 0) {\n        n += v"
-    assert not _java_ok(clean + cut + suf)
-    assert _gate(pre, cut, suf, "java") == "invalid"
+    assert not _java_ok(clean + JAVA_CUT_TAIL + JAVA_CUT_SUF)
+    assert _gate(JAVA_CUT_PRE, JAVA_CUT_TAIL, JAVA_CUT_SUF, "java") == "invalid"
 
 
 def test_java_completion_that_closes_the_enclosing_block() -> None:
@@ -446,28 +448,14 @@ int main() {
     _cpp_judged(pre, dropped, suf, valid=False, labelled=clean)
 
 
-JAVA_CUT_PRE = """\
-package p;
-
-class Accounts {
-  private int total;
-
-  int sum(int[] values, boolean strict) {
-    int n = 0;
-    for (int v : values) {
-      int w = Math.max(
-"""
-JAVA_CUT_SUF = "        total++;\n      }\n    }\n    return n;\n  }\n}\n"
-
-
 @pytest.mark.parametrize(
     ("lang", "pre", "truth", "cut", "suf"),
     [
         (
             "java",
             JAVA_CUT_PRE,
-            "      if (v > 0) {\n        n += v;\n",
-            "      if (v > 0) {\n        n += v",
+            JAVA_CUT_TRUTH,
+            JAVA_CUT_TAIL,
             JAVA_CUT_SUF,
         ),
         (

@@ -66,27 +66,20 @@ def _cases(lines: int) -> dict[str, tuple[str, str, int, str]]:
         at_inline = len(text[: _anchor(text, "total += ")].encode())
         out[f"{lang} lines"] = (lang, text, at_line, whole)
         out[f"{lang} inline"] = (lang, text, at_inline, inline)
-    # broken at the cursor: the `for` header above the body line deleted
-    text = python_file(lines)
-    header = "        for j in range(3):\n"
-    i = text.find(header, len(text) // 2)
-    broken = text[:i] + text[i + len(header) :]
-    out["python broken-at-cursor"] = ("python", broken, len(broken[:i].encode()), header)
-    # the same in C++: the `if` header above the body deleted (a `}` too many)
-    text = cpp_file(lines)
-    header = "        if (v[j] % 2 == 0) {\n"
-    i = text.find(header, len(text) // 2)
-    broken = text[:i] + text[i + len(header) :]
-    out["cpp broken-at-cursor"] = ("cpp", broken, len(broken[:i].encode()), header)
-    # ... and a cut of that header instead (the window rejects it)
-    out["cpp broken, cut header"] = ("cpp", broken, len(broken[:i].encode()), header[:22])
-    # and in Java, where javalang judges the window
-    text = _java_file(lines)
-    header = "            if (v[j] % 2 == 0) {\n"
-    i = text.find(header, len(text) // 2)
-    broken = text[:i] + text[i + len(header) :]
-    out["java broken-at-cursor"] = ("java", broken, len(broken[:i].encode()), header)
-    out["java broken, cut header"] = ("java", broken, len(broken[:i].encode()), header[:26])
+    # broken at the cursor: the block header above the body deleted (Python: the body's
+    # indentation; C++ and Java: a `}` too many), the header as the completion (kept) and,
+    # in C++ and Java, a cut of it (rejected)
+    for lang, text, header, cut in (
+        ("python", python_file(lines), "        for j in range(3):\n", 0),
+        ("cpp", cpp_file(lines), "        if (v[j] % 2 == 0) {\n", 22),
+        ("java", _java_file(lines), "            if (v[j] % 2 == 0) {\n", 26),
+    ):
+        i = text.find(header, len(text) // 2)
+        broken = text[:i] + text[i + len(header) :]
+        at = len(broken[:i].encode())
+        out[f"{lang} broken-at-cursor"] = (lang, broken, at, header)
+        if cut:
+            out[f"{lang} broken, cut header"] = (lang, broken, at, header[:cut])
     return out
 
 

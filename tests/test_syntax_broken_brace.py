@@ -604,3 +604,46 @@ void solve()
     # and where the user's next line is still inside the function, it is an error
     suf_inside = "}\n    cout << s;\n}\n\nint main()\n{\n    solve();\n}\n"
     _cpp_judged(pre, completion, suf_inside, valid=False)
+
+
+# ---------------------------------------------------------------- where a rejection points
+
+
+@pytest.mark.parametrize(
+    ("pre", "cut", "suf", "lang", "line", "column", "message"),
+    [
+        # the window's parser fails a line on ("Expected ')' at 'new'"): the bracket the
+        # cut left open is what to fix
+        (
+            JAVA_PRE,
+            JAVA_TRUTH[: JAVA_TRUTH.index("ber) value")],
+            JAVA_SUF,
+            "java",
+            8,
+            13,
+            "'(' is never closed",
+        ),
+        (
+            JAVA_PRE,
+            JAVA_TRUTH[: JAVA_TRUTH.index(" instanceof String")],
+            JAVA_SUF,
+            "java",
+            9,
+            14,
+            "'(' is never closed",
+        ),
+        (CPP_PRE, "        if (", CPP_SUF, "cpp", 7, 11, "'(' is never closed"),
+        # no bracket left open: the parser's own error, on the user's words
+        (JAVA_CUT_PRE, JAVA_CUT_TAIL, JAVA_CUT_SUF, "java", 10, 27, "Expected ';' at '++'"),
+        (CPP_PRE, CPP_TRUTH[:40], CPP_SUF, "cpp", 8, 25, "unexpected 'break'"),
+    ],
+)
+def test_a_rejection_in_a_broken_file_points_into_the_text(
+    pre: str, cut: str, suf: str, lang: str, line: int, column: int, message: str
+) -> None:
+    # (the window decides these alone, without a reparse of the whole text: its error is
+    # on the window's own text, never on the stubs around it)
+    v = check_completion(pre, cut, suf, lang)
+    assert v.status == "invalid"
+    assert (v.line, v.column, v.message) == (line, column, message)
+    assert "__" not in v.message

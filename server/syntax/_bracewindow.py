@@ -84,12 +84,14 @@ _KEYWORD = re.compile(rb"(?:^|\})\s*(try|do)\b")
 
 @attrs.frozen
 class WindowVerdict:
-    """`valid` None: undecided. `where`: byte offset of the error (invalid only)."""
+    """`valid` None: undecided. `where`: byte offset of the error (invalid only); `exact`:
+    the parser's error is on the text itself, not on a stub around it."""
 
     valid: bool | None
     message: str = ""
     where: int = -1
     span: tuple[int, int] = (0, 0)  # bytes of the text the (first) window holds
+    exact: bool = False
 
 
 # (window, the completion's bytes in it or None) -> (offset, message) of an error
@@ -408,7 +410,7 @@ def _judge_in(
         err = parse(top + data[ws:we] + tail, _focus(top, ws, start, end))
         if err is None:
             if not flat_in and _leaves_open(data, we, ci, levels, data[start:end]):
-                return WindowVerdict(False, "expected '}'", we, span=(ws, we))
+                return WindowVerdict(False, "expected '}'", we, span=(ws, we), exact=True)
             return WindowVerdict(True, span=(ws, we))
         if not flat_in:
             first_try = (top, tail, we, err)
@@ -456,7 +458,8 @@ def _judge_in(
         return WindowVerdict(None, span=(ws, we))
     at, message = err
     where = min(max(ws + at - len(top), ws), we)
-    return WindowVerdict(False, message, where, span=(ws, we))
+    exact = len(top) <= at < len(top) + (we - ws)
+    return WindowVerdict(False, message, where, span=(ws, we), exact=exact)
 
 
 _CLOSER = re.compile(rb"^\}[\s};]*$")

@@ -423,6 +423,10 @@ class SyntaxDocument:
             # the window alone decides a valid verdict: the reparse of the whole text
             # would cost as much again and change nothing
             return _Stage("valid", [], window=True)
+        if w is not None and w.exact:
+            # invalid, and the window's parser says where in the text's own words: the
+            # reparse would only say it in other words (a stub-side error needs it)
+            return _Stage("invalid", [_window_site(after, splice, w)], window=True)
         stage = self._ts_differential(after, splice, deadline, full)
         if w is None:
             return stage
@@ -820,6 +824,17 @@ def _point(data: bytes, offset: int) -> tuple[int, int]:
 
 
 _CLOSERS = {ord("("): ord(")"), ord("["): ord("]"), ord("{"): ord("}")}
+
+
+def _window_site(after: bytes, splice: Splice, w: _bracewindow.WindowVerdict) -> ErrorSite:
+    """Where an invalid window's error is, for the user: a `(` or `[` of the completion's
+    that nothing in the window closes (its parser fails wherever the statement runs out,
+    often a line or two on: the bracket is what to fix), else the parser's error."""
+    opener = unclosed_opener(after[splice.start : w.span[1]])
+    if opener is not None and opener[1] in "([" and opener[0] < splice.new_end - splice.start:
+        at = splice.start + opener[0]
+        return ErrorSite(at, at, False, "ERROR", "", note=f"'{opener[1]}' is never closed")
+    return ErrorSite(w.where, w.where, False, "ERROR", "", note=w.message)
 
 
 def unclosed_opener(inserted: bytes) -> tuple[int, str] | None:

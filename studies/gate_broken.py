@@ -25,6 +25,7 @@ Split: by file (sha256 of its name), `tune` and `held`. Decide rules on `tune`, 
     python -m studies.gate_broken                 # build (first run, minutes) and evaluate
     python -m studies.gate_broken --split held --show 20
     python -m studies.gate_broken --fresh --langs python --cache /tmp/fresh_py.jsonl.gz
+    python -m studies.gate_broken --fresh 2 --langs python --cache /tmp/fresh2_py.jsonl.gz
 """
 
 from __future__ import annotations
@@ -158,6 +159,27 @@ FRESH_PACKAGES = [
     "xml/dom",
     "multiprocessing",
 ]
+# --fresh 2: a second such set, made after rules were decided on the first one's tune half
+FRESH2_PACKAGES = [
+    "collections",
+    "ctypes",
+    "curses",
+    "dbm",
+    "email/mime",
+    "html",
+    "idlelib",
+    "lib2to3",
+    "lib2to3/fixes",
+    "re",
+    "sqlite3",
+    "tomllib",
+    "venv",
+    "wsgiref",
+    "xml/etree",
+    "xml/sax",
+    "xmlrpc",
+    "zoneinfo",
+]
 
 
 def split_of(name: str) -> str:
@@ -168,16 +190,17 @@ def split_of(name: str) -> str:
 
 
 def sources(
-    max_cpp: int, max_java_lines: int, skip_cpp: int = 0, fresh: bool = False
+    max_cpp: int, max_java_lines: int, skip_cpp: int = 0, fresh: int = 0
 ) -> Iterator[tuple[str, str, str]]:
     """(language, name, text) of every source file; C++: SAFIM's programs `skip_cpp` to
-    `skip_cpp + max_cpp` (a later range is a set no rule was decided on). `fresh`: files no
-    rule was decided on: the stdlib's FRESH_PACKAGES instead of click and STDLIB, and the
-    gson files longer than `max_java_lines` (up to 4,000 lines) instead of the others."""
+    `skip_cpp + max_cpp` (a later range is a set no rule was decided on). `fresh` 1 or 2:
+    files no rule was decided on: the stdlib's FRESH_PACKAGES (or FRESH2_PACKAGES) instead
+    of click and STDLIB, and the gson files longer than `max_java_lines` (up to 4,000
+    lines) instead of the others (the same Java files for both)."""
     repos = data_dir() / "repos"
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     if fresh:
-        for package in FRESH_PACKAGES:
+        for package in FRESH_PACKAGES if fresh == 1 else FRESH2_PACKAGES:
             for p in sorted((stdlib / package).glob("*.py")):
                 yield "python", f"stdlib/{package}/{p.name}", p.read_text("utf-8")
     else:
@@ -488,9 +511,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--java-max-lines", type=int, default=700)
     ap.add_argument(
         "--fresh",
-        action="store_true",
-        help="Python and Java files no rule was decided on (stdlib packages; gson's long "
-        "files); for C++ pass --cpp-skip past the programs used so far",
+        type=int,
+        nargs="?",
+        const=1,
+        default=0,
+        choices=(0, 1, 2),
+        help="Python and Java files no rule was decided on (stdlib packages, set 1 or 2; "
+        "gson's long files); for C++ pass --cpp-skip past the programs used so far",
     )
     ap.add_argument("--cuts", type=int, default=CUTS)
     ap.add_argument("--mode", default="tree-sitter")

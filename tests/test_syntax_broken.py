@@ -231,3 +231,105 @@ def test_a_call_over_several_lines_cut_above_the_hole() -> None:
     with pytest.raises(SyntaxError):
         ast.parse(clean + cut + suffix)
     assert status(prefix, cut, suffix) == "invalid"
+
+
+def test_a_statement_under_a_call_cut_above_that_glues_into_valid_code() -> None:
+    # stdlib asyncio/windows_events.py: the user's line above is cut inside a call
+    # (`ov.ConnectEx(conn.`), and with the hole below it the text still parses: the cut
+    # call swallows the argument line after the hole. The file does not look broken near
+    # the cursor, so the differential blamed the completion's `def` (was: invalid). A
+    # statement-only keyword no deeper than the open call's line is not its argument.
+    prefix = (
+        "class P:\n"
+        "    def connect(self, conn, address):\n"
+        "        ov = _overlapped.Overlapped(NULL)\n"
+        "        ov.ConnectEx(conn.\n"
+        "\n"
+    )
+    truth = (
+        "        def finish_connect(trans, key, ov):\n"
+        "            ov.getresult()\n"
+        "            conn.setsockopt(socket.SOL_SOCKET,\n"
+    )
+    suffix = (
+        "                            _overlapped.SO_UPDATE_CONNECT_CONTEXT, 0)\n"
+        "            return conn\n"
+        "\n"
+        "        return self._register(ov, conn, finish_connect)\n"
+    )
+    # the cut call and the argument line after the hole parse as one statement
+    ast.parse(prefix + suffix.split("\n")[0] + "\n")
+    clean = prefix.replace("conn.\n", "conn.fileno(), address)\n")
+    ast.parse(clean + truth + suffix)
+    assert status(prefix, truth, suffix) == "valid"
+    # a cut tail there is still caught, and so is a statement inside a call the user is
+    # still writing (its argument lines deeper than the call's line)
+    cut = "        def finish_connect(trans, key"
+    with pytest.raises(SyntaxError):
+        ast.parse(clean + cut + suffix)
+    assert status(prefix, cut, suffix) == "invalid"
+    args = prefix.replace("conn.\n\n", "conn,\n")
+    deeper = "            return conn\n"
+    assert status(args, deeper, "            address)\n") == "invalid"
+
+
+def test_a_handler_of_the_try_on_the_cursors_line() -> None:
+    # stdlib multiprocessing/util.py: the user typed `try`; the completion finishes the
+    # header, its body and its handler. The handler's `try:` is the cursor's line, not one
+    # above the window, whose stub must stay an `if 1:` (was: invalid, "expected 'except'
+    # or 'finally' block").
+    prefix = (
+        "def _flush_std_streams():\n"
+        "    try:\n        sys.stdout.flush()\n"
+        "    except (AttributeError, ValueError):\n        pass\n"
+        "    try"
+    )
+    truth = (
+        ":\n        sys.stderr.flush()\n    except (AttributeError, ValueError):\n        pass\n"
+    )
+    suffix = "\n#\n# Start a program\n#\n\ndef spawnv_passfds(path, args, passfds):\n    pass\n"
+    ast.parse(prefix + truth + suffix)
+    broken = prefix.replace("    try:\n", "    try:\n        foo(\n", 1)
+    assert status(broken, truth, suffix) == "valid"
+    # without its handler the `try:` is still caught
+    assert status(broken, ":\n        sys.stderr.flush()\n", suffix) == "invalid"
+
+
+def test_a_statement_under_a_docstring_whose_closing_quotes_were_cut() -> None:
+    # stdlib xml/sax/handler.py: the user's line above was cut inside a docstring, so the
+    # string runs on through the cursor to the next docstring's quotes. The completion (a
+    # method with its own docstring) closed the user's string and was blamed (was: invalid);
+    # its cut tails were string content to the differential (was: valid).
+    prefix = (
+        "class ContentHandler:\n"
+        "    def startElement(self, name, attrs):\n"
+        '        """Signals the start of an element in non-namespace mode.\n'
+        "\n"
+        "        The name parameter contains the raw XML 1.0 name of\n"
+        "        the ele\n"
+        "\n"
+    )
+    truth = (
+        "    def endElement(self, name):\n"
+        '        """Signals the end of an element in non-namespace mode.\n'
+        "\n"
+        "        The name parameter contains the name of the element type, just\n"
+    )
+    suffix = (
+        '        as with the startElement event."""\n'
+        "\n"
+        "    def characters(self, content):\n"
+        "        pass\n"
+    )
+    clean = prefix.replace("the ele\n", 'the element type."""\n')
+    ast.parse(clean + truth + suffix)
+    assert status(prefix, truth, suffix) == "valid"
+    for cut in ("    def end", "    def endElement(self, name):\n        "):
+        with pytest.raises(SyntaxError):
+            ast.parse(clean + cut + suffix)
+        assert status(prefix, cut, suffix) == "invalid"
+    # inside a docstring the user is writing, prose stays string content, even where a
+    # line of it starts with a keyword (or is shallower than the quotes)
+    writing = clean.replace('type."""', "type,")
+    assert status(writing, "        with the given name.\n", suffix) == "valid"
+    assert status(writing, "    def is a word here\n", suffix) == "valid"

@@ -348,11 +348,20 @@ def _try_stubs(data: bytes, ls: int, end: int, stubs: bytes) -> bytes:
     handlers), so a handler under an `if` is still caught."""
     levels = stubs.split(b"\n")
     ups: list[tuple[int, int]] | None = None
-    for ln in data[ls:end].split(b"\n")[1:]:
+    own: set[int] = set()  # indentations of a `try:` the window holds, still open
+    for n, ln in enumerate(data[ls:end].split(b"\n")):
         body = ln.lstrip(b" \t")
-        if not (body.startswith((b"except", b"finally")) and _CLAUSE.match(body)):
+        if not _code(body).strip():
             continue
-        ind = ln[: len(ln) - len(body)]
+        width = len(ln) - len(body)
+        own = {w for w in own if w < width or (w == width and _CLAUSE.match(body))}
+        if re.match(rb"try\b", body):
+            own.add(width)
+        if n == 0 or not (body.startswith((b"except", b"finally")) and _CLAUSE.match(body)):
+            continue
+        if width in own:
+            continue  # the handler of a `try:` in the window (the cursor's line, say)
+        ind = ln[:width]
         if ind + b"if 1:" not in levels:
             continue
         ups = _lines_up(data, ls) if ups is None else ups
@@ -363,6 +372,48 @@ def _try_stubs(data: bytes, ls: int, end: int, stubs: bytes) -> bytes:
                     levels = [ind + b"try:" if x == ind + b"if 1:" else x for x in levels]
                 break
     return b"\n".join(levels)
+
+
+# keywords that start a statement and nothing else: no line inside a bracket starts so
+_STATEMENT_ONLY = re.compile(
+    rb"(def|class|return|try|while|with|import|raise|pass|break|continue|del|global"
+    rb"|nonlocal|assert|elif|except|finally|async\s+def)\b"
+)
+
+_DEFINITION = re.compile(rb"(def|class|async\s+def)\s+[A-Za-z_]\w*\s*([(:]|$)")
+
+
+def stranded(data: bytes, pos: int, line: bytes, string_at: int = -1) -> bool:
+    """Whether the cursor at `pos` of `data` (the text without the completion) sits in a
+    bracket a line above left open (a call the user cut or has not finished), or in a
+    string that starts at `string_at` on a line above (a docstring whose closing quotes
+    the user cut), while its line, `line` (with the completion), is a statement no deeper
+    than that bracket's or string's line: the user's bracket or string, not the
+    completion, is what is broken. The text before the completion may still parse
+    (`f(conn.` glued to an argument line below the hole; a docstring running on to the
+    next one's quotes), so the file need not look broken near the cursor."""
+    body = line.lstrip(b" \t")
+    if not _STATEMENT_ONLY.match(body):
+        return False
+    width = len(line) - len(body)
+    ls = data.rfind(b"\n", 0, pos) + 1
+    if 0 <= string_at < ls:
+        # a string's lines are prose, SQL, anything: only a definition, shallower than
+        # the string's own line, is surely code
+        opened = data[data.rfind(b"\n", 0, string_at) + 1 : string_at + 1]
+        first = body.split(b"\n", 1)[0]
+        return bool(_DEFINITION.match(first)) and len(_indent(opened)) > width
+    ups = _lines_up(data, ls)
+    k = 0
+    while k < len(ups) and not _code(data[ups[k][0] : ups[k][1]]).strip():
+        k += 1
+    if k == len(ups):
+        return False
+    return any(
+        len(_indent(data[ups[s][0] : ups[s][1]])) >= width
+        for o in _open_brackets(data, ups, k)
+        if (s := _logical_start(data, ups, o)) >= 0
+    )
 
 
 def indentation_broken(data: bytes, pos: int) -> bool:

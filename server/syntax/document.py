@@ -395,11 +395,20 @@ class SyntaxDocument:
         if self.language in _BRACE:
             return self._brace_stage(after, splice, deadline, full)
         stage = self._ts_differential(after, splice, deadline, full)
-        if self.language != "python" or stage.status == "timeout" or not self._broken_near(splice):
+        if self.language != "python" or stage.status == "timeout":
             return stage
-        # The file is broken near the cursor: tree-sitter's recovery reshapes the old errors
-        # around the completion either way; Python's parser on the completion's own lines
-        # decides (see _pywindow).
+        if not self._broken_near(splice) and not (
+            _pywindow.stranded(
+                self.data,
+                splice.start,
+                after[after.rfind(b"\n", 0, splice.start) + 1 : splice.new_end],
+                self._string_at(splice.start),
+            )
+        ):
+            return stage
+        # The file is broken near the cursor (or the user left a bracket or a string open
+        # above it): tree-sitter's recovery reshapes the old errors around the completion
+        # either way; Python's parser on the completion's own lines decides (see _pywindow).
         if not after[splice.start : splice.new_end].strip():
             return stage  # blank: nothing for Python to judge that tree-sitter cannot
         w = _pywindow.judge(after, splice.start, splice.new_end)
@@ -493,6 +502,16 @@ class SyntaxDocument:
             cached = (self.version, _cmacros.statement_macros(self.data))
             self._before_macros = cached
         return cached[1]
+
+    def _string_at(self, pos: int) -> int:
+        """Where the string literal holding byte `pos` of the text starts, or -1."""
+        tree = self.tree
+        node = tree.root_node.descendant_for_byte_range(pos, pos) if tree is not None else None
+        while node is not None and node.type not in ("string", "block", "module"):
+            node = node.parent
+        if node is None or node.type != "string" or not node.start_byte < pos < node.end_byte:
+            return -1
+        return node.start_byte
 
     def _broken_near(self, splice: Splice) -> bool:
         """Whether the text without the completion has an error within a few lines of it

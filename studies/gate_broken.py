@@ -159,7 +159,7 @@ FRESH_PACKAGES = [
     "xml/dom",
     "multiprocessing",
 ]
-# --fresh 2: a second such set, made after rules were decided on the first one's tune half
+# --fresh 2: a second such set, made after rules were decided on set 1
 FRESH2_PACKAGES = [
     "collections",
     "ctypes",
@@ -180,6 +180,22 @@ FRESH2_PACKAGES = [
     "xmlrpc",
     "zoneinfo",
 ]
+# --fresh 3: third-party code, not the stdlib's style: packages the test set-up installs
+# (site-packages of the interpreter that runs the study), made after sets 1 and 2's rules
+FRESH3_PACKAGES = [
+    "_pytest",
+    "anyio",
+    "attr",
+    "cachetools",
+    "cattrs",
+    "h11",
+    "httpcore",
+    "httpx",
+    "hypothesis",
+    "javalang",
+    "platformdirs",
+    "pygls",
+]
 
 
 def split_of(name: str) -> str:
@@ -193,16 +209,22 @@ def sources(
     max_cpp: int, max_java_lines: int, skip_cpp: int = 0, fresh: int = 0
 ) -> Iterator[tuple[str, str, str]]:
     """(language, name, text) of every source file; C++: SAFIM's programs `skip_cpp` to
-    `skip_cpp + max_cpp` (a later range is a set no rule was decided on). `fresh` 1 or 2:
-    files no rule was decided on: the stdlib's FRESH_PACKAGES (or FRESH2_PACKAGES) instead
+    `skip_cpp + max_cpp` (a later range is a set no rule was decided on). `fresh` 1, 2, 3:
+    files no rule was decided on: FRESH_PACKAGES (FRESH2_, FRESH3_PACKAGES) instead
     of click and STDLIB, and the gson files longer than `max_java_lines` (up to 4,000
     lines) instead of the others (the same Java files for both)."""
     repos = data_dir() / "repos"
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     if fresh:
-        for package in FRESH_PACKAGES if fresh == 1 else FRESH2_PACKAGES:
-            for p in sorted((stdlib / package).glob("*.py")):
-                yield "python", f"stdlib/{package}/{p.name}", p.read_text("utf-8")
+        packages = {1: FRESH_PACKAGES, 2: FRESH2_PACKAGES, 3: FRESH3_PACKAGES}[fresh]
+        root, where = (
+            (Path(sysconfig.get_paths()["purelib"]), "site-packages")
+            if fresh == 3
+            else (stdlib, "stdlib")
+        )
+        for package in packages:
+            for p in sorted((root / package).glob("*.py")):
+                yield "python", f"{where}/{package}/{p.name}", p.read_text("utf-8")
     else:
         with tarfile.open(repos / "click-src.tar.gz") as tf:
             for m in tf.getmembers():
@@ -515,8 +537,9 @@ def main(argv: list[str] | None = None) -> int:
         nargs="?",
         const=1,
         default=0,
-        choices=(0, 1, 2),
+        choices=(0, 1, 2, 3),
         help="Python and Java files no rule was decided on (stdlib packages, set 1 or 2; "
+        "set 3: third-party packages in site-packages; "
         "gson's long files); for C++ pass --cpp-skip past the programs used so far",
     )
     ap.add_argument("--cuts", type=int, default=CUTS)

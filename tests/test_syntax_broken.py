@@ -333,3 +333,55 @@ def test_a_statement_under_a_docstring_whose_closing_quotes_were_cut() -> None:
     writing = clean.replace('type."""', "type,")
     assert status(writing, "        with the given name.\n", suffix) == "valid"
     assert status(writing, "    def is a word here\n", suffix) == "valid"
+
+
+def test_a_body_under_a_signature_cut_in_its_parameters() -> None:
+    # h11/_util.py: the user's `def` line was cut inside its parameter list, comments
+    # follow the hole, so the file breaks only far below the cursor. The body's `if`
+    # header cannot be a parameter (was: invalid, "unexpected 'if'").
+    prefix = "class ProtocolError(Exception):\n    def __init__(self, msg: str, erro\n"
+    truth = (
+        "        if type(self) is ProtocolError:\n"
+        '            raise TypeError("tried to directly instantiate ProtocolError")\n'
+        "        Exception.__init__(self, msg)\n"
+    )
+    suffix = (
+        "\n\n# Strategy: a comment\n# over several lines\n#\n"
+        "class Local(ProtocolError):\n    pass\n"
+    )
+    clean = prefix.replace("erro\n", "error_status_hint: int = 400) -> None:\n")
+    ast.parse(clean + truth + suffix)
+    assert status(prefix, truth, suffix) == "valid"
+    cut = '        if type(self) is ProtocolError:\n            raise TypeError("tried'
+    with pytest.raises(SyntaxError):
+        ast.parse(clean + cut + suffix)
+    assert status(prefix, cut, suffix) == "invalid"
+
+
+def test_the_window_stands_for_match_and_case_with_their_own_stubs() -> None:
+    # anyio/_lazyimport.py: the window grows over the user's next `case` clause; with an
+    # `if 1:` for each enclosing header that `case` was a syntax error in the user's lines
+    # (was: invalid). A header without its colon there is still caught.
+    prefix = (
+        "def exports(tree):\n"
+        "    out = {}\n"
+        "    for stmt in tree.body:\n"
+        "        match stmt:\n"
+        "            case ast.ImportFrom():\n"
+        "                foo(\n"
+        "                for alias in stmt.names:\n"
+        "                    if alias"
+    )
+    truth = '.name == "*":\n                        continue\n'
+    suffix = (
+        "                    out[alias.name] = alias\n"
+        "            case ast.Expr() if isinstance(stmt.value, ast.Call):\n"
+        "                pass\n"
+        "    return out\n"
+    )
+    ast.parse(prefix.replace("                foo(\n", "") + truth + suffix)
+    assert status(prefix, truth, suffix) == "valid"
+    bare = '.name == "*"\n                        continue\n'  # the header's ':' dropped
+    with pytest.raises(SyntaxError):
+        ast.parse(prefix.replace("                foo(\n", "") + bare + suffix)
+    assert status(prefix, bare, suffix) == "invalid"

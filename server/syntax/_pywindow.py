@@ -126,6 +126,17 @@ def _open_brackets(data: bytes, ups: list[tuple[int, int]], k: int) -> list[int]
     return out
 
 
+def _header_stub(line: bytes) -> bytes:
+    """The stub for a header: `if 1:`; a `match`'s or a `case`'s is one of its own (a
+    `case` stands only in a `match`, and a `match` holds only cases)."""
+    body = line.lstrip(b" \t")
+    if re.match(rb"match\b", body):
+        return b"match 1:"
+    if re.match(rb"case\b", body):
+        return b"case 1:"
+    return b"if 1:"
+
+
 def _enclosing(data: bytes, ups: list[tuple[int, int]], j: int, cur: int) -> list[bytes]:
     """Stubs for the headers enclosing line `j` (of indentation `cur`), innermost first:
     the lines above less indented than the current level that end in ':' or start with a
@@ -143,7 +154,7 @@ def _enclosing(data: bytes, ups: list[tuple[int, int]], j: int, cur: int) -> lis
             h = _logical_start(data, ups, j)  # a header over several lines
             ind_h = _indent(data[ups[h][0] : ups[h][1]])
             if len(ind_h) < cur:
-                levels.append(ind_h + b"if 1:")
+                levels.append(ind_h + _header_stub(data[ups[h][0] : ups[h][1]]))
                 cur = len(ind_h)
             j = h
         j += 1
@@ -194,7 +205,7 @@ def _contexts(data: bytes, ls: int, nested: bool = False) -> list[tuple[bytes, i
                 out.append((build(_indent(data[ups[top][0] : ups[top][1]]), top, b"pass"), ls))
         return out
     header = code.endswith(b":")
-    out.append((build(ind, j, b"if 1:" if header else b"pass"), ls))
+    out.append((build(ind, j, _header_stub(first) if header else b"pass"), ls))
     if not nested:
         # inside a bracket opened further up (the items of a dict over several lines), or
         # below a bracket the user left open: read it both ways
@@ -380,6 +391,9 @@ _STATEMENT_ONLY = re.compile(
     rb"|nonlocal|assert|elif|except|finally|async\s+def)\b"
 )
 
+_HEADER_LINE = re.compile(
+    rb"(if|elif|else|for|while|with|try|except|finally|async\s+(for|with))\b.*:$"
+)
 _DEFINITION = re.compile(rb"(def|class|async\s+def)\s+[A-Za-z_]\w*\s*([(:]|$)")
 
 
@@ -387,13 +401,19 @@ def stranded(data: bytes, pos: int, line: bytes, string_at: int = -1) -> bool:
     """Whether the cursor at `pos` of `data` (the text without the completion) sits in a
     bracket a line above left open (a call the user cut or has not finished), or in a
     string that starts at `string_at` on a line above (a docstring whose closing quotes
-    the user cut), while its line, `line` (with the completion), is a statement no deeper
-    than that bracket's or string's line: the user's bracket or string, not the
-    completion, is what is broken. The text before the completion may still parse
+    the user cut), while its line, `line` (with the completion), is a statement that
+    cannot be inside it: the user's bracket or string, not the completion, is what is
+    broken. The text before the completion may still parse, or break only far below
     (`f(conn.` glued to an argument line below the hole; a docstring running on to the
-    next one's quotes), so the file need not look broken near the cursor."""
+    next one's quotes), so the file need not look broken near the cursor.
+
+    A statement: a statement-only keyword, or a block header (`if x:`), which no line
+    inside a bracket starts with. It cannot be inside the bracket when it is no deeper
+    than the bracket's line, or deeper when that line is a block header (a signature cut
+    in its parameters, the body below)."""
     body = line.lstrip(b" \t")
-    if not _STATEMENT_ONLY.match(body):
+    first = body.split(b"\n", 1)[0]
+    if not (_STATEMENT_ONLY.match(first) or _HEADER_LINE.match(_code(first))):
         return False
     width = len(line) - len(body)
     ls = data.rfind(b"\n", 0, pos) + 1
@@ -401,7 +421,6 @@ def stranded(data: bytes, pos: int, line: bytes, string_at: int = -1) -> bool:
         # a string's lines are prose, SQL, anything: only a definition, shallower than
         # the string's own line, is surely code
         opened = data[data.rfind(b"\n", 0, string_at) + 1 : string_at + 1]
-        first = body.split(b"\n", 1)[0]
         return bool(_DEFINITION.match(first)) and len(_indent(opened)) > width
     ups = _lines_up(data, ls)
     k = 0
@@ -409,11 +428,12 @@ def stranded(data: bytes, pos: int, line: bytes, string_at: int = -1) -> bool:
         k += 1
     if k == len(ups):
         return False
-    return any(
-        len(_indent(data[ups[s][0] : ups[s][1]])) >= width
-        for o in _open_brackets(data, ups, k)
-        if (s := _logical_start(data, ups, o)) >= 0
-    )
+    for o in _open_brackets(data, ups, k):
+        a, b = ups[_logical_start(data, ups, o)]
+        opener = data[a:b]
+        if len(_indent(opener)) >= width or _COMPOUND.match(opener.lstrip(b" \t")):
+            return True
+    return False
 
 
 def indentation_broken(data: bytes, pos: int) -> bool:

@@ -385,3 +385,65 @@ def test_the_window_stands_for_match_and_case_with_their_own_stubs() -> None:
     with pytest.raises(SyntaxError):
         ast.parse(prefix.replace("                foo(\n", "") + bare + suffix)
     assert status(prefix, bare, suffix) == "invalid"
+
+
+def test_a_docstring_cut_short_that_swallows_the_code_below() -> None:
+    # platformdirs/_xdg.py, the user half-way through a method's name: a cut inside the
+    # docstring leaves its quotes open; every docstring below then pairs its quotes the
+    # wrong way round, and Python reports only an unterminated string that moves down as
+    # the window grows (was: valid, "in the lines after it").
+    prefix = (
+        "class Xdg:\n"
+        "    @property\n"
+        "    def user_videos_dir(self) -> str:\n"
+        '        """Videos directory tied to the user."""\n'
+        '        return self._media("XDG_VIDEOS_DIR")\n'
+        "\n"
+        "    @property\n"
+        "    def user_music_dir(sel"
+    )
+    truth = (
+        'f) -> str:\n        """Music directory tied to the user."""\n'
+        '        return self._media("XDG_MUSIC_DIR")\n'
+    )
+    # more methods below than the window grows over (their quotes keep the error moving)
+    suffix = "".join(
+        "\n    @property\n"
+        f"    def user_{name}_dir(self) -> str:\n"
+        f'        """{name.title()} directory tied to the user."""\n'
+        f'        return self._media("XDG_{name.upper()}_DIR")\n'
+        for name in (
+            "desktop",
+            "projects",
+            "pictures",
+            "documents",
+            "downloads",
+            "templates",
+            "public",
+            "state",
+            "cache",
+            "config",
+            "data",
+            "runtime",
+        )
+    )
+    ast.parse(prefix + truth + suffix)
+    assert status(prefix, truth, suffix) == "valid"
+    cut = 'f) -> str:\n        """Music directory tied to the user, from'
+    with pytest.raises(SyntaxError):
+        ast.parse(prefix + cut + suffix)
+    assert status(prefix, cut, suffix) == "invalid"
+    # a docstring the user's lines go on with (prose, then its quotes) is no such cut
+    prose = '        more about it.\n        """\n        return 1\n'
+    ast.parse(prefix + 'f) -> str:\n        """Music, from\n' + prose)
+    assert status(prefix, 'f) -> str:\n        """Music, from\n', prose + suffix) == "valid"
+
+
+def test_triple_quotes_inside_a_one_line_string_open_nothing() -> None:
+    # stdlib tokenize.py: `'"""'` holds three quotes that open no string (was: invalid
+    # once the count of quotes ignored the string around them)
+    prefix = "triple = set()\nfor t in prefixes():\n    foo(\n"
+    truth = "    for u in (t + '\"\"\"', t + \"'''\"):\n        triple.add(u)\n"
+    suffix = "del t, u\n\n\ndef f():\n    pass\n"
+    ast.parse(prefix.replace("    foo(\n", "") + truth + suffix)
+    assert status(prefix, truth, suffix) == "valid"

@@ -270,13 +270,46 @@ def judge(data: bytes, start: int, end: int) -> WindowVerdict:
         # another reading counts only when its window parses outright: its excuses (an
         # error far down, a bracket the user opened) are no evidence
         if v.valid and (n == 0 or not v.message):
-            return v
+            return _unless_swallowing(data, ls, start, end, v)
         found.append(v)
     if not found[0].beyond and any(v.valid is None and v.message for v in found):
         # some reading ran into the end of the file still open: the file is cut short
         # inside the completion's statement, the window has no evidence either way
-        return WindowVerdict(None, found[0].message)
+        return _unless_swallowing(data, ls, start, end, WindowVerdict(None, found[0].message))
     return found[0]
+
+
+# a line that is surely code, never a docstring's prose: a definition's header, a decorator
+_CODE_LINE = re.compile(
+    rb"((async\s+)?def\s+\w+\s*\(.*\)\s*(->\s*\S.*)?:"
+    rb"|class\s+\w+\s*(\(.*\))?\s*:|@[\w.]+(\(.*\))?)$"
+)
+
+
+def _unless_swallowing(
+    data: bytes, ls: int, start: int, end: int, verdict: WindowVerdict
+) -> WindowVerdict:
+    """`verdict` (valid with an excuse, or undecided), unless the completion ends inside a
+    triple-quoted string it opened (a docstring cut short) and the user's lines up to the
+    next such quote are code: the string swallows them, and every string below pairs its
+    quotes the wrong way round, so Python reports only an unterminated string that moves
+    on as the window grows, and never the completion."""
+    for q in (b'"""', b"'''"):
+        # (quotes inside one-line strings, `'"""'`, are none)
+        opened, n, pos = -1, 0, ls
+        for line in data[ls:end].split(b"\n"):
+            k = _STRINGS.sub(b'""', line).count(q)
+            if k % 2:
+                opened = pos + max(line.rfind(q), 0)
+            n += k
+            pos += len(line) + 1
+        if not n % 2 or opened < start:
+            continue  # balanced, or the user's quote (the completion goes on in its string)
+        close = data.find(q, end)
+        region = data[end : len(data) if close < 0 else close]
+        if any(_CODE_LINE.match(_code(ln).strip()) for ln in region.split(b"\n")[1:]):
+            return WindowVerdict(False, "the string opened here swallows the code below it", opened)
+    return verdict
 
 
 def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int) -> WindowVerdict:

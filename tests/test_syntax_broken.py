@@ -447,3 +447,20 @@ def test_triple_quotes_inside_a_one_line_string_open_nothing() -> None:
     suffix = "del t, u\n\n\ndef f():\n    pass\n"
     ast.parse(prefix.replace("    foo(\n", "") + truth + suffix)
     assert status(prefix, truth, suffix) == "valid"
+
+
+def test_a_body_under_a_header_keyword_cut_short() -> None:
+    # platformdirs/testing.py: the user's `finally:` above was cut to `fina`, a name that
+    # parses as a statement, so the file does not look broken; the body the completion
+    # puts under it was an "unexpected indent" (was: invalid). Under a whole statement the
+    # same indentation still is one.
+    prefix = "def isolated(cls):\n    try:\n        yield\n    fina\n"
+    truth = "        with _LOCK:\n            scope.close(cls)\n"
+    suffix = "\n\nclass _Isolation:\n    pass\n"
+    ast.parse(prefix.replace("fina", "finally:") + truth + suffix)
+    assert status(prefix, truth, suffix) == "valid"
+    cut = "        with _LOCK:\n            scope.close(cl"
+    with pytest.raises(SyntaxError):
+        ast.parse(prefix.replace("fina", "finally:") + cut + suffix)
+    assert status(prefix, cut, suffix) == "invalid"
+    assert status(prefix.replace("    fina\n", "    final = 1\n"), truth, suffix) == "invalid"

@@ -163,6 +163,17 @@ def _enclosing(data: bytes, ups: list[tuple[int, int]], j: int, cur: int) -> lis
     return levels
 
 
+# the keywords a block header starts with
+_KEYWORDS = b"async case class def elif else except finally for match try while with".split()
+
+
+def _half_keyword(code: bytes) -> bool:
+    """Whether the line is the start of a block header's keyword alone (`fina`): a header
+    the user is typing, or one cut short."""
+    word = code.strip()
+    return len(word) >= 2 and word.isalpha() and any(k.startswith(word) for k in _KEYWORDS)
+
+
 def _contexts(data: bytes, ls: int, nested: bool = False) -> list[tuple[bytes, int]]:
     """Ways to stand for the code above the line starting at `ls`: (stub lines, where the
     window starts). Several when the line above is ambiguous (a header the user left
@@ -186,7 +197,7 @@ def _contexts(data: bytes, ls: int, nested: bool = False) -> list[tuple[bytes, i
                 break
     first = data[ups[j][0] : ups[j][1]]
     ind = _indent(first)
-    keyword = bool(_COMPOUND.match(first.lstrip(b" \t")))
+    keyword = bool(_COMPOUND.match(first.lstrip(b" \t"))) or _half_keyword(_code(first))
 
     def build(ind: bytes, j: int, stub: bytes) -> bytes:
         levels = [ind + stub, *_enclosing(data, ups, j, len(ind))]
@@ -430,6 +441,20 @@ _HEADER_LINE = re.compile(
 _DEFINITION = re.compile(rb"(def|class|async\s+def)\s+[A-Za-z_]\w*\s*([(:]|$)")
 
 
+def _code_above(data: bytes, ls: int) -> bytes | None:
+    """The closest line above the line starting at `ls` that holds code, if any."""
+    end = ls - 1
+    for _ in range(_MAX_GROW):
+        if end < 0:
+            return None
+        start = data.rfind(b"\n", 0, end) + 1
+        line = data[start:end]
+        if _code(line).strip():
+            return line
+        end = start - 1
+    return None
+
+
 def stranded(data: bytes, pos: int, line: bytes, string_at: int = -1) -> bool:
     """Whether the cursor at `pos` of `data` (the text without the completion) sits in a
     bracket a line above left open (a call the user cut or has not finished), or in a
@@ -443,13 +468,19 @@ def stranded(data: bytes, pos: int, line: bytes, string_at: int = -1) -> bool:
     A statement: a statement-only keyword, or a block header (`if x:`), which no line
     inside a bracket starts with. It cannot be inside the bracket when it is no deeper
     than the bracket's line, or deeper when that line is a block header (a signature cut
-    in its parameters, the body below)."""
+    in its parameters, the body below).
+
+    Also stranded: any line deeper than the line above it when that line is only the start
+    of a header's keyword (`fina`, a `finally:` cut short), which parses as a name."""
     body = line.lstrip(b" \t")
     first = body.split(b"\n", 1)[0]
-    if not (_STATEMENT_ONLY.match(first) or _HEADER_LINE.match(_code(first))):
-        return False
     width = len(line) - len(body)
     ls = data.rfind(b"\n", 0, pos) + 1
+    above = _code_above(data, ls)
+    if above is not None and _half_keyword(_code(above)) and len(_indent(above)) < width:
+        return True
+    if not (_STATEMENT_ONLY.match(first) or _HEADER_LINE.match(_code(first))):
+        return False
     if 0 <= string_at < ls:
         # a string's lines are prose, SQL, anything: only a definition, shallower than
         # the string's own line, is surely code

@@ -196,6 +196,23 @@ FRESH3_PACKAGES = [
     "platformdirs",
     "pygls",
 ]
+# --fresh 4: more third-party code in site-packages, made after set 3's rules
+FRESH4_PACKAGES = [
+    "build",
+    "dateutil",
+    "diskcache",
+    "jinja2",
+    "markdown_it",
+    "packaging",
+    "pathspec",
+    "pluggy",
+    "pyparsing",
+    "sortedcontainers",
+    "starlette",
+    "tomlkit",
+    "uvicorn",
+    "yaml",
+]
 
 
 def split_of(name: str) -> str:
@@ -209,17 +226,19 @@ def sources(
     max_cpp: int, max_java_lines: int, skip_cpp: int = 0, fresh: int = 0
 ) -> Iterator[tuple[str, str, str]]:
     """(language, name, text) of every source file; C++: SAFIM's programs `skip_cpp` to
-    `skip_cpp + max_cpp` (a later range is a set no rule was decided on). `fresh` 1, 2, 3:
-    files no rule was decided on: FRESH_PACKAGES (FRESH2_, FRESH3_PACKAGES) instead
+    `skip_cpp + max_cpp` (a later range is a set no rule was decided on). `fresh` 1 to 4:
+    files no rule was decided on: FRESH_PACKAGES (FRESH2_ to FRESH4_PACKAGES) instead
     of click and STDLIB, and the gson files longer than `max_java_lines` (up to 4,000
     lines) instead of the others (the same Java files for both)."""
     repos = data_dir() / "repos"
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     if fresh:
-        packages = {1: FRESH_PACKAGES, 2: FRESH2_PACKAGES, 3: FRESH3_PACKAGES}[fresh]
+        packages = {1: FRESH_PACKAGES, 2: FRESH2_PACKAGES, 3: FRESH3_PACKAGES}.get(
+            fresh, FRESH4_PACKAGES
+        )
         root, where = (
             (Path(sysconfig.get_paths()["purelib"]), "site-packages")
-            if fresh == 3
+            if fresh >= 3
             else (stdlib, "stdlib")
         )
         for package in packages:
@@ -537,9 +556,9 @@ def main(argv: list[str] | None = None) -> int:
         nargs="?",
         const=1,
         default=0,
-        choices=(0, 1, 2, 3),
+        choices=(0, 1, 2, 3, 4),
         help="Python and Java files no rule was decided on (stdlib packages, set 1 or 2; "
-        "set 3: third-party packages in site-packages; "
+        "sets 3 and 4: third-party packages in site-packages; "
         "gson's long files); for C++ pass --cpp-skip past the programs used so far",
     )
     ap.add_argument("--cuts", type=int, default=CUTS)

@@ -464,3 +464,17 @@ def test_a_body_under_a_header_keyword_cut_short() -> None:
         ast.parse(prefix.replace("fina", "finally:") + cut + suffix)
     assert status(prefix, cut, suffix) == "invalid"
     assert status(prefix.replace("    fina\n", "    final = 1\n"), truth, suffix) == "invalid"
+
+
+def test_match_as_a_name_is_no_header() -> None:
+    # jinja2/utils.py: the user's line above, `match = re.match(r"^(`, was cut inside its
+    # call; `match` there is a name, not a `match` statement, so the window's stub for it
+    # must be a statement, not a header whose body the completion's `if` would have to be
+    # (was: invalid, "expected an indented block")
+    prefix = 'def urlize(middle):\n    for x in y:\n        match = re.match(r"^(\n\n'
+    truth = "        if match:\n            head = match.group()\n"
+    suffix = "            middle = middle[match.end() :]\n\n    return middle\n"
+    clean = prefix.replace('r"^(\n', 'r"^(a)", middle)\n')
+    ast.parse(clean + truth + suffix)
+    assert status(prefix, truth, suffix) == "valid"
+    assert status(prefix, "        if match:\n            head = match.gr(", suffix) == "invalid"

@@ -69,7 +69,10 @@ def _indent(line: bytes) -> bytes:
 
 
 _COMPOUND = re.compile(
-    rb"(if|elif|else|for|while|with|try|except|finally|def|class|async|match|case)\b"
+    rb"(if|elif|else|for|while|with|try|except|finally|def|class|async)\b"
+    # soft keywords: also names (`match = re.match(...)`, `match.group()`, `case(x)`)
+    # (a bracket after one starts a pattern only in a header: `case [x, y]:`)
+    rb"|(match|case)\b(?!\s*[=.,)\]:]|\s*$)(?!\s*[(\[](?!.*:\s*(#.*)?$))"
 )
 
 

@@ -647,3 +647,33 @@ def test_a_rejection_in_a_broken_file_points_into_the_text(
     assert v.status == "invalid"
     assert (v.line, v.column, v.message) == (line, column, message)
     assert "__" not in v.message
+
+
+def test_cpp_loop_in_a_file_whose_closing_lines_are_indented_carelessly() -> None:
+    # SAFIM 000624: `return 0;` sits deeper than the loop and main's `}` as deep as the
+    # loop. Once the loop's `}` closed the window's last block at the loop's indentation,
+    # the window still ran on to the end of the file ("cut short": no verdict), and the
+    # differential blamed the completion for the user's cut `cin` above (was: invalid).
+    pre = "#include <bits/stdc++.h>\nusing namespace std;\nint main(){\n  long long T;\n  cin\n"
+    truth = "  while(T--){\n    long long m;\n"
+    suf = "    cin>>m;\n    if(m>1)\n    cout<<m<<endl;\n  }\n   return 0; \n  }\n"
+    labelled = pre.replace("  cin\n", "  cin>>T;\n")
+    _cpp_judged(pre, truth, suf, valid=True, labelled=labelled)
+    _cpp_judged(pre, "  while(T--){\n    long long", suf, valid=False, labelled=labelled)
+
+
+def test_cpp_statement_under_a_declaration_cut_short_above() -> None:
+    # SAFIM 000351: the user's `ll n;cin>>n;` cut to `ll n;c`; tree-sitter reads `c` and
+    # the completion's `if(...)` as one declaration with its `;` missing inside the
+    # completion, and the text without the completion showed no error at all (was:
+    # invalid). The window judges the completion's own statement; cut tails stay caught.
+    pre = (
+        "#include <bits/stdc++.h>\nusing namespace std;\n#define ll long long\n"
+        "int main(){\n\tint t;cin>>t;\n\twhile(t--){\n\t\tll n;c\n"
+    )
+    truth = '\t\tif(n%2!=0){\n\t\t\tcout<<(n+1)/2<<"\\n";\n\t\t}\n'
+    suf = '\t\telse{\n\t\t\tcout<<n/2<<"\\n";\n\t\t}\n\t}\n}\n'
+    labelled = pre.replace("ll n;c\n", "ll n;cin>>n;\n")
+    _cpp_judged(pre, truth, suf, valid=True, labelled=labelled)
+    for cut in ("\t\tif(n%2!=0){\n\t\t\tcou", '\t\tif(n%2!=0){\n\t\t\tcout<<(n+1)/2<<"\\n";\n'):
+        _cpp_judged(pre, cut, suf, valid=False, labelled=labelled)

@@ -237,6 +237,7 @@ def _window_end(
     written at its header's indentation (competitive code), and still the window's."""
     pos = after
     end = after - 1 if after > 0 else 0
+    closed = False  # the line before closed the window's last open block at `ci`
     for _ in range(_MAX_DOWN):
         if pos >= len(data):
             return len(data)
@@ -249,6 +250,14 @@ def _window_end(
         w = _width(line)
         if w < ci or (w == ci and last.endswith(_ENDS) and not _GOES_ON.match(code) and inner <= 0):
             return end
+        if code:
+            if closed and not _GOES_ON.match(code):
+                # the window's blocks all closed on a `}` line at `ci`: the statement is
+                # whole, and a deeper line after it is the next one, indented carelessly
+                return end
+            closed = (
+                w == ci and code.startswith(b"}") and inner > 0 and not open_braces(code, inner)
+            )
         if depth is not None:
             if code.startswith(b"}") and depth <= 0:
                 return end

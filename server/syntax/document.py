@@ -7,6 +7,7 @@ incrementally (or from scratch with `full=True`, for benchmarks).
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Literal
 
@@ -437,6 +438,20 @@ class SyntaxDocument:
             # reparse would only say it in other words (a stub-side error needs it)
             return _Stage("invalid", [_window_site(after, splice, w)], window=True)
         stage = self._ts_differential(after, splice, deadline, full)
+        tree = stage.tree
+        if (
+            w is None
+            and stage.status == "invalid"
+            and tree is not None
+            and self.language in ("c", "cpp")
+            and any(_unfinished_above(s, tree, after, splice) for s in stage.intro)
+        ):
+            # the user's line above is a statement left unfinished (`ll n;c`, cut short)
+            # that the parser reads on into the completion, in a file that did not look
+            # broken: the window judges the completion's own statement
+            w = self._brace_window(after, splice, deadline, broken=True)
+            if w is not None and w.valid:
+                return _Stage("valid", [], window=True)
         if w is None:
             return stage
         if stage.status == "invalid":
@@ -448,12 +463,12 @@ class SyntaxDocument:
         return _Stage("invalid", [site], stage.tree, window=True)
 
     def _brace_window(
-        self, after: bytes, splice: Splice, deadline: float
+        self, after: bytes, splice: Splice, deadline: float, broken: bool = False
     ) -> _bracewindow.WindowVerdict | None:
         """The window's verdict where the text without the completion is broken near the
-        cursor and a window stands on its own there, else None."""
+        cursor (`broken`: known to be) and a window stands on its own there, else None."""
         sites = self._sites_before()
-        if not sites or not after[splice.start : splice.new_end].strip():
+        if not (sites or broken) or not after[splice.start : splice.new_end].strip():
             return None
         lang = self.language or ""
         parse = (
@@ -486,7 +501,7 @@ class SyntaxDocument:
         lo = w.span[0]
         for _ in range(_NEAR_LINES + 1):
             lo = data.rfind(b"\n", 0, max(lo - 1, 0)) + 1 if lo > 0 else 0
-        return w if any(lo <= s.end for s in sites) else None
+        return w if broken or any(lo <= s.end for s in sites) else None
 
     def _brace_surplus(self) -> bool:
         """Whether the text closes more braces than it opens (a block header deleted)."""
@@ -854,6 +869,31 @@ def _window_site(after: bytes, splice: Splice, w: _bracewindow.WindowVerdict) ->
         at = splice.start + opener[0]
         return ErrorSite(at, at, False, "ERROR", "", note=f"'{opener[1]}' is never closed")
     return ErrorSite(w.where, w.where, False, "ERROR", "", note=w.message)
+
+
+_STATEMENT_KEYWORD = re.compile(rb"\s*(if|for|while|do|switch|return|break|continue|throw)\b")
+
+
+def _unfinished_above(
+    site: ErrorSite, tree: tree_sitter.Tree, after: bytes, splice: Splice
+) -> bool:
+    """Whether `site` is a `;` missing from a statement the user began on a line above
+    the completion and left unfinished (`ll n;c`, a line cut short): the completion's
+    lines start with a statement of their own (a keyword), which cannot finish it. The
+    parser reads the two as one statement and misses the `;` inside the completion."""
+    if not (site.missing and site.kind == ";"):
+        return False
+    ls = after.rfind(b"\n", 0, splice.start) + 1
+    if after[ls : splice.start].strip() or not _STATEMENT_KEYWORD.match(
+        after[splice.start : splice.new_end]
+    ):
+        return False
+    node: tree_sitter.Node | None = tree.root_node.descendant_for_byte_range(site.start, site.end)
+    while node is not None and not (
+        node.type.endswith(("statement", "declaration")) and node.type != "compound_statement"
+    ):
+        node = node.parent
+    return node is not None and node.start_byte < ls
 
 
 def unclosed_opener(inserted: bytes) -> tuple[int, str] | None:

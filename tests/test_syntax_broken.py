@@ -478,3 +478,35 @@ def test_match_as_a_name_is_no_header() -> None:
     ast.parse(clean + truth + suffix)
     assert status(prefix, truth, suffix) == "valid"
     assert status(prefix, "        if match:\n            head = match.gr(", suffix) == "invalid"
+
+
+def test_a_method_after_a_method_longer_than_the_lines_read_up() -> None:
+    # fastapi/applications.py: `__init__`'s signature and docstrings run for ~900 lines,
+    # so the window's search for the enclosing headers (400 lines up) stopped inside it
+    # and one stub at column 0 stood for the class and the method; the new method at
+    # column 4 then "did not match any outer indentation level" (was: invalid).
+    params = "".join(
+        f"        p{i}: Annotated[\n"
+        "            int,\n"
+        '            Doc("""\n'
+        f"            Doc of parameter {i}, read more in the docs.\n"
+        '            """),\n'
+        "        ] = 0,\n"
+        for i in range(120)
+    )
+    prefix = (
+        "class App:\n"
+        "    def __init__(\n"
+        "        self,\n" + params + "    ) -> None:\n"
+        "        self.setup()\n"
+        "\n"
+        "    def build"
+    )
+    truth = "_stack(self) -> list:\n        # a comment on why\n        debug = self.debug\n"
+    suffix = "        handler = None\n        return [debug, handler]\n"
+    assert prefix.count("\n") > 480
+    ast.parse(prefix + truth + suffix)
+    assert status(prefix, truth, suffix) == "valid"
+    assert (
+        status(prefix, "_stack(self) -> list:\n        debug = (self.debug\n", suffix) == "invalid"
+    )

@@ -39,6 +39,8 @@ _INCOMPLETE = (
 _INDENTATION = ("indent", "unindent")
 _MAX_UP = 400  # lines searched above the cursor for the enclosing headers
 _MAX_GROW = 40  # lines the window may grow by while the input is incomplete
+_MAX_FAR = 5000  # lines searched further up for the headers of a long block
+_SIGNATURE = re.compile(rb"(async\s+)?(def|class)\s+\w+\s*[(:]")  # (over several lines)
 
 
 def _lines_up(data: bytes, pos: int) -> list[tuple[int, int]]:
@@ -161,6 +163,24 @@ def _enclosing(data: bytes, ups: list[tuple[int, int]], j: int, cur: int) -> lis
                 cur = len(ind_h)
             j = h
         j += 1
+    if cur > 0 and ups and len(ups) >= _MAX_UP:
+        # the lines read end inside a long block (a signature with a docstring of hundreds
+        # of lines): look further up, by line, for the enclosing headers' indentations
+        end = ups[-1][0] - 1
+        for _ in range(_MAX_FAR):
+            if end < 0 or cur == 0:
+                break
+            start = data.rfind(b"\n", 0, end) + 1
+            line = data[start:end]
+            end = start - 1
+            code = _code(line).lstrip(b" \t")
+            if (
+                len(_indent(line)) < cur
+                and _COMPOUND.match(code)
+                and (code.endswith(b":") or _SIGNATURE.match(code))
+            ):
+                levels.append(_indent(line) + _header_stub(line))
+                cur = len(_indent(line))
     if cur > 0:
         levels.append(b"if 1:")  # the outer levels were too far up: one stands for them
     return levels

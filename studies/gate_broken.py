@@ -225,6 +225,20 @@ FRESH5_PACKAGES = [
     "sqlite_utils",
     "sse_starlette",
 ]
+# --fresh 6: pip's and setuptools' own code, made after set 5's rules (report only)
+FRESH6_PACKAGES = [
+    "dotenv",
+    "pip/_internal",
+    "pip/_internal/commands",
+    "pip/_internal/index",
+    "pip/_internal/network",
+    "pip/_internal/operations",
+    "pip/_internal/req",
+    "pip/_internal/utils",
+    "pkg_resources",
+    "setuptools",
+    "setuptools/command",
+]
 
 
 def split_of(name: str) -> str:
@@ -238,8 +252,8 @@ def sources(
     max_cpp: int, max_java_lines: int, skip_cpp: int = 0, fresh: int = 0
 ) -> Iterator[tuple[str, str, str]]:
     """(language, name, text) of every source file; C++: SAFIM's programs `skip_cpp` to
-    `skip_cpp + max_cpp` (a later range is a set no rule was decided on). `fresh` 1 to 5:
-    files no rule was decided on: FRESH_PACKAGES (FRESH2_ to FRESH5_PACKAGES) instead
+    `skip_cpp + max_cpp` (a later range is a set no rule was decided on). `fresh` 1 to 6:
+    files no rule was decided on: FRESH_PACKAGES (FRESH2_ to FRESH6_PACKAGES) instead
     of click and STDLIB, and the gson files longer than `max_java_lines` (up to 4,000
     lines) instead of the others (the same Java files for both)."""
     repos = data_dir() / "repos"
@@ -250,7 +264,8 @@ def sources(
             2: FRESH2_PACKAGES,
             3: FRESH3_PACKAGES,
             4: FRESH4_PACKAGES,
-        }.get(fresh, FRESH5_PACKAGES)
+            5: FRESH5_PACKAGES,
+        }.get(fresh, FRESH6_PACKAGES)
         root, where = (
             (Path(sysconfig.get_paths()["purelib"]), "site-packages")
             if fresh >= 3
@@ -571,9 +586,9 @@ def main(argv: list[str] | None = None) -> int:
         nargs="?",
         const=1,
         default=0,
-        choices=(0, 1, 2, 3, 4, 5),
+        choices=(0, 1, 2, 3, 4, 5, 6),
         help="Python and Java files no rule was decided on (stdlib packages, set 1 or 2; "
-        "sets 3 to 5: third-party packages in site-packages; "
+        "sets 3 to 6: third-party packages in site-packages; "
         "gson's long files); for C++ pass --cpp-skip past the programs used so far",
     )
     ap.add_argument("--cuts", type=int, default=CUTS)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Iterator
 
 import attrs
 
@@ -52,6 +53,18 @@ def _lines_up(data: bytes, pos: int) -> list[tuple[int, int]]:
         out.append((start, end))
         end = start - 1
     return out
+
+
+def _lines_above(data: bytes, ls: int, limit: int) -> Iterator[bytes]:
+    """The lines above the line starting at `ls`, nearest first, at most `limit` (lazy:
+    most callers stop at the first line of code)."""
+    end = ls - 1
+    for _ in range(limit):
+        if end < 0:
+            return
+        start = data.rfind(b"\n", 0, end) + 1
+        yield data[start:end]
+        end = start - 1
 
 
 def _code(line: bytes) -> bytes:
@@ -166,13 +179,9 @@ def _enclosing(data: bytes, ups: list[tuple[int, int]], j: int, cur: int) -> lis
     if cur > 0 and ups and len(ups) >= _MAX_UP:
         # the lines read end inside a long block (a signature with a docstring of hundreds
         # of lines): look further up, by line, for the enclosing headers' indentations
-        end = ups[-1][0] - 1
-        for _ in range(_MAX_FAR):
-            if end < 0 or cur == 0:
+        for line in _lines_above(data, ups[-1][0], _MAX_FAR):
+            if cur == 0:
                 break
-            start = data.rfind(b"\n", 0, end) + 1
-            line = data[start:end]
-            end = start - 1
             code = _code(line).lstrip(b" \t")
             if (
                 len(_indent(line)) < cur
@@ -466,16 +475,7 @@ _DEFINITION = re.compile(rb"(def|class|async\s+def)\s+[A-Za-z_]\w*\s*([(:]|$)")
 
 def _code_above(data: bytes, ls: int) -> bytes | None:
     """The closest line above the line starting at `ls` that holds code, if any."""
-    end = ls - 1
-    for _ in range(_MAX_GROW):
-        if end < 0:
-            return None
-        start = data.rfind(b"\n", 0, end) + 1
-        line = data[start:end]
-        if _code(line).strip():
-            return line
-        end = start - 1
-    return None
+    return next((ln for ln in _lines_above(data, ls, _MAX_GROW) if _code(ln).strip()), None)
 
 
 def stranded(data: bytes, pos: int, line: bytes, string_at: int = -1) -> bool:
@@ -542,13 +542,7 @@ def indentation_broken(data: bytes, pos: int) -> bool:
             break
     else:
         return False
-    end = ls - 1
-    for _ in range(_MAX_GROW):
-        if end < 0:
-            return False
-        start = data.rfind(b"\n", 0, end) + 1
-        above = data[start:end]
-        end = start - 1
+    for above in _lines_above(data, ls, _MAX_GROW):
         s = above.lstrip()
         if not s or s.startswith(b"#"):
             continue

@@ -46,6 +46,20 @@ def status(prefix: str, completion: str, suffix: str = SUFFIX) -> str:
     return check_completion(prefix, completion, suffix, "python", budget_s=5).status
 
 
+def judged(
+    prefix: str, completion: str, suffix: str, *, valid: bool, labelled: str | None = None
+) -> None:
+    """`ast.parse` labels the completed file valid or not (`labelled`: the file's start
+    without the break the test made in `prefix`), and the gate, on `prefix`, says the same."""
+    text = (prefix if labelled is None else labelled) + completion + suffix
+    if valid:
+        ast.parse(text)
+    else:
+        with pytest.raises(SyntaxError):
+            ast.parse(text)
+    assert status(prefix, completion, suffix) == ("valid" if valid else "invalid")
+
+
 def test_the_hole_is_broken_and_the_truth_mends_it() -> None:
     with pytest.raises(SyntaxError):
         ast.parse(PREFIX + SUFFIX)
@@ -224,13 +238,10 @@ def test_a_call_over_several_lines_cut_above_the_hole() -> None:
     truth = "        if not hasattr(self, 'find_spec'):\n            return None, []\n"
     suffix = "        found = self.find_spec(fullname)\n        return found.loader, []\n"
     clean = prefix.replace("stackl\n", "stacklevel=2)\n")
-    ast.parse(clean + truth + suffix)
-    assert status(prefix, truth, suffix) == "valid"
+    judged(prefix, truth, suffix, valid=True, labelled=clean)
     # and a cut tail there is still caught
     cut = "        if not hasattr(self, 'find_"
-    with pytest.raises(SyntaxError):
-        ast.parse(clean + cut + suffix)
-    assert status(prefix, cut, suffix) == "invalid"
+    judged(prefix, cut, suffix, valid=False, labelled=clean)
 
 
 def test_a_statement_under_a_call_cut_above_that_glues_into_valid_code() -> None:
@@ -260,14 +271,11 @@ def test_a_statement_under_a_call_cut_above_that_glues_into_valid_code() -> None
     # the cut call and the argument line after the hole parse as one statement
     ast.parse(prefix + suffix.split("\n")[0] + "\n")
     clean = prefix.replace("conn.\n", "conn.fileno(), address)\n")
-    ast.parse(clean + truth + suffix)
-    assert status(prefix, truth, suffix) == "valid"
+    judged(prefix, truth, suffix, valid=True, labelled=clean)
     # a cut tail there is still caught, and so is a statement inside a call the user is
     # still writing (its argument lines deeper than the call's line)
     cut = "        def finish_connect(trans, key"
-    with pytest.raises(SyntaxError):
-        ast.parse(clean + cut + suffix)
-    assert status(prefix, cut, suffix) == "invalid"
+    judged(prefix, cut, suffix, valid=False, labelled=clean)
     args = prefix.replace("conn.\n\n", "conn,\n")
     deeper = "            return conn\n"
     assert status(args, deeper, "            address)\n") == "invalid"
@@ -322,12 +330,9 @@ def test_a_statement_under_a_docstring_whose_closing_quotes_were_cut() -> None:
         "        pass\n"
     )
     clean = prefix.replace("the ele\n", 'the element type."""\n')
-    ast.parse(clean + truth + suffix)
-    assert status(prefix, truth, suffix) == "valid"
+    judged(prefix, truth, suffix, valid=True, labelled=clean)
     for cut in ("    def end", "    def endElement(self, name):\n        "):
-        with pytest.raises(SyntaxError):
-            ast.parse(clean + cut + suffix)
-        assert status(prefix, cut, suffix) == "invalid"
+        judged(prefix, cut, suffix, valid=False, labelled=clean)
     # inside a docstring the user is writing, prose stays string content, even where a
     # line of it starts with a keyword (or is shallower than the quotes)
     writing = clean.replace('type."""', "type,")
@@ -350,12 +355,9 @@ def test_a_body_under_a_signature_cut_in_its_parameters() -> None:
         "class Local(ProtocolError):\n    pass\n"
     )
     clean = prefix.replace("erro\n", "error_status_hint: int = 400) -> None:\n")
-    ast.parse(clean + truth + suffix)
-    assert status(prefix, truth, suffix) == "valid"
+    judged(prefix, truth, suffix, valid=True, labelled=clean)
     cut = '        if type(self) is ProtocolError:\n            raise TypeError("tried'
-    with pytest.raises(SyntaxError):
-        ast.parse(clean + cut + suffix)
-    assert status(prefix, cut, suffix) == "invalid"
+    judged(prefix, cut, suffix, valid=False, labelled=clean)
 
 
 def test_the_window_stands_for_match_and_case_with_their_own_stubs() -> None:
@@ -379,12 +381,9 @@ def test_the_window_stands_for_match_and_case_with_their_own_stubs() -> None:
         "                pass\n"
         "    return out\n"
     )
-    ast.parse(prefix.replace("                foo(\n", "") + truth + suffix)
-    assert status(prefix, truth, suffix) == "valid"
+    judged(prefix, truth, suffix, valid=True, labelled=prefix.replace("                foo(\n", ""))
     bare = '.name == "*"\n                        continue\n'  # the header's ':' dropped
-    with pytest.raises(SyntaxError):
-        ast.parse(prefix.replace("                foo(\n", "") + bare + suffix)
-    assert status(prefix, bare, suffix) == "invalid"
+    judged(prefix, bare, suffix, valid=False, labelled=prefix.replace("                foo(\n", ""))
 
 
 def test_a_docstring_cut_short_that_swallows_the_code_below() -> None:
@@ -427,12 +426,9 @@ def test_a_docstring_cut_short_that_swallows_the_code_below() -> None:
             "runtime",
         )
     )
-    ast.parse(prefix + truth + suffix)
-    assert status(prefix, truth, suffix) == "valid"
+    judged(prefix, truth, suffix, valid=True)
     cut = 'f) -> str:\n        """Music directory tied to the user, from'
-    with pytest.raises(SyntaxError):
-        ast.parse(prefix + cut + suffix)
-    assert status(prefix, cut, suffix) == "invalid"
+    judged(prefix, cut, suffix, valid=False)
     # a docstring the user's lines go on with (prose, then its quotes) is no such cut
     prose = '        more about it.\n        """\n        return 1\n'
     ast.parse(prefix + 'f) -> str:\n        """Music, from\n' + prose)
@@ -445,8 +441,7 @@ def test_triple_quotes_inside_a_one_line_string_open_nothing() -> None:
     prefix = "triple = set()\nfor t in prefixes():\n    foo(\n"
     truth = "    for u in (t + '\"\"\"', t + \"'''\"):\n        triple.add(u)\n"
     suffix = "del t, u\n\n\ndef f():\n    pass\n"
-    ast.parse(prefix.replace("    foo(\n", "") + truth + suffix)
-    assert status(prefix, truth, suffix) == "valid"
+    judged(prefix, truth, suffix, valid=True, labelled=prefix.replace("    foo(\n", ""))
 
 
 def test_a_body_under_a_header_keyword_cut_short() -> None:
@@ -457,12 +452,9 @@ def test_a_body_under_a_header_keyword_cut_short() -> None:
     prefix = "def isolated(cls):\n    try:\n        yield\n    fina\n"
     truth = "        with _LOCK:\n            scope.close(cls)\n"
     suffix = "\n\nclass _Isolation:\n    pass\n"
-    ast.parse(prefix.replace("fina", "finally:") + truth + suffix)
-    assert status(prefix, truth, suffix) == "valid"
+    judged(prefix, truth, suffix, valid=True, labelled=prefix.replace("fina", "finally:"))
     cut = "        with _LOCK:\n            scope.close(cl"
-    with pytest.raises(SyntaxError):
-        ast.parse(prefix.replace("fina", "finally:") + cut + suffix)
-    assert status(prefix, cut, suffix) == "invalid"
+    judged(prefix, cut, suffix, valid=False, labelled=prefix.replace("fina", "finally:"))
     assert status(prefix.replace("    fina\n", "    final = 1\n"), truth, suffix) == "invalid"
 
 
@@ -475,8 +467,7 @@ def test_match_as_a_name_is_no_header() -> None:
     truth = "        if match:\n            head = match.group()\n"
     suffix = "            middle = middle[match.end() :]\n\n    return middle\n"
     clean = prefix.replace('r"^(\n', 'r"^(a)", middle)\n')
-    ast.parse(clean + truth + suffix)
-    assert status(prefix, truth, suffix) == "valid"
+    judged(prefix, truth, suffix, valid=True, labelled=clean)
     assert status(prefix, "        if match:\n            head = match.gr(", suffix) == "invalid"
 
 
@@ -505,8 +496,7 @@ def test_a_method_after_a_method_longer_than_the_lines_read_up() -> None:
     truth = "_stack(self) -> list:\n        # a comment on why\n        debug = self.debug\n"
     suffix = "        handler = None\n        return [debug, handler]\n"
     assert prefix.count("\n") > 480
-    ast.parse(prefix + truth + suffix)
-    assert status(prefix, truth, suffix) == "valid"
+    judged(prefix, truth, suffix, valid=True)
     assert (
         status(prefix, "_stack(self) -> list:\n        debug = (self.debug\n", suffix) == "invalid"
     )

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import attrs
 
@@ -478,10 +478,10 @@ def _code_above(data: bytes, ls: int) -> bytes | None:
     return next((ln for ln in _lines_above(data, ls, _MAX_GROW) if _code(ln).strip()), None)
 
 
-def stranded(data: bytes, pos: int, line: bytes, string_at: int = -1) -> bool:
+def stranded(data: bytes, pos: int, line: bytes, string_at: Callable[[], int] = lambda: -1) -> bool:
     """Whether the cursor at `pos` of `data` (the text without the completion) sits in a
     bracket a line above left open (a call the user cut or has not finished), or in a
-    string that starts at `string_at` on a line above (a docstring whose closing quotes
+    string that starts at `string_at()` on a line above (a docstring whose closing quotes
     the user cut), while its line, `line` (with the completion), is a statement that
     cannot be inside it: the user's bracket or string, not the completion, is what is
     broken. The text before the completion may still parse, or break only far below
@@ -504,10 +504,11 @@ def stranded(data: bytes, pos: int, line: bytes, string_at: int = -1) -> bool:
         return True
     if not (_STATEMENT_ONLY.match(first) or _HEADER_LINE.match(_code(first))):
         return False
-    if 0 <= string_at < ls:
+    at = string_at()  # (a walk of the tree: only once a statement's keyword matched)
+    if 0 <= at < ls:
         # a string's lines are prose, SQL, anything: only a definition, shallower than
         # the string's own line, is surely code
-        opened = data[data.rfind(b"\n", 0, string_at) + 1 : string_at + 1]
+        opened = data[data.rfind(b"\n", 0, at) + 1 : at + 1]
         return bool(_DEFINITION.match(first)) and len(_indent(opened)) > width
     ups = _lines_up(data, ls)
     k = 0

@@ -403,7 +403,7 @@ class SyntaxDocument:
                 self.data,
                 splice.start,
                 after[after.rfind(b"\n", 0, splice.start) + 1 : splice.new_end],
-                self._string_at(splice.start),
+                lambda: self._string_at(splice.start),
             )
         ):
             return stage

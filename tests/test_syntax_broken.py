@@ -500,3 +500,42 @@ def test_a_method_after_a_method_longer_than_the_lines_read_up() -> None:
     assert (
         status(prefix, "_stack(self) -> list:\n        debug = (self.debug\n", suffix) == "invalid"
     )
+
+
+def test_a_method_under_a_string_left_open_to_the_end_of_the_file() -> None:
+    # pip/_internal/commands/check.py: the user's `usage = """` line was cut before its
+    # closing quotes and no other triple quote follows, so the string runs on to the end
+    # of the file. The window stood for the string's prose line as code, and the new method
+    # under it "unexpected indent" (was: invalid); its cut tails stay caught.
+    prefix = (
+        "class CheckCommand(Command):\n"
+        "    ignore_require_venv = True\n"
+        '    usage = """\n'
+        "      %prog [op\n"
+        "\n"
+    )
+    truth = (
+        "    def run(self, options, args):\n"
+        "        package_set = create_package_set()\n"
+        "        missing, conflicting = check_package_set(package_set)\n"
+    )
+    suffix = "        if missing:\n            return 1\n        return 0\n"
+    clean = prefix.replace("[op\n", '[options]"""\n')
+    judged(prefix, truth, suffix, valid=True, labelled=clean)
+    for cut in ("    def run(self, opt", truth[:-30]):
+        judged(prefix, cut, suffix, valid=False, labelled=clean)
+
+
+def test_a_template_string_of_the_users_longer_than_the_window_below() -> None:
+    # setuptools/command/editable_wheel.py: the next line of code after the completion
+    # opens a string of 50 lines (a source template); the window grew 40 lines and still
+    # saw it unterminated, on the zone's line (was: invalid). A completion that leaves a
+    # docstring's prose as code before such a string is still caught.
+    prefix = "class Wheel:\n    def _get_root(self"
+    truth = '):\n        """Where the modules are loaded from."""\n        return self.root\n'
+    template = "".join(f"line {i} of the template\n" for i in range(50))
+    suffix = '\n\n_TEMPLATE = """\\\n' + template + '"""\n'
+    judged(prefix, truth, suffix, valid=True)
+    assert status(prefix, '):\n        """Where the modules', suffix) == "invalid"
+    prose = "):\n        Where the modules are loaded from.\n"
+    assert status(prefix, prose, '        """\n' + suffix) == "invalid"

@@ -274,6 +274,20 @@ def _contexts(data: bytes, ls: int, nested: bool = False) -> list[tuple[bytes, i
     return out
 
 
+def _beside_string(data: bytes, ls: int, at: int) -> list[tuple[bytes, int]]:
+    """The lines above the cursor's back to a string's start at `at` are the string's
+    prose, not code: a reading that stands for them by the statement the string is part
+    of (`usage = \"\"\"` with its closing quotes cut: the user's next `def` is code)."""
+    ups = _lines_up(data, ls)
+    m = next((i for i, (a, b) in enumerate(ups) if a <= at <= b), None)
+    if m is None:
+        return []
+    j = _logical_start(data, ups, m)
+    ind = _indent(data[ups[j][0] : ups[j][1]])
+    levels = [ind + b"pass", *_enclosing(data, ups, j, len(ind))]
+    return [(b"\n".join(reversed(levels)) + b"\n", ls)]
+
+
 def _line_start(data: bytes, pos: int) -> int:
     return data.rfind(b"\n", 0, pos) + 1
 
@@ -303,12 +317,17 @@ class WindowVerdict:
     beyond: bool = False  # the error is in the user's lines after the zone
 
 
-def judge(data: bytes, start: int, end: int) -> WindowVerdict:
+def judge(data: bytes, start: int, end: int, string_at: int = -1) -> WindowVerdict:
     """Is the completion at bytes [start, end) of `data` (the text WITH it) valid Python
-    where it stands? The best answer over the ways to read the lines above it."""
+    where it stands? The best answer over the ways to read the lines above it.
+    `string_at`: where a string that holds the cursor starts (a triple-quoted string the
+    user left open, running on to the end of the file), if anywhere."""
     ls = data.rfind(b"\n", 0, start) + 1
     found: list[WindowVerdict] = []
-    for n, (stubs, ws) in enumerate(_contexts(data, ls)):
+    contexts = _contexts(data, ls)
+    if 0 <= string_at < ls:
+        contexts += _beside_string(data, ls, string_at)
+    for n, (stubs, ws) in enumerate(contexts):
         v = _judge_in(data, stubs, ws, ls, start, end)
         # another reading counts only when its window parses outright: its excuses (an
         # error far down, a bracket the user opened) are no evidence
@@ -420,6 +439,12 @@ def _judge_in(data: bytes, stubs: bytes, ws: int, ls: int, start: int, end: int)
     where = _at(data, ws, line - n_stub, col)
     if line > own_lines and "was never closed" in msg:
         return WindowVerdict(True, f"python: {msg} (a bracket the user opened after it)")
+    if line > own_lines and "unterminated triple-quoted" in msg:
+        # a string of the user's after it, longer than the window may grow (a template):
+        # the window through its first line, the string empty, must parse
+        cut = stubs + data[ws : _at(data, ws, line - n_stub, col)] + b'""'
+        if _parse(cut) is None:
+            return WindowVerdict(True, f"python: {msg} (a string the user opened after it)")
     if line > zone_lines and not any(m in msg for m in _INDENTATION):
         # in the user's lines after the completion: the caller knows whether they were
         # broken there before. Not an indentation error in the block the window holds:

@@ -30,6 +30,7 @@ _WS = frozenset(b" \t\r\n")
 # An error in the text without the completion this many lines above the cursor's line (or
 # two lines below the replaced range) makes the file "broken near the cursor".
 _NEAR_LINES = 6
+_STRING_REACH = 40_000  # bytes (~500 lines) searched back for a string left open
 _BRACE = frozenset({"java", "c", "cpp"})
 
 
@@ -64,6 +65,19 @@ class _Stage:
         self.intro = intro
         self.tree = tree  # of the text with the completion
         self.window = window  # the file is broken near the cursor and a window decided
+
+
+def _unclosed_string(error: tree_sitter.Node, pos: int) -> int:
+    """Where a string's opening quotes stand alone (no closing quotes after them) among
+    the children of `error` before byte `pos`, within a few hundred lines, or -1."""
+    for child in reversed(error.children):
+        if child.start_byte >= pos:
+            continue
+        if child.type == "string_end" or child.end_byte < pos - _STRING_REACH:
+            break
+        if child.type == "string_start":
+            return child.start_byte
+    return -1
 
 
 class SyntaxDocument:
@@ -412,7 +426,7 @@ class SyntaxDocument:
         # either way; Python's parser on the completion's own lines decides (see _pywindow).
         if not after[splice.start : splice.new_end].strip():
             return stage  # blank: nothing for Python to judge that tree-sitter cannot
-        w = _pywindow.judge(after, splice.start, splice.new_end)
+        w = _pywindow.judge(after, splice.start, splice.new_end, self._string_at(splice.start))
         if w.valid is None:
             return stage
         if w.valid or (w.beyond and self._broken_line(w.where - splice.delta)):
@@ -519,10 +533,14 @@ class SyntaxDocument:
         return cached[1]
 
     def _string_at(self, pos: int) -> int:
-        """Where the string literal holding byte `pos` of the text starts, or -1."""
+        """Where the string literal holding byte `pos` of the text starts, or -1. Also a
+        string never closed (it runs on to the end of the file): tree-sitter leaves its
+        opening quotes alone in an error node."""
         tree = self.tree
         node = tree.root_node.descendant_for_byte_range(pos, pos) if tree is not None else None
         while node is not None and node.type not in ("string", "block", "module"):
+            if node.type == "ERROR" and (at := _unclosed_string(node, pos)) >= 0:
+                return at
             node = node.parent
         if node is None or node.type != "string" or not node.start_byte < pos < node.end_byte:
             return -1

@@ -66,6 +66,12 @@ def _cases(lines: int) -> dict[str, tuple[str, str, int, str]]:
         at_inline = len(text[: _anchor(text, "total += ")].encode())
         out[f"{lang} lines"] = (lang, text, at_line, whole)
         out[f"{lang} inline"] = (lang, text, at_inline, inline)
+    # a block over several lines in a clean file (Python: where its window's second opinion
+    # runs, after tree-sitter's)
+    text = python_file(lines)
+    at_block = len(text[: _anchor(text, COMPLETIONS["python"][0])].encode())
+    block = "        for m in range(2):\n            total += self.height * m\n"
+    out["python block"] = ("python", text, at_block, block)
     # broken at the cursor: the block header above the body deleted (Python: the body's
     # indentation; C++ and Java: a `}` too many), the header as the completion (kept) and,
     # in C++ and Java, a cut of it (rejected)

@@ -539,3 +539,73 @@ def test_a_template_string_of_the_users_longer_than_the_window_below() -> None:
     assert status(prefix, '):\n        """Where the modules', suffix) == "invalid"
     prose = "):\n        Where the modules are loaded from.\n"
     assert status(prefix, prose, '        """\n' + suffix) == "invalid"
+
+
+def test_a_try_cut_before_its_handler_in_a_whole_file() -> None:
+    # dateutil/_tzdata_impl.py: the file is whole around the cursor, and the cut leaves a
+    # `try:` whose handler was in the rest of the completion. tree-sitter passes it; Python
+    # reports it only at the next `def`, far from the completion (was: valid).
+    prefix = (
+        "def _open_binary(package, resource, key):\n"
+        "    if not resource:\n"
+        "        raise TZFileNotFound(key)\n"
+        "\n"
+    )
+    truth = (
+        "    try:\n"
+        "        return resources.files(package).joinpath(resource).open('rb')\n"
+        "    except (ImportError, FileNotFoundError):\n"
+        "        raise TZFileNotFound(key) from None\n"
+    )
+    suffix = "\n\ndef _load_keys():\n    with _open_text('tzdata') as f:\n        return f.read()\n"
+    judged(prefix, truth, suffix, valid=True)
+    for cut in ("    try:\n        r", "    try:\n        return resources.files(package)\n"):
+        judged(prefix, cut, suffix, valid=False)
+
+
+def test_a_cut_inside_the_next_lines_indentation_in_a_whole_file() -> None:
+    # dateutil/relativedelta.py: the cut ends after a newline and one space, which the
+    # suffix's first line gets too: it then matches no indentation level (Python: far
+    # below; tree-sitter: no error at all). The completion whole passes (was: valid).
+    prefix = (
+        "class Delta:\n"
+        "    def __abs__(self):\n"
+        "        return self.__class__(years=abs(self.years),\n"
+        "                              months=abs(self.months))\n"
+        "\n"
+    )
+    truth = "    def __neg__(self):\n        return self.__class__(years=-self.years,\n"
+    fields = ("months", "days", "hours", "minutes", "seconds", "weekday")
+    suffix = (
+        "".join(f"                              {f}=-self.{f},\n" for f in fields)
+        + "                              microseconds=-self.microseconds)\n"
+        + "\n    def __bool__(self):\n        return True\n"
+    )
+    judged(prefix, truth, suffix, valid=True)
+    for cut in ("    def __neg__(self):\n ", "    def __neg__(self):\n        "):
+        judged(prefix, cut, suffix, valid=False)
+
+
+def test_a_try_without_its_handler_above_a_docstring_the_window_reaches() -> None:
+    # packaging/_elffile.py: in a file broken at the cursor, a `try:` left without its
+    # handler. The window grew to find the handler further down, and ended inside a long
+    # docstring, and Python's tokenizer reported only that string (was: valid,
+    # "in the lines after it"). The window up to the string shows the `try:`'s error.
+    prefix = "class ELFFile:\n    def __init__(self, f):\n        self._f = f\n\n        try"
+    truth = (
+        ":\n"
+        "            ident = self._read('16B')\n"
+        "        except struct.error as e:\n"
+        "            raise ELFInvalid('unable to parse') from e\n"
+    )
+    body = "".join(f"        self.field{i} = ident[{i}]\n" for i in range(25))
+    prose = "".join(f"        Line {i} of a long docstring.\n" for i in range(30))
+    suffix = (
+        "        magic = bytes(ident[:4])\n" + body + "\n"
+        "    def _read(self, fmt):\n"
+        '        """Read a struct of the given format.\n' + prose + '        """\n'
+        "        return struct.unpack(fmt, self._f.read(struct.calcsize(fmt)))\n"
+    )
+    judged(prefix, truth, suffix, valid=True)
+    judged(prefix, ":\n        ", suffix, valid=False)
+    judged(prefix, ":\n            ident = self._read('16B')\n", suffix, valid=False)

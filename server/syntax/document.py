@@ -420,7 +420,7 @@ class SyntaxDocument:
                 lambda: self._string_at(splice.start),
             )
         ):
-            return stage
+            return self._second_opinion(after, splice, stage)
         # The file is broken near the cursor (or the user left a bracket or a string open
         # above it): tree-sitter's recovery reshapes the old errors around the completion
         # either way; Python's parser on the completion's own lines decides (see _pywindow).
@@ -434,6 +434,32 @@ class SyntaxDocument:
             return _Stage("valid", [], stage.tree, window=True)
         if stage.status == "invalid":
             stage.window = True  # both object: tree-sitter's site says more precisely where
+            return stage
+        site = ErrorSite(w.where, w.where, False, "INDENT", "", note=w.message)
+        return _Stage("invalid", [site], stage.tree, window=True)
+
+    def _second_opinion(self, after: bytes, splice: Splice, stage: _Stage) -> _Stage:
+        """Python, a file whole around the cursor: tree-sitter-python passes a block left
+        without its body's end or its handler (`try:` cut after its first line), or with
+        a line's indentation changed to match no level (a cut after the newline, in the
+        indentation: the next line gets it too), which Python rejects far below, where the
+        differential cannot blame the completion. Python's parser on the window judges a
+        completion over several lines that tree-sitter passed, where the lines the window
+        may grow over were whole before it (a bracket the user left open there is theirs)."""
+        if stage.status != "valid" or b"\n" not in after[splice.start : splice.new_end - 1]:
+            return stage  # (one line, or one whole line: tree-sitter's verdict stands)
+        data = self.data
+        ls = data.rfind(b"\n", 0, splice.start) + 1
+        hi = splice.old_end
+        for _ in range(_NEAR_LINES):
+            e = data.find(b"\n", hi + 1)
+            hi = len(data) if e < 0 else e
+        if any(s.start <= hi and ls <= s.end for s in self._sites_before()):
+            return stage
+        if self._string_at(splice.start) >= 0:
+            return stage  # prose in a docstring: no code to judge
+        w = _pywindow.judge(after, splice.start, splice.new_end)
+        if w.valid is not False or w.beyond:
             return stage
         site = ErrorSite(w.where, w.where, False, "INDENT", "", note=w.message)
         return _Stage("invalid", [site], stage.tree, window=True)

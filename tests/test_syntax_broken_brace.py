@@ -677,3 +677,28 @@ def test_cpp_statement_under_a_declaration_cut_short_above() -> None:
     _cpp_judged(pre, truth, suf, valid=True, labelled=labelled)
     for cut in ("\t\tif(n%2!=0){\n\t\t\tcou", '\t\tif(n%2!=0){\n\t\t\tcout<<(n+1)/2<<"\\n";\n'):
         _cpp_judged(pre, cut, suf, valid=False, labelled=labelled)
+
+
+def test_cpp_closers_that_end_levels_the_indentation_hid() -> None:
+    # SAFIM block_completion_001009: main's `while (k--) {` sits at the function's own
+    # column, so the levels read from the indentation miss it; the user's `}}}` then
+    # closes one level more than the window's reading opened (was: invalid, "missing '}'").
+    pre = (
+        "#include <bits/stdc++.h>\n"
+        "using namespace std;\n"
+        "long long n, m, k, sum, a;\n"
+        "int main()\n"
+        "{\n"
+        "cin>>k;\n"
+        "while(k--){\n"
+        "\tcin>>n>>m;\n"
+        "\tsum=n+m;\n"
+        '\tif(n==1){if(m>=2) cout<<"YES"<<endl;\n'
+        '\t\t\telse cout<<"NO"<<endl;}\n'
+        "\t\t\t\n"
+    )
+    truth = '\telse {\n\tif(sum<=m)cout<<"YES"<<endl;\n'
+    suf = '\telse cout<<"NO"<<endl;\n}}}\n'
+    _cpp_judged(pre, truth, suf, valid=True)
+    for cut in ('\telse {\n\tif(sum<=m)cout<<"YES"<<en', "\telse {\n\tif(sum<=m"):
+        _cpp_judged(pre, cut, suf, valid=False)

@@ -26,7 +26,13 @@ How "introduced" is decided (measured by studies/gate_accuracy.py):
   of code is its fault; an indentation error in the block after it too; an error further
   down that the text without the completion had on that line is not (studies/
   gate_broken.py: real files with the middle deleted, a call left open above, a
-  half-typed line).
+  half-typed line). A triple-quoted string the user left open above (its quotes cut, so
+  it runs to the end of the file) is prose: one reading stands for it by its statement.
+- Python, file whole around the cursor: a completion over several lines that tree-sitter
+  passed gets the same window's second opinion (a `try:` cut before its handler, a cut
+  inside the next line's indentation: Python reports those far below, where no
+  differential can blame the completion). Not where the user's lines just below were
+  broken already, and not inside a string (docstring prose).
 - Java, C, C++, file broken near the cursor (the text without the completion has a tree-
   sitter error from a few lines above on; a brace too many or too few shows up only where
   the parser gives up): a parse of the completion's statement decides (`_bracewindow`):

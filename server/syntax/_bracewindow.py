@@ -457,10 +457,13 @@ def _judge_in(
                     and _indent_disagrees(text)
                     and _indent_disagrees(data[_lines_up(data, ws, _MESSY_LINES) : ws])
                 )
-                if (flat or messy) and parse(
-                    top + data[ws:e] + tail, _focus(top, ws, start, end)
-                ) is None:
-                    return WindowVerdict(True if messy else None, span=(ws, e))
+                if flat or messy:
+                    # (the user's closers may end levels the indentation hid, a `}}}`
+                    # under a `while` at the function's own column: as many more)
+                    for more in range(1 + max(0, min(-depth, 3))):
+                        top2 = top.replace(b"() ", b"() " + b"{ " * more, 1)
+                        if parse(top2 + data[ws:e] + tail, _focus(top2, ws, start, end)) is None:
+                            return WindowVerdict(True if messy else None, span=(ws, e))
                 break
     if we >= len(data.rstrip()):
         # the user's lines never close the statement (a file cut short): no evidence

@@ -702,3 +702,37 @@ def test_cpp_closers_that_end_levels_the_indentation_hid() -> None:
     _cpp_judged(pre, truth, suf, valid=True)
     for cut in ('\telse {\n\tif(sum<=m)cout<<"YES"<<en', "\telse {\n\tif(sum<=m"):
         _cpp_judged(pre, cut, suf, valid=False)
+
+
+def test_cpp_a_loop_at_the_functions_column_with_its_closer_indented() -> None:
+    # SAFIM block_completion_001159: `while(t--) {` sits at main's own column, its body and
+    # its `}` four columns in. The window over the completion runs on to that `}`, which
+    # closes the level the reading stood for by a stub (was: invalid, "unexpected '}'").
+    pre = (
+        "#include <bits/stdc++.h>\n"
+        "int main()\n"
+        "{\n"
+        "int t;\n"
+        "std::cin >> t;\n"
+        "while(t--) {\n"
+        "    int x, y;\n"
+        "    std::cin >> x >> y;\n"
+        "    std::set<int> numbs;\n"
+    )
+    truth = (
+        "    for (int i = 1; i <= y; i++) {\n"
+        "        if (y % i == 0) {if (x % i == 0) numbs.insert(i);}\n"
+    )
+    suf = (
+        "        }\n"
+        "      std::cout << numbs.size();\n"
+        "      for (auto it = numbs.begin(); it != numbs.end(); ++it) {\n"
+        '         std::cout << " " << *it;\n'
+        "         }\n"
+        "    }\n"
+        "    return 0;\n"
+        "}\n"
+    )
+    _cpp_judged(pre, truth, suf, valid=True)
+    for cut in (truth[:20], truth[:-12]):
+        _cpp_judged(pre, cut, suf, valid=False)

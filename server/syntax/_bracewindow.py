@@ -80,6 +80,7 @@ _LABEL = re.compile(rb"^(?:case\b.*|default\s*|[A-Za-z_]\w*\s*):$")
 _GOES_ON = re.compile(rb"^(?:[})\].?:]|else\b|catch\b|finally\b|&&|\|\||[-+*/%^|&<>=!]=?)")
 _ENDS = (b";", b"{", b"}", b":")
 _KEYWORD = re.compile(rb"(?:^|\})\s*(try|do)\b")
+_CONTROL = re.compile(rb"(?:\}\s*)?(?:if|else|for|while|switch|do)\b")
 
 
 @attrs.frozen
@@ -432,6 +433,14 @@ def _judge_in(
         top2, tail2, _ = _frame(levels, ci, java, False, lead, force=over)
         if parse(top2 + data[ws:we] + tail2, _focus(top2, ws, start, end)) is None:
             return WindowVerdict(True, span=(ws, we))
+    shut = -(brace_depth(data[ws:we]) + (1 if lead.endswith(b"{") else 0))
+    if 0 < shut <= len(levels) and all(_column_control(data, lv) for lv in levels[:shut]):
+        # the window's own lines close levels of the reading whose headers sit at the
+        # function's column (`while (t--) {` there, its body and `}` indented): the
+        # indentation cannot say the `}` is theirs; read those levels as entered
+        top2, tail2, _ = _frame(levels, ci, java, False, lead, force=shut)
+        if parse(top2 + data[ws:we] + tail2, _focus(top2, ws, start, end)) is None:
+            return WindowVerdict(True, span=(ws, we))
     # The lines may not follow their braces (a body as deep as its header, its `}` one
     # level out, a block's lines going on at its header's indentation): when the window
     # parses once it runs on to where its braces close, and a line on the way sits inside
@@ -475,6 +484,11 @@ def _judge_in(
 
 
 _CLOSER = re.compile(rb"^\}[\s};]*$")
+
+
+def _column_control(data: bytes, lv: _Level) -> bool:
+    """Whether the level is a control statement's block whose header sits at column 0."""
+    return lv.width == 0 and bool(_CONTROL.match(_code(data[lv.start : _line_end(data, lv.start)])))
 
 
 def _closes_function(lines: list[bytes], levels: list[_Level]) -> bool:

@@ -613,8 +613,7 @@ def _parse_to_string(window: bytes, after: int) -> tuple[str, int, int] | None:
     err = _parse(window)
     if err is None or "unterminated triple-quoted" not in err[0] or err[1] <= after:
         return err
-    start = sum(len(ln) + 1 for ln in window.split(b"\n", err[1])[: err[1] - 1])
-    cut = window[: start + err[2]] + b'""'
+    cut = window[: _at(window, 0, err[1], err[2])] + b'""'
     before = _parse(cut)
     if before is not None and not _incomplete(before, cut):
         return before

@@ -426,19 +426,19 @@ def _judge_in(
             first_try = (top, tail, we, err)
     top, tail, we, err = first_try
     lead = _lead_stub(first)
+    # Readings with the innermost levels the window's lines close read as entered:
+    forces = []
     if over > 0 and _outside(data, we, levels, ci, over):
         # a line that closes more blocks than its indentation says (the completion's `}`
-        # glued to the user's: `    }}`): the innermost levels it closes, read as entered,
-        # when the user's next line is outside them too
-        top2, tail2, _ = _frame(levels, ci, java, False, lead, force=over)
-        if parse(top2 + data[ws:we] + tail2, _focus(top2, ws, start, end)) is None:
-            return WindowVerdict(True, span=(ws, we))
+        # glued to the user's: `    }}`), when the user's next line is outside them too
+        forces.append(over)
     shut = -(brace_depth(data[ws:we]) + (1 if lead.endswith(b"{") else 0))
     if 0 < shut <= len(levels) and all(_column_control(data, lv) for lv in levels[:shut]):
-        # the window's own lines close levels of the reading whose headers sit at the
-        # function's column (`while (t--) {` there, its body and `}` indented): the
-        # indentation cannot say the `}` is theirs; read those levels as entered
-        top2, tail2, _ = _frame(levels, ci, java, False, lead, force=shut)
+        # levels whose headers sit at the function's column (`while (t--) {` there, its
+        # body and `}` indented): the indentation cannot say the `}` is theirs
+        forces.append(shut)
+    for force in dict.fromkeys(forces):
+        top2, tail2, _ = _frame(levels, ci, java, False, lead, force=force)
         if parse(top2 + data[ws:we] + tail2, _focus(top2, ws, start, end)) is None:
             return WindowVerdict(True, span=(ws, we))
     # The lines may not follow their braces (a body as deep as its header, its `}` one

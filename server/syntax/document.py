@@ -80,6 +80,20 @@ def _unclosed_string(error: tree_sitter.Node, pos: int) -> int:
     return -1
 
 
+def _lines_below(data: bytes, pos: int, n: int) -> int:
+    """The end of the n-th line after the one holding byte `pos`."""
+    for _ in range(n):
+        e = data.find(b"\n", pos + 1)
+        pos = len(data) if e < 0 else e
+    return pos
+
+
+def _window_rejects(w: _pywindow.WindowVerdict, stage: _Stage) -> _Stage:
+    """Invalid at the Python window's error, the tree of `stage` kept."""
+    site = ErrorSite(w.where, w.where, False, "INDENT", "", note=w.message)
+    return _Stage("invalid", [site], stage.tree, window=True)
+
+
 class SyntaxDocument:
     """The tree of one document, following its one `Text`. Not thread-safe: one owner.
 
@@ -435,8 +449,7 @@ class SyntaxDocument:
         if stage.status == "invalid":
             stage.window = True  # both object: tree-sitter's site says more precisely where
             return stage
-        site = ErrorSite(w.where, w.where, False, "INDENT", "", note=w.message)
-        return _Stage("invalid", [site], stage.tree, window=True)
+        return _window_rejects(w, stage)
 
     def _second_opinion(self, after: bytes, splice: Splice, stage: _Stage) -> _Stage:
         """Python, a file whole around the cursor: tree-sitter-python passes a block left
@@ -450,10 +463,7 @@ class SyntaxDocument:
             return stage  # (one line, or one whole line: tree-sitter's verdict stands)
         data = self.data
         ls = data.rfind(b"\n", 0, splice.start) + 1
-        hi = splice.old_end
-        for _ in range(_NEAR_LINES):
-            e = data.find(b"\n", hi + 1)
-            hi = len(data) if e < 0 else e
+        hi = _lines_below(data, splice.old_end, _NEAR_LINES)
         if any(s.start <= hi and ls <= s.end for s in self._sites_before()):
             return stage
         if self._string_at(splice.start) >= 0:
@@ -461,8 +471,7 @@ class SyntaxDocument:
         w = _pywindow.judge(after, splice.start, splice.new_end)
         if w.valid is not False or w.beyond:
             return stage
-        site = ErrorSite(w.where, w.where, False, "INDENT", "", note=w.message)
-        return _Stage("invalid", [site], stage.tree, window=True)
+        return _window_rejects(w, stage)
 
     def _brace_stage(self, after: bytes, splice: Splice, deadline: float, full: bool) -> _Stage:
         """Java/C/C++: where the file is broken near the cursor, a parse of the completion's
@@ -584,10 +593,7 @@ class SyntaxDocument:
         lo = splice.start
         for _ in range(_NEAR_LINES + 1):
             lo = data.rfind(b"\n", 0, max(lo - 1, 0)) + 1 if lo > 0 else 0
-        hi = splice.old_end
-        for _ in range(2):
-            e = data.find(b"\n", hi + 1)
-            hi = len(data) if e < 0 else e
+        hi = _lines_below(data, splice.old_end, 2)
         return any(s.start <= hi and lo <= s.end for s in sites)
 
     def _broken_lines(self, lo: int, hi: int) -> bool:

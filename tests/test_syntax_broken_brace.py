@@ -330,6 +330,42 @@ def test_cpp_unclosed_template_glued_to_the_next_declaration_is_caught() -> None
     _cpp_judged(SCANF_PRE, cut, suf, valid=False)
 
 
+# A hole in competitive code: an `if` header and its first line deleted, so the text has
+# one `}` too many.
+HOLE_PRE = """\
+#include <bits/stdc++.h>
+using namespace std;
+typedef long long ll;
+int A[9][9];
+int main() {
+    int t; cin >> t;
+    while (t--) {
+"""
+
+
+def test_cpp_cut_variable_glued_to_the_next_line_is_caught() -> None:
+    # `int r, a1, a2;` declared in the completion, cut after `a1`: `a1 A[a2][r] = 1;` reads
+    # as a declaration of type `a1` (g++: "expected ';' before 'A'"). A variable hides a
+    # type of its name in its scope. Before: valid.
+    truth = "        if (t >= 0) {\n            int r, a1, a2; cin >> r >> a1 >> a2;\n"
+    truth += "            a1 += r;\n"
+    suf = "            A[a2][r] = 1;\n        }\n    }\n    return 0;\n}\n"
+    _cpp_judged(HOLE_PRE, truth[: truth.index(" +=")], suf, valid=False)
+    _cpp_judged(HOLE_PRE, truth, suf, valid=True)
+
+
+@pytest.mark.parametrize(
+    ("glued", "valid"),
+    [("cin >> w >> ", False), ("cin >> w >> l;\n", True)],
+)
+def test_cpp_cut_before_a_template_declaration_is_caught(glued: str, valid: bool) -> None:
+    # `cin >> w >> ` + `vector<ll> d, ans;` reads as `(cin >> w >> vector) < ll > d`, a
+    # chain of comparisons; g++ knows `vector` is a template. Before: valid.
+    completion = "        if (t >= 0) {\n            ll w, l; " + glued
+    suf = "            vector<ll> d, ans;\n            d.push_back(w + l);\n        }\n    }\n}\n"
+    _cpp_judged(HOLE_PRE, completion, suf, valid=valid)
+
+
 def test_cpp_size_words_glued_to_the_next_declarations_type_are_caught() -> None:
     # `long long` + `int i;` is one `long long int i;` (valid, and kept), but `long long` +
     # `bool ok;` is `long long bool ok;`, which tree-sitter reads as one sized type; g++:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import tree_sitter
 
 # Library functions and streams: no type has these names, and no code names a variable so.
-_LIBRARY = frozenset(
+LIBRARY_FUNCTIONS = frozenset(
     b"scanf printf puts gets fgets getchar putchar fprintf sprintf snprintf sscanf fscanf "
     b"cin cout cerr clog endl getline memset memcpy memmove strlen strcpy strcmp strcat "
     b"freopen fflush malloc calloc realloc free".split()
@@ -78,8 +78,47 @@ def misread(
             found = _declaration(node, window, is_value)
             if found is not None:
                 return found
+        elif node.type == "binary_expression":
+            found = _template_compared(node, window, is_value)
+            if found is not None:
+                return found
         stack.extend(reversed(node.children))
     return None
+
+
+# Class templates of the standard library: `vector<ll> v;` after a cut `cin >> w >>` reads
+# as `((cin >> w >> vector) < ll) > v`, which the compilers, knowing `vector`, reject.
+_TEMPLATES = frozenset(
+    b"vector map set multiset multimap unordered_map unordered_set unordered_multimap "
+    b"unordered_multiset pair tuple array deque list queue priority_queue stack bitset "
+    b"basic_string optional variant function unique_ptr shared_ptr".split()
+)
+
+
+def _operator(node: tree_sitter.Node) -> bytes:
+    op = node.child_by_field_name("operator")
+    return op.type.encode() if op is not None else b""
+
+
+def _template_compared(
+    node: tree_sitter.Node, window: bytes, is_value: Callable[[bytes], bool] | None
+) -> tuple[int, str] | None:
+    """`T < A > B` with `T` a class template of the library the file never uses as a value:
+    a comparison chained so is no code anyone writes; a declaration glued to a cut is."""
+    left = node.child_by_field_name("left")
+    if _operator(node) != b">" or left is None or left.type != "binary_expression":
+        return None
+    name = left.child_by_field_name("left")
+    if _operator(left) != b"<" or name is None:
+        return None
+    if name.type == "binary_expression":
+        name = name.child_by_field_name("right")  # `cin >> w >> vector`: its last operand
+    if name is None or name.type != "identifier":
+        return None
+    word = window[name.start_byte : name.end_byte]
+    if word not in _TEMPLATES or (is_value is not None and is_value(word)):
+        return None
+    return name.start_byte, f"'{word.decode()}' is a template: a declaration cannot go on here"
 
 
 # What `long`, `short`, `signed`, `unsigned` may size, and with which of them.
@@ -101,6 +140,43 @@ def _sized(kind: tree_sitter.Node, window: bytes) -> tuple[int, str] | None:
     return base.start_byte, f"'{b' '.join(words).decode()}' specified with '{name.decode()}'"
 
 
+def _declared_names(decl: tree_sitter.Node, window: bytes) -> list[bytes]:
+    """The variables a declaration declares (`int r, a1 = 0, v[5], *p;`)."""
+    out = []
+    for d in decl.children_by_field_name("declarator"):
+        node: tree_sitter.Node | None = d
+        while node is not None and node.type in (
+            "init_declarator",
+            "array_declarator",
+            "pointer_declarator",
+            "reference_declarator",
+        ):
+            inner = node.child_by_field_name("declarator")
+            if inner is None and node.type == "reference_declarator":
+                inner = node.named_children[0] if node.named_children else None
+            node = inner
+        if node is not None and node.type == "identifier":
+            out.append(window[node.start_byte : node.end_byte])
+    return out
+
+
+def _variable_before(node: tree_sitter.Node, name: bytes, window: bytes) -> bool:
+    """Whether a declaration before `node`, in a block that holds it, declares a variable
+    `name` (`int r, a1, a2;` then `a1 A[a2][r] = 1;`, a cut `a1` glued to the next line):
+    a variable hides a type of that name in its scope."""
+    child = node
+    parent = node.parent
+    while parent is not None:
+        if parent.type == "compound_statement":
+            sib = child.prev_named_sibling
+            while sib is not None:
+                if sib.type == "declaration" and name in _declared_names(sib, window):
+                    return True
+                sib = sib.prev_named_sibling
+        child, parent = parent, parent.parent
+    return False
+
+
 def _declaration(
     node: tree_sitter.Node, window: bytes, is_value: Callable[[bytes], bool] | None
 ) -> tuple[int, str] | None:
@@ -111,7 +187,9 @@ def _declaration(
     if kind is not None:
         name = window[kind.start_byte : kind.end_byte]
         if kind.type == "type_identifier" and (
-            name in _LIBRARY or (is_value is not None and is_value(name))
+            name in LIBRARY_FUNCTIONS
+            or (is_value is not None and is_value(name))
+            or _variable_before(node, name, window)
         ):
             return kind.start_byte, f"'{name.decode()}' is not a type"
         if kind.type == "template_type":
@@ -128,6 +206,6 @@ def _declaration(
             ident = child.child_by_field_name("declarator")
         if ident is not None and ident.type == "identifier":
             name = window[ident.start_byte : ident.end_byte]
-            if name in _LIBRARY:
+            if name in LIBRARY_FUNCTIONS:
                 return ident.start_byte, f"declares '{name.decode()}'"
     return None

@@ -497,8 +497,10 @@ def build(args: argparse.Namespace) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- evaluate
 
 
-def _evaluate(job: tuple[list[dict[str, Any]], str]) -> list[tuple[str, str]]:
-    group, mode = job
+def _evaluate(job: tuple[list[dict[str, Any]], str, bool]) -> list[tuple[str, str]]:
+    """Each case's verdict: "invalid" also for a valid one the names gate flags (`names`,
+    as the server runs by default: the completion is escalated either way)."""
+    group, mode, names = job
     out = []
     doc: SyntaxDocument | None = None
     key: tuple[str, str] | None = None
@@ -507,8 +509,11 @@ def _evaluate(job: tuple[list[dict[str, Any]], str]) -> list[tuple[str, str]]:
             key = (c["prefix"], c["suffix"])
             doc = SyntaxDocument(c["prefix"] + c["suffix"], c["lang"])
         assert doc is not None
-        v = doc.check(c["completion"], len(c["prefix"].encode("utf-8")), mode=mode, budget_s=5)
-        out.append((v.status, f"{v.line}:{v.column} {v.message} {v.detail}"))
+        v = doc.check(
+            c["completion"], len(c["prefix"].encode("utf-8")), mode=mode, budget_s=5, names=names
+        )
+        status = "invalid" if v.undefined else v.status
+        out.append((status, f"{v.line}:{v.column} {v.message} {v.detail}"))
     return out
 
 
@@ -607,6 +612,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--cuts", type=int, default=CUTS)
     ap.add_argument("--mode", default="tree-sitter")
+    ap.add_argument(
+        "--names",
+        action="store_true",
+        help="run the names gate after a valid verdict too, as the server does by default "
+        "(routing.semantic = names): a completion it flags counts as rejected",
+    )
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--cache", default="/tmp/gate_broken_cases.jsonl.gz")
     ap.add_argument("--rebuild", action="store_true")
@@ -638,7 +649,9 @@ def main(argv: list[str] | None = None) -> int:
     glist = list(groups.values())
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(_evaluate, [(g, args.mode) for g in glist], chunksize=16))
+        results = list(
+            pool.map(_evaluate, [(g, args.mode, args.names) for g in glist], chunksize=16)
+        )
     wall = time.perf_counter() - t0
     counts: collections.Counter[tuple[str, ...]] = collections.Counter()
     fails: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)

@@ -4,7 +4,8 @@
    spliced into its file, checked by the gate as the server runs it (`SyntaxDocument.check`
    with names=True), must introduce no undefined name. The bar is zero.
 2. Speed: on a 2,500-line file, p50 and p90 of the names check alone (on the tree the
-   syntax check built), and of the whole gate check with and without it.
+   syntax check built), and of the whole gate check with and without it; the same gate
+   figures on a 2,500-line C++ file (tests/test_names_data.py checks the C++ ground truths).
 3. Catch rate (with --records DIR of a `synconfroute eval` run): of the local completions
    that parse but fail their tests, how many the names gate flags, against the same count
    on the passing ones (its false rejects), per dataset.
@@ -101,6 +102,37 @@ def speed() -> None:
         print(f"  {label} p50 {statistics.median(ms):.3f} ms  p90 {q(ms, n=10)[8]:.3f} ms")
 
 
+def speed_cpp() -> None:
+    """C++: the names check needs the completion's function parsed anew (the syntax gate
+    often decides without a tree of the completed text); p50 of the whole gate check with
+    and without it on a 2,500-line file, interleaved."""
+    body = "".join(
+        f"long long func_{i}(long long a, long long b) {{\n    long long total = a + b * {i};"
+        f"\n    for (int j = 0; j < 3; j++) total += j;\n    return total;\n}}\n\n"
+        for i in range(420)
+    )
+    prefix = "#include <bits/stdc++.h>\nusing namespace std;\n" + body
+    prefix += "int main() {\n    long long n = 5, s = 0;\n"
+    suffix = "\n    cout << s << endl;\n    return 0;\n}\n"
+    doc = SyntaxDocument(prefix + suffix, "cpp")
+    lo = len(prefix.encode())
+    print(f"C++, a {(prefix + suffix).count(chr(10))}-line file:")
+    for label, completion in (
+        ("one line   ", "    s += func_3(n, 2);"),
+        ("a block    ", "    for (int i = 0; i < n; i++) {\n        s += func_3(i, n);\n    }"),
+    ):
+        for names in (False, True, False, True):
+            ms = []
+            for _ in range(200):
+                t0 = time.perf_counter()
+                v = doc.check(completion, lo, names=names, budget_s=1.0)
+                ms.append((time.perf_counter() - t0) * 1000)
+                assert v.valid and not v.undefined
+            q = statistics.quantiles(ms, n=10)
+            what = "with names   " if names else "without names"
+            print(f"  {label} gate {what} p50 {statistics.median(ms):.3f} ms  p90 {q[8]:.3f} ms")
+
+
 def _point(data: bytes, offset: int) -> tuple[int, int]:
     row = data.count(b"\n", 0, offset)
     return row, offset - (data.rfind(b"\n", 0, offset) + 1)
@@ -138,6 +170,7 @@ def main() -> int:
     args = ap.parse_args()
     bad = false_rejects()
     speed()
+    speed_cpp()
     if args.records:
         catch_rate(args.records)
     return 1 if bad else 0

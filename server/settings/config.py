@@ -268,10 +268,13 @@ class RoutingSettings:
     semantic: Semantic = _doc(
         "names",
         "Names gate, after a valid syntax verdict: `names` escalates a completion that uses "
-        "a name defined nowhere in the file (not a definition, parameter, import, builtin, "
-        "nor any other word of the file; reason `undefined-name`; Python only, passes when "
-        "unsure, e.g. after a star import) under policies `synconf` and `syntax`; `off` "
-        "does not look.",
+        "a name nothing defines (reason `undefined-name`) under policies `synconf` and "
+        "`syntax`; `off` does not look. Python: defined nowhere in the file (not a "
+        "definition, parameter, import, builtin, nor any other word of the file). C/C++: "
+        "no declaration in scope where it is used, in files that include only standard "
+        "headers (a name the file declares only as a local of other blocks, or nowhere and "
+        "uses nowhere else). Java: not looked at. It passes when unsure (a star import, a "
+        "parse error, a class's members).",
     )
     early_escalation: bool = _doc(
         True,

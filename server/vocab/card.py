@@ -23,7 +23,7 @@ WHY = {
     "syntax-invalid": "the local code would break the file's syntax",
     "syntax-timeout": "the syntax check ran out of time",
     "syntax-skipped": "the file is larger than routing.syntax_max_bytes: syntax not checked",
-    "undefined-name": "the local code uses a name defined nowhere in the file",
+    "undefined-name": "the local code uses a name nothing in the file defines where it is used",
     "policy-local": "routing.policy keeps every completion local",
     "policy-remote": "routing.policy sends every completion to the remote model",
     "local-unavailable": "the local model could not answer (see the problem below)",
@@ -87,7 +87,12 @@ def route_card(rec: RouteDecision, *, markdown: bool = True) -> str:
         if s.undefined:
             lines.append(f"- syntax: {s.status} ({by})")
             names = ", ".join(f"`{n}`" for n in s.undefined)
-            lines.append(f"- names: {names} defined nowhere in the file{where}")
+            what = (
+                "not declared in scope"  # C/C++: by scope, see syntax/_cscope
+                if "in scope" in s.message
+                else "defined nowhere in the file"
+            )
+            lines.append(f"- names: {names} {what}{where}")
         else:
             lines.append(f"- syntax: {s.status} ({by}){where}{msg}")
     else:

@@ -1,0 +1,803 @@
+"""The names the C and C++ standard headers declare (written by
+scripts/cxx_library_names.py from g++ (Debian 12.2.0-14+deb12u1) 12.2.0; do not edit).
+
+HEADERS: the headers they come from (a file that includes any other may see more).
+NAMES: declared outside function, parameter and class bodies, and macros."""
+
+_HEADERS_TEXT = """
+algorithm any array assert.h atomic barrier bit bits/stdc++.h bitset cassert ccomplex cctype
+cerrno cfenv cfloat charconv chrono cinttypes ciso646 climits clocale cmath codecvt compare
+complex complex.h concepts condition_variable coroutine csetjmp csignal cstdalign cstdarg
+cstdbool cstddef cstdint cstdio cstdlib cstring ctgmath ctime ctype.h cuchar cwchar cwctype
+deque errno.h exception execution expected fenv.h filesystem float.h forward_list fstream
+functional future initializer_list inttypes.h iomanip ios iosfwd iostream iso646.h istream
+iterator latch limits limits.h list locale locale.h map math.h memory memory_resource mutex
+new numbers numeric optional ostream queue random ranges ratio regex scoped_allocator
+semaphore set setjmp.h shared_mutex signal.h source_location span spanstream sstream stack
+stacktrace stdalign.h stdarg.h stdatomic.h stdbool.h stddef.h stdexcept stdint.h stdio.h
+stdlib.h stdnoreturn.h stop_token streambuf string string.h string_view syncstream
+system_error tgmath.h thread threads.h time.h tuple type_traits typeindex typeinfo uchar.h
+unordered_map unordered_set utility valarray variant vector version wchar.h wctype.h
+"""
+_NAMES_TEXT = """
+ADJ_ESTERROR ADJ_FREQUENCY ADJ_MAXERROR ADJ_MICRO ADJ_NANO ADJ_OFFSET ADJ_OFFSET_SINGLESHOT
+ADJ_OFFSET_SS_READ ADJ_SETOFFSET ADJ_STATUS ADJ_TAI ADJ_TICK ADJ_TIMECONST
+AIO_PRIO_DELTA_MAX ATOMIC_BOOL_LOCK_FREE ATOMIC_CHAR16_T_LOCK_FREE ATOMIC_CHAR32_T_LOCK_FREE
+ATOMIC_CHAR8_T_LOCK_FREE ATOMIC_CHAR_LOCK_FREE ATOMIC_FLAG_INIT ATOMIC_INT_LOCK_FREE
+ATOMIC_LLONG_LOCK_FREE ATOMIC_LONG_LOCK_FREE ATOMIC_POINTER_LOCK_FREE ATOMIC_SHORT_LOCK_FREE
+ATOMIC_VAR_INIT ATOMIC_WCHAR_T_LOCK_FREE April August BC_BASE_MAX BC_DIM_MAX BC_SCALE_MAX
+BC_STRING_MAX BIG_ENDIAN BOOL_MAX BOOL_WIDTH BUFSIZ BUS_ADRALN BUS_ADRERR BUS_MCEERR_AO
+BUS_MCEERR_AR BUS_OBJERR BYTE_ORDER CHARCLASS_NAME_MAX CHAR_BIT CHAR_MAX CHAR_MIN CHAR_WIDTH
+CLD_CONTINUED CLD_DUMPED CLD_EXITED CLD_KILLED CLD_STOPPED CLD_TRAPPED CLOCKS_PER_SEC
+CLOCK_BOOTTIME CLOCK_BOOTTIME_ALARM CLOCK_MONOTONIC CLOCK_MONOTONIC_COARSE
+CLOCK_MONOTONIC_RAW CLOCK_PROCESS_CPUTIME_ID CLOCK_REALTIME CLOCK_REALTIME_ALARM
+CLOCK_REALTIME_COARSE CLOCK_TAI CLOCK_THREAD_CPUTIME_ID CLONE_CHILD_CLEARTID
+CLONE_CHILD_SETTID CLONE_DETACHED CLONE_FILES CLONE_FS CLONE_IO CLONE_NEWCGROUP CLONE_NEWIPC
+CLONE_NEWNET CLONE_NEWNS CLONE_NEWPID CLONE_NEWTIME CLONE_NEWUSER CLONE_NEWUTS CLONE_PARENT
+CLONE_PARENT_SETTID CLONE_PIDFD CLONE_PTRACE CLONE_SETTLS CLONE_SIGHAND CLONE_SYSVSEM
+CLONE_THREAD CLONE_UNTRACED CLONE_VFORK CLONE_VM CLOSE_RANGE_CLOEXEC CLOSE_RANGE_UNSHARE
+CMPLX CMPLXF CMPLXF128 CMPLXF32 CMPLXF32X CMPLXF64 CMPLXF64X CMPLXL COLL_WEIGHTS_MAX
+CPU_ALLOC CPU_ALLOC_SIZE CPU_AND CPU_AND_S CPU_CLR CPU_CLR_S CPU_COUNT CPU_COUNT_S CPU_EQUAL
+CPU_EQUAL_S CPU_FREE CPU_ISSET CPU_ISSET_S CPU_OR CPU_OR_S CPU_SET CPU_SETSIZE CPU_SET_S
+CPU_XOR CPU_XOR_S CPU_ZERO CPU_ZERO_S CSIGNAL DBL_DECIMAL_DIG DBL_DIG DBL_EPSILON
+DBL_HAS_SUBNORM DBL_IS_IEC_60559 DBL_MANT_DIG DBL_MAX DBL_MAX_10_EXP DBL_MAX_EXP DBL_MIN
+DBL_MIN_10_EXP DBL_MIN_EXP DBL_NORM_MAX DBL_SNAN DBL_TRUE_MIN DEC128_EPSILON DEC128_MANT_DIG
+DEC128_MAX DEC128_MAX_EXP DEC128_MIN DEC128_MIN_EXP DEC128_SNAN DEC128_TRUE_MIN
+DEC32_EPSILON DEC32_MANT_DIG DEC32_MAX DEC32_MAX_EXP DEC32_MIN DEC32_MIN_EXP DEC32_SNAN
+DEC32_TRUE_MIN DEC64_EPSILON DEC64_MANT_DIG DEC64_MAX DEC64_MAX_EXP DEC64_MIN DEC64_MIN_EXP
+DEC64_SNAN DEC64_TRUE_MIN DECIMAL_DIG DEC_EVAL_METHOD DEC_INFINITY DEC_NAN DELAYTIMER_MAX
+December E2BIG EACCES EADDRINUSE EADDRNOTAVAIL EADV EAFNOSUPPORT EAGAIN EALREADY EBADE EBADF
+EBADFD EBADMSG EBADR EBADRQC EBADSLT EBFONT EBUSY ECANCELED ECHILD ECHRNG ECMAScript ECOMM
+ECONNABORTED ECONNREFUSED ECONNRESET EDEADLK EDEADLOCK EDESTADDRREQ EDOM EDOTDOT EDQUOT
+EEXIST EFAULT EFBIG EHOSTDOWN EHOSTUNREACH EHWPOISON EIDRM EILSEQ EINPROGRESS EINTR EINVAL
+EIO EISCONN EISDIR EISNAM EKEYEXPIRED EKEYREJECTED EKEYREVOKED EL2HLT EL2NSYNC EL3HLT EL3RST
+ELIBACC ELIBBAD ELIBEXEC ELIBMAX ELIBSCN ELNRNG ELOOP EMEDIUMTYPE EMFILE EMLINK EMSGSIZE
+EMULTIHOP ENAMETOOLONG ENAVAIL ENETDOWN ENETRESET ENETUNREACH ENFILE ENOANO ENOBUFS ENOCSI
+ENODATA ENODEV ENOENT ENOEXEC ENOKEY ENOLCK ENOLINK ENOMEDIUM ENOMEM ENOMSG ENONET ENOPKG
+ENOPROTOOPT ENOSPC ENOSR ENOSTR ENOSYS ENOTBLK ENOTCONN ENOTDIR ENOTEMPTY ENOTNAM
+ENOTRECOVERABLE ENOTSOCK ENOTSUP ENOTTY ENOTUNIQ ENXIO EOF EOPNOTSUPP EOVERFLOW EOWNERDEAD
+EPERM EPFNOSUPPORT EPIPE EPROTO EPROTONOSUPPORT EPROTOTYPE ERANGE EREMCHG EREMOTE EREMOTEIO
+ERESTART ERFKILL EROFS ESHUTDOWN ESOCKTNOSUPPORT ESPIPE ESRCH ESRMNT ESTALE ESTRPIPE ETIME
+ETIMEDOUT ETOOMANYREFS ETXTBSY EUCLEAN EUNATCH EUSERS EWOULDBLOCK EXDEV EXFULL EXIT_FAILURE
+EXIT_SUCCESS EXPR_NEST_MAX FD_CLR FD_ISSET FD_SET FD_SETSIZE FD_ZERO FE_ALL_EXCEPT
+FE_DFL_ENV FE_DFL_MODE FE_DIVBYZERO FE_DOWNWARD FE_INEXACT FE_INVALID FE_NOMASK_ENV
+FE_OVERFLOW FE_TONEAREST FE_TOWARDZERO FE_UNDERFLOW FE_UPWARD FILE FILENAME_MAX
+FLT_DECIMAL_DIG FLT_DIG FLT_EPSILON FLT_EVAL_METHOD FLT_HAS_SUBNORM FLT_IS_IEC_60559
+FLT_MANT_DIG FLT_MAX FLT_MAX_10_EXP FLT_MAX_EXP FLT_MIN FLT_MIN_10_EXP FLT_MIN_EXP
+FLT_NORM_MAX FLT_RADIX FLT_ROUNDS FLT_SNAN FLT_TRUE_MIN FOPEN_MAX FPE_CONDTRAP FPE_FLTDIV
+FPE_FLTINV FPE_FLTOVF FPE_FLTRES FPE_FLTSUB FPE_FLTUND FPE_FLTUNK FPE_INTDIV FPE_INTOVF
+FP_ILOGB0 FP_ILOGBNAN FP_INFINITE FP_INT_DOWNWARD FP_INT_TONEAREST FP_INT_TONEARESTFROMZERO
+FP_INT_TOWARDZERO FP_INT_UPWARD FP_LLOGB0 FP_LLOGBNAN FP_NAN FP_NORMAL FP_SUBNORMAL
+FP_XSTATE_MAGIC1 FP_XSTATE_MAGIC2 FP_XSTATE_MAGIC2_SIZE FP_ZERO F_LOCK F_OK F_TEST F_TLOCK
+F_ULOCK February Friday GCC HOST_NAME_MAX HUGE_VAL HUGE_VALF HUGE_VALL HUGE_VAL_F128
+HUGE_VAL_F32 HUGE_VAL_F32X HUGE_VAL_F64 HUGE_VAL_F64X I ILL_BADIADDR ILL_BADSTK ILL_COPROC
+ILL_ILLADR ILL_ILLOPC ILL_ILLOPN ILL_ILLTRP ILL_PRVOPC ILL_PRVREG INFINITY INT16_C INT16_MAX
+INT16_MIN INT16_WIDTH INT32_C INT32_MAX INT32_MIN INT32_WIDTH INT64_C INT64_MAX INT64_MIN
+INT64_WIDTH INT8_C INT8_MAX INT8_MIN INT8_WIDTH INTMAX_C INTMAX_MAX INTMAX_MIN INTMAX_WIDTH
+INTPTR_MAX INTPTR_MIN INTPTR_WIDTH INT_FAST16_MAX INT_FAST16_MIN INT_FAST16_WIDTH
+INT_FAST32_MAX INT_FAST32_MIN INT_FAST32_WIDTH INT_FAST64_MAX INT_FAST64_MIN
+INT_FAST64_WIDTH INT_FAST8_MAX INT_FAST8_MIN INT_FAST8_WIDTH INT_LEAST16_MAX INT_LEAST16_MIN
+INT_LEAST16_WIDTH INT_LEAST32_MAX INT_LEAST32_MIN INT_LEAST32_WIDTH INT_LEAST64_MAX
+INT_LEAST64_MIN INT_LEAST64_WIDTH INT_LEAST8_MAX INT_LEAST8_MIN INT_LEAST8_WIDTH INT_MAX
+INT_MIN INT_WIDTH IOV_MAX ITIMER_PROF ITIMER_REAL ITIMER_VIRTUAL Init January July June
+LC_ADDRESS LC_ADDRESS_MASK LC_ALL LC_ALL_MASK LC_COLLATE LC_COLLATE_MASK LC_CTYPE
+LC_CTYPE_MASK LC_GLOBAL_LOCALE LC_IDENTIFICATION LC_IDENTIFICATION_MASK LC_MEASUREMENT
+LC_MEASUREMENT_MASK LC_MESSAGES LC_MESSAGES_MASK LC_MONETARY LC_MONETARY_MASK LC_NAME
+LC_NAME_MASK LC_NUMERIC LC_NUMERIC_MASK LC_PAPER LC_PAPER_MASK LC_TELEPHONE
+LC_TELEPHONE_MASK LC_TIME LC_TIME_MASK LDBL_DECIMAL_DIG LDBL_DIG LDBL_EPSILON
+LDBL_HAS_SUBNORM LDBL_IS_IEC_60559 LDBL_MANT_DIG LDBL_MAX LDBL_MAX_10_EXP LDBL_MAX_EXP
+LDBL_MIN LDBL_MIN_10_EXP LDBL_MIN_EXP LDBL_NORM_MAX LDBL_SNAN LDBL_TRUE_MIN LINE_MAX
+LITTLE_ENDIAN LLONG_MAX LLONG_MIN LLONG_WIDTH LOGIN_NAME_MAX LONG_BIT LONG_LONG_MAX
+LONG_LONG_MIN LONG_MAX LONG_MIN LONG_WIDTH L_INCR L_SET L_XTND L_ctermid L_cuserid L_tmpnam
+MATH_ERREXCEPT MATH_ERRNO MAXFLOAT MAX_CANON MAX_INPUT MB_CUR_MAX MB_LEN_MAX MINSIGSTKSZ
+MOD_CLKA MOD_CLKB MOD_ESTERROR MOD_FREQUENCY MOD_MAXERROR MOD_MICRO MOD_NANO MOD_OFFSET
+MOD_STATUS MOD_TAI MOD_TIMECONST MQ_PRIO_MAX M_1_PI M_1_PIf M_1_PIf128 M_1_PIf32 M_1_PIf32x
+M_1_PIf64 M_1_PIf64x M_1_PIl M_2_PI M_2_PIf M_2_PIf128 M_2_PIf32 M_2_PIf32x M_2_PIf64
+M_2_PIf64x M_2_PIl M_2_SQRTPI M_2_SQRTPIf M_2_SQRTPIf128 M_2_SQRTPIf32 M_2_SQRTPIf32x
+M_2_SQRTPIf64 M_2_SQRTPIf64x M_2_SQRTPIl M_E M_Ef M_Ef128 M_Ef32 M_Ef32x M_Ef64 M_Ef64x M_El
+M_LN10 M_LN10f M_LN10f128 M_LN10f32 M_LN10f32x M_LN10f64 M_LN10f64x M_LN10l M_LN2 M_LN2f
+M_LN2f128 M_LN2f32 M_LN2f32x M_LN2f64 M_LN2f64x M_LN2l M_LOG10E M_LOG10Ef M_LOG10Ef128
+M_LOG10Ef32 M_LOG10Ef32x M_LOG10Ef64 M_LOG10Ef64x M_LOG10El M_LOG2E M_LOG2Ef M_LOG2Ef128
+M_LOG2Ef32 M_LOG2Ef32x M_LOG2Ef64 M_LOG2Ef64x M_LOG2El M_PI M_PI_2 M_PI_2f M_PI_2f128
+M_PI_2f32 M_PI_2f32x M_PI_2f64 M_PI_2f64x M_PI_2l M_PI_4 M_PI_4f M_PI_4f128 M_PI_4f32
+M_PI_4f32x M_PI_4f64 M_PI_4f64x M_PI_4l M_PIf M_PIf128 M_PIf32 M_PIf32x M_PIf64 M_PIf64x
+M_PIl M_SQRT1_2 M_SQRT1_2f M_SQRT1_2f128 M_SQRT1_2f32 M_SQRT1_2f32x M_SQRT1_2f64
+M_SQRT1_2f64x M_SQRT1_2l M_SQRT2 M_SQRT2f M_SQRT2f128 M_SQRT2f32 M_SQRT2f32x M_SQRT2f64
+M_SQRT2f64x M_SQRT2l March May Monday NAME_MAX NAN NFDBITS NGREG NGROUPS_MAX NL_ARGMAX
+NL_LANGMAX NL_MSGMAX NL_NMAX NL_SETMAX NL_TEXTMAX NSIG NULL NZERO November ONCE_FLAG_INIT
+October PATH_MAX PDP_ENDIAN PIPE_BUF POLL_ERR POLL_HUP POLL_IN POLL_MSG POLL_OUT POLL_PRI
+PRIX16 PRIX32 PRIX64 PRIX8 PRIXFAST16 PRIXFAST32 PRIXFAST64 PRIXFAST8 PRIXLEAST16
+PRIXLEAST32 PRIXLEAST64 PRIXLEAST8 PRIXMAX PRIXPTR PRId16 PRId32 PRId64 PRId8 PRIdFAST16
+PRIdFAST32 PRIdFAST64 PRIdFAST8 PRIdLEAST16 PRIdLEAST32 PRIdLEAST64 PRIdLEAST8 PRIdMAX
+PRIdPTR PRIi16 PRIi32 PRIi64 PRIi8 PRIiFAST16 PRIiFAST32 PRIiFAST64 PRIiFAST8 PRIiLEAST16
+PRIiLEAST32 PRIiLEAST64 PRIiLEAST8 PRIiMAX PRIiPTR PRIo16 PRIo32 PRIo64 PRIo8 PRIoFAST16
+PRIoFAST32 PRIoFAST64 PRIoFAST8 PRIoLEAST16 PRIoLEAST32 PRIoLEAST64 PRIoLEAST8 PRIoMAX
+PRIoPTR PRIu16 PRIu32 PRIu64 PRIu8 PRIuFAST16 PRIuFAST32 PRIuFAST64 PRIuFAST8 PRIuLEAST16
+PRIuLEAST32 PRIuLEAST64 PRIuLEAST8 PRIuMAX PRIuPTR PRIx16 PRIx32 PRIx64 PRIx8 PRIxFAST16
+PRIxFAST32 PRIxFAST64 PRIxFAST8 PRIxLEAST16 PRIxLEAST32 PRIxLEAST64 PRIxLEAST8 PRIxMAX
+PRIxPTR PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP PTHREAD_ATTR_NO_SIGMASK_NP
+PTHREAD_BARRIER_SERIAL_THREAD PTHREAD_CANCELED PTHREAD_CANCEL_ASYNCHRONOUS
+PTHREAD_CANCEL_DEFERRED PTHREAD_CANCEL_DISABLE PTHREAD_CANCEL_ENABLE
+PTHREAD_COND_INITIALIZER PTHREAD_CREATE_DETACHED PTHREAD_CREATE_JOINABLE
+PTHREAD_DESTRUCTOR_ITERATIONS PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP PTHREAD_EXPLICIT_SCHED
+PTHREAD_INHERIT_SCHED PTHREAD_KEYS_MAX PTHREAD_MUTEX_ADAPTIVE_NP PTHREAD_MUTEX_DEFAULT
+PTHREAD_MUTEX_ERRORCHECK PTHREAD_MUTEX_ERRORCHECK_NP PTHREAD_MUTEX_FAST_NP
+PTHREAD_MUTEX_INITIALIZER PTHREAD_MUTEX_NORMAL PTHREAD_MUTEX_RECURSIVE
+PTHREAD_MUTEX_RECURSIVE_NP PTHREAD_MUTEX_ROBUST PTHREAD_MUTEX_ROBUST_NP
+PTHREAD_MUTEX_STALLED PTHREAD_MUTEX_STALLED_NP PTHREAD_MUTEX_TIMED_NP PTHREAD_ONCE_INIT
+PTHREAD_PRIO_INHERIT PTHREAD_PRIO_NONE PTHREAD_PRIO_PROTECT PTHREAD_PROCESS_PRIVATE
+PTHREAD_PROCESS_SHARED PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP PTHREAD_RWLOCK_DEFAULT_NP
+PTHREAD_RWLOCK_INITIALIZER PTHREAD_RWLOCK_PREFER_READER_NP
+PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP PTHREAD_RWLOCK_PREFER_WRITER_NP
+PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP PTHREAD_SCOPE_PROCESS PTHREAD_SCOPE_SYSTEM
+PTHREAD_STACK_MIN PTRDIFF_MAX PTRDIFF_MIN PTRDIFF_WIDTH P_tmpdir RAND_MAX REG_CR2 REG_CSGSFS
+REG_EFL REG_ERR REG_OLDMASK REG_R10 REG_R11 REG_R12 REG_R13 REG_R14 REG_R15 REG_R8 REG_R9
+REG_RAX REG_RBP REG_RBX REG_RCX REG_RDI REG_RDX REG_RIP REG_RSI REG_RSP REG_TRAPNO
+RENAME_EXCHANGE RENAME_NOREPLACE RENAME_WHITEOUT RE_DUP_MAX RTSIG_MAX R_OK SA_INTERRUPT
+SA_NOCLDSTOP SA_NOCLDWAIT SA_NODEFER SA_NOMASK SA_ONESHOT SA_ONSTACK SA_RESETHAND SA_RESTART
+SA_SIGINFO SA_STACK SCHAR_MAX SCHAR_MIN SCHAR_WIDTH SCHED_BATCH SCHED_DEADLINE SCHED_FIFO
+SCHED_IDLE SCHED_ISO SCHED_OTHER SCHED_RESET_ON_FORK SCHED_RR SCNd16 SCNd32 SCNd64 SCNd8
+SCNdFAST16 SCNdFAST32 SCNdFAST64 SCNdFAST8 SCNdLEAST16 SCNdLEAST32 SCNdLEAST64 SCNdLEAST8
+SCNdMAX SCNdPTR SCNi16 SCNi32 SCNi64 SCNi8 SCNiFAST16 SCNiFAST32 SCNiFAST64 SCNiFAST8
+SCNiLEAST16 SCNiLEAST32 SCNiLEAST64 SCNiLEAST8 SCNiMAX SCNiPTR SCNo16 SCNo32 SCNo64 SCNo8
+SCNoFAST16 SCNoFAST32 SCNoFAST64 SCNoFAST8 SCNoLEAST16 SCNoLEAST32 SCNoLEAST64 SCNoLEAST8
+SCNoMAX SCNoPTR SCNu16 SCNu32 SCNu64 SCNu8 SCNuFAST16 SCNuFAST32 SCNuFAST64 SCNuFAST8
+SCNuLEAST16 SCNuLEAST32 SCNuLEAST64 SCNuLEAST8 SCNuMAX SCNuPTR SCNx16 SCNx32 SCNx64 SCNx8
+SCNxFAST16 SCNxFAST32 SCNxFAST64 SCNxFAST8 SCNxLEAST16 SCNxLEAST32 SCNxLEAST64 SCNxLEAST8
+SCNxMAX SCNxPTR SEEK_CUR SEEK_DATA SEEK_END SEEK_HOLE SEEK_SET SEGV_ACCADI SEGV_ACCERR
+SEGV_ADIDERR SEGV_ADIPERR SEGV_BNDERR SEGV_MAPERR SEGV_MTEAERR SEGV_MTESERR SEGV_PKUERR
+SEM_FAILED SEM_VALUE_MAX SHRT_MAX SHRT_MIN SHRT_WIDTH SIGABRT SIGALRM SIGBUS SIGCHLD SIGCLD
+SIGCONT SIGEV_NONE SIGEV_SIGNAL SIGEV_THREAD SIGEV_THREAD_ID SIGFPE SIGHUP SIGILL SIGINT
+SIGIO SIGIOT SIGKILL SIGPIPE SIGPOLL SIGPROF SIGPWR SIGQUIT SIGRTMAX SIGRTMIN SIGSEGV
+SIGSTKFLT SIGSTKSZ SIGSTOP SIGSYS SIGTERM SIGTRAP SIGTSTP SIGTTIN SIGTTOU SIGURG SIGUSR1
+SIGUSR2 SIGVTALRM SIGWINCH SIGXCPU SIGXFSZ SIG_ATOMIC_MAX SIG_ATOMIC_MIN SIG_ATOMIC_WIDTH
+SIG_BLOCK SIG_DFL SIG_ERR SIG_HOLD SIG_IGN SIG_SETMASK SIG_UNBLOCK SIZE_MAX SIZE_WIDTH
+SI_ASYNCIO SI_ASYNCNL SI_DETHREAD SI_KERNEL SI_MESGQ SI_QUEUE SI_SIGIO SI_TIMER SI_TKILL
+SI_USER SNAN SNANF SNANF128 SNANF32 SNANF32X SNANF64 SNANF64X SNANL SSIZE_MAX SS_DISABLE
+SS_ONSTACK STA_CLK STA_CLOCKERR STA_DEL STA_FLL STA_FREQHOLD STA_INS STA_MODE STA_NANO
+STA_PLL STA_PPSERROR STA_PPSFREQ STA_PPSJITTER STA_PPSSIGNAL STA_PPSTIME STA_PPSWANDER
+STA_RONLY STA_UNSYNC STDERR_FILENO STDIN_FILENO STDOUT_FILENO SYS__sysctl SYS_accept
+SYS_accept4 SYS_access SYS_acct SYS_add_key SYS_adjtimex SYS_afs_syscall SYS_alarm
+SYS_arch_prctl SYS_bind SYS_bpf SYS_brk SYS_capget SYS_capset SYS_chdir SYS_chmod SYS_chown
+SYS_chroot SYS_clock_adjtime SYS_clock_getres SYS_clock_gettime SYS_clock_nanosleep
+SYS_clock_settime SYS_clone SYS_clone3 SYS_close SYS_close_range SYS_connect
+SYS_copy_file_range SYS_creat SYS_create_module SYS_delete_module SYS_dup SYS_dup2 SYS_dup3
+SYS_epoll_create SYS_epoll_create1 SYS_epoll_ctl SYS_epoll_ctl_old SYS_epoll_pwait
+SYS_epoll_pwait2 SYS_epoll_wait SYS_epoll_wait_old SYS_eventfd SYS_eventfd2 SYS_execve
+SYS_execveat SYS_exit SYS_exit_group SYS_faccessat SYS_faccessat2 SYS_fadvise64
+SYS_fallocate SYS_fanotify_init SYS_fanotify_mark SYS_fchdir SYS_fchmod SYS_fchmodat
+SYS_fchown SYS_fchownat SYS_fcntl SYS_fdatasync SYS_fgetxattr SYS_finit_module
+SYS_flistxattr SYS_flock SYS_fork SYS_fremovexattr SYS_fsconfig SYS_fsetxattr SYS_fsmount
+SYS_fsopen SYS_fspick SYS_fstat SYS_fstatfs SYS_fsync SYS_ftruncate SYS_futex
+SYS_futex_waitv SYS_futimesat SYS_get_kernel_syms SYS_get_mempolicy SYS_get_robust_list
+SYS_get_thread_area SYS_getcpu SYS_getcwd SYS_getdents SYS_getdents64 SYS_getegid
+SYS_geteuid SYS_getgid SYS_getgroups SYS_getitimer SYS_getpeername SYS_getpgid SYS_getpgrp
+SYS_getpid SYS_getpmsg SYS_getppid SYS_getpriority SYS_getrandom SYS_getresgid SYS_getresuid
+SYS_getrlimit SYS_getrusage SYS_getsid SYS_getsockname SYS_getsockopt SYS_gettid
+SYS_gettimeofday SYS_getuid SYS_getxattr SYS_init_module SYS_inotify_add_watch
+SYS_inotify_init SYS_inotify_init1 SYS_inotify_rm_watch SYS_io_cancel SYS_io_destroy
+SYS_io_getevents SYS_io_pgetevents SYS_io_setup SYS_io_submit SYS_io_uring_enter
+SYS_io_uring_register SYS_io_uring_setup SYS_ioctl SYS_ioperm SYS_iopl SYS_ioprio_get
+SYS_ioprio_set SYS_kcmp SYS_kexec_file_load SYS_kexec_load SYS_keyctl SYS_kill
+SYS_landlock_add_rule SYS_landlock_create_ruleset SYS_landlock_restrict_self SYS_lchown
+SYS_lgetxattr SYS_link SYS_linkat SYS_listen SYS_listxattr SYS_llistxattr SYS_lookup_dcookie
+SYS_lremovexattr SYS_lseek SYS_lsetxattr SYS_lstat SYS_madvise SYS_mbind SYS_membarrier
+SYS_memfd_create SYS_memfd_secret SYS_migrate_pages SYS_mincore SYS_mkdir SYS_mkdirat
+SYS_mknod SYS_mknodat SYS_mlock SYS_mlock2 SYS_mlockall SYS_mmap SYS_modify_ldt SYS_mount
+SYS_mount_setattr SYS_move_mount SYS_move_pages SYS_mprotect SYS_mq_getsetattr SYS_mq_notify
+SYS_mq_open SYS_mq_timedreceive SYS_mq_timedsend SYS_mq_unlink SYS_mremap SYS_msgctl
+SYS_msgget SYS_msgrcv SYS_msgsnd SYS_msync SYS_munlock SYS_munlockall SYS_munmap
+SYS_name_to_handle_at SYS_nanosleep SYS_newfstatat SYS_nfsservctl SYS_open
+SYS_open_by_handle_at SYS_open_tree SYS_openat SYS_openat2 SYS_pause SYS_perf_event_open
+SYS_personality SYS_pidfd_getfd SYS_pidfd_open SYS_pidfd_send_signal SYS_pipe SYS_pipe2
+SYS_pivot_root SYS_pkey_alloc SYS_pkey_free SYS_pkey_mprotect SYS_poll SYS_ppoll SYS_prctl
+SYS_pread64 SYS_preadv SYS_preadv2 SYS_prlimit64 SYS_process_madvise SYS_process_mrelease
+SYS_process_vm_readv SYS_process_vm_writev SYS_pselect6 SYS_ptrace SYS_putpmsg SYS_pwrite64
+SYS_pwritev SYS_pwritev2 SYS_query_module SYS_quotactl SYS_quotactl_fd SYS_read
+SYS_readahead SYS_readlink SYS_readlinkat SYS_readv SYS_reboot SYS_recvfrom SYS_recvmmsg
+SYS_recvmsg SYS_remap_file_pages SYS_removexattr SYS_rename SYS_renameat SYS_renameat2
+SYS_request_key SYS_restart_syscall SYS_rmdir SYS_rseq SYS_rt_sigaction SYS_rt_sigpending
+SYS_rt_sigprocmask SYS_rt_sigqueueinfo SYS_rt_sigreturn SYS_rt_sigsuspend
+SYS_rt_sigtimedwait SYS_rt_tgsigqueueinfo SYS_sched_get_priority_max
+SYS_sched_get_priority_min SYS_sched_getaffinity SYS_sched_getattr SYS_sched_getparam
+SYS_sched_getscheduler SYS_sched_rr_get_interval SYS_sched_setaffinity SYS_sched_setattr
+SYS_sched_setparam SYS_sched_setscheduler SYS_sched_yield SYS_seccomp SYS_security
+SYS_select SYS_semctl SYS_semget SYS_semop SYS_semtimedop SYS_sendfile SYS_sendmmsg
+SYS_sendmsg SYS_sendto SYS_set_mempolicy SYS_set_mempolicy_home_node SYS_set_robust_list
+SYS_set_thread_area SYS_set_tid_address SYS_setdomainname SYS_setfsgid SYS_setfsuid
+SYS_setgid SYS_setgroups SYS_sethostname SYS_setitimer SYS_setns SYS_setpgid SYS_setpriority
+SYS_setregid SYS_setresgid SYS_setresuid SYS_setreuid SYS_setrlimit SYS_setsid
+SYS_setsockopt SYS_settimeofday SYS_setuid SYS_setxattr SYS_shmat SYS_shmctl SYS_shmdt
+SYS_shmget SYS_shutdown SYS_sigaltstack SYS_signalfd SYS_signalfd4 SYS_socket SYS_socketpair
+SYS_splice SYS_stat SYS_statfs SYS_statx SYS_swapoff SYS_swapon SYS_symlink SYS_symlinkat
+SYS_sync SYS_sync_file_range SYS_syncfs SYS_sysfs SYS_sysinfo SYS_syslog SYS_tee SYS_tgkill
+SYS_time SYS_timer_create SYS_timer_delete SYS_timer_getoverrun SYS_timer_gettime
+SYS_timer_settime SYS_timerfd_create SYS_timerfd_gettime SYS_timerfd_settime SYS_times
+SYS_tkill SYS_truncate SYS_tuxcall SYS_umask SYS_umount2 SYS_uname SYS_unlink SYS_unlinkat
+SYS_unshare SYS_uselib SYS_userfaultfd SYS_ustat SYS_utime SYS_utimensat SYS_utimes
+SYS_vfork SYS_vhangup SYS_vmsplice SYS_vserver SYS_wait4 SYS_waitid SYS_write SYS_writev
+Saturday September Sunday TEMP_FAILURE_RETRY TIMER_ABSTIME TIMESPEC_TO_TIMEVAL
+TIMEVAL_TO_TIMESPEC TIME_UTC TMP_MAX TRAP_BRANCH TRAP_BRKPT TRAP_HWBKPT TRAP_TRACE TRAP_UNK
+TSS_DTOR_ITERATIONS TTY_NAME_MAX Thursday Tuesday UCHAR_MAX UCHAR_WIDTH UINT16_C UINT16_MAX
+UINT16_WIDTH UINT32_C UINT32_MAX UINT32_WIDTH UINT64_C UINT64_MAX UINT64_WIDTH UINT8_C
+UINT8_MAX UINT8_WIDTH UINTMAX_C UINTMAX_MAX UINTMAX_WIDTH UINTPTR_MAX UINTPTR_WIDTH
+UINT_FAST16_MAX UINT_FAST16_WIDTH UINT_FAST32_MAX UINT_FAST32_WIDTH UINT_FAST64_MAX
+UINT_FAST64_WIDTH UINT_FAST8_MAX UINT_FAST8_WIDTH UINT_LEAST16_MAX UINT_LEAST16_WIDTH
+UINT_LEAST32_MAX UINT_LEAST32_WIDTH UINT_LEAST64_MAX UINT_LEAST64_WIDTH UINT_LEAST8_MAX
+UINT_LEAST8_WIDTH UINT_MAX UINT_WIDTH ULLONG_MAX ULLONG_WIDTH ULONG_LONG_MAX ULONG_MAX
+ULONG_WIDTH USHRT_MAX USHRT_WIDTH WCHAR_MAX WCHAR_MIN WCHAR_WIDTH WCONTINUED WEOF WEXITED
+WEXITSTATUS WIFCONTINUED WIFEXITED WIFSIGNALED WIFSTOPPED WINT_MAX WINT_MIN WINT_WIDTH
+WNOHANG WNOWAIT WORD_BIT WSTOPPED WSTOPSIG WTERMSIG WUNTRACED W_OK Wednesday XATTR_LIST_MAX
+XATTR_NAME_MAX XATTR_SIZE_MAX X_OK _1 _10 _11 _12 _13 _14 _15 _16 _17 _18 _19 _2 _20 _21 _22
+_23 _24 _25 _26 _27 _28 _29 _3 _4 _5 _6 _7 _8 _9 _exit _fpreg _fpstate _fpx_sw_bytes _fpxreg
+_libc_fpstate _libc_fpxreg _libc_xmmreg _longjmp _pthread_cleanup_buffer _setjmp _tolower
+_toupper _xmmreg _xsave_hdr _xstate _ymmh_state a64l abort abs access acct accumulate acos
+acosf acosf128 acosf32 acosf32x acosf64 acosf64x acosh acoshf acoshf128 acoshf32 acoshf32x
+acoshf64 acoshf64x acoshl acosl acq_rel acquire add add_const add_const_t add_cv add_cv_t
+add_lvalue_reference add_lvalue_reference_t add_pointer add_pointer_t add_rvalue_reference
+add_rvalue_reference_t add_volatile add_volatile_t address_family_not_supported
+address_in_use address_not_available addressof adjacent_difference adjacent_find adjtime
+adopt_lock adopt_lock_t advance airy_ai airy_aif airy_ail airy_bi airy_bif airy_bil alarm
+align align_val_t alignas aligned_alloc aligned_storage aligned_storage_t aligned_union
+aligned_union_t alignment_of alignment_of_v alignment_value alignof all all_of all_t alloca
+allocate_shared allocate_shared_for_overwrite allocator allocator_traits allocator_type
+already_connected and and_eq any any_cast any_of app apply arc4random arc4random_buf
+arc4random_uniform argument_list_too_long argument_out_of_domain argument_type array
+as_bytes as_const as_writable_bytes asctime asctime_r asin asinf asinf128 asinf32 asinf32x
+asinf64 asinf64x asinh asinhf asinhf128 asinhf32 asinhf32x asinhf64 asinhf64x asinhl asinl
+asprintf assert assert_perror assign assignable_from assoc_laguerre assoc_laguerref
+assoc_laguerrel assoc_legendre assoc_legendref assoc_legendrel assume_aligned async at
+at_quick_exit atan atan2 atan2f atan2f128 atan2f32 atan2f32x atan2f64 atan2f64x atan2l atanf
+atanf128 atanf32 atanf32x atanf64 atanf64x atanh atanhf atanhf128 atanhf32 atanhf32x
+atanhf64 atanhf64x atanhl atanl ate atexit atof atoi atol atoll atomic atomic_bool
+atomic_char atomic_char16_t atomic_char32_t atomic_char8_t atomic_compare_exchange_strong
+atomic_compare_exchange_strong_explicit atomic_compare_exchange_weak
+atomic_compare_exchange_weak_explicit atomic_exchange atomic_exchange_explicit
+atomic_fetch_add atomic_fetch_add_explicit atomic_fetch_and atomic_fetch_and_explicit
+atomic_fetch_or atomic_fetch_or_explicit atomic_fetch_sub atomic_fetch_sub_explicit
+atomic_fetch_xor atomic_fetch_xor_explicit atomic_flag atomic_flag_clear
+atomic_flag_clear_explicit atomic_flag_test_and_set atomic_flag_test_and_set_explicit
+atomic_init atomic_int atomic_int16_t atomic_int32_t atomic_int64_t atomic_int8_t
+atomic_int_fast16_t atomic_int_fast32_t atomic_int_fast64_t atomic_int_fast8_t
+atomic_int_least16_t atomic_int_least32_t atomic_int_least64_t atomic_int_least8_t
+atomic_intmax_t atomic_intptr_t atomic_is_lock_free atomic_llong atomic_load
+atomic_load_explicit atomic_long atomic_notify_all atomic_notify_one atomic_ptrdiff_t
+atomic_ref atomic_schar atomic_short atomic_signal_fence atomic_size_t atomic_store
+atomic_store_explicit atomic_thread_fence atomic_uchar atomic_uint atomic_uint16_t
+atomic_uint32_t atomic_uint64_t atomic_uint8_t atomic_uint_fast16_t atomic_uint_fast32_t
+atomic_uint_fast64_t atomic_uint_fast8_t atomic_uint_least16_t atomic_uint_least32_t
+atomic_uint_least64_t atomic_uint_least8_t atomic_uintmax_t atomic_uintptr_t atomic_ullong
+atomic_ulong atomic_ushort atomic_wait atomic_wait_explicit atomic_wchar_t atto auto_ptr
+auto_ptr_ref awk back_insert_iterator back_inserter bad_address bad_alloc bad_any_cast
+bad_array_new_length bad_cast bad_exception bad_expected_access bad_file_descriptor
+bad_function_call bad_message bad_optional_access bad_typeid bad_variant_access bad_weak_ptr
+barrier base basename basic basic_common_reference basic_filebuf basic_fstream
+basic_ifstream basic_ios basic_iostream basic_ispanstream basic_istream basic_istream_view
+basic_istringstream basic_ofstream basic_ospanstream basic_ostream basic_ostringstream
+basic_osyncstream basic_regex basic_spanbuf basic_spanstream basic_streambuf basic_string
+basic_string_view basic_stringbuf basic_stringstream basic_syncbuf bcmp bcopy be16toh
+be32toh be64toh before begin bernoulli_distribution beta betaf betal bidirectional_iterator
+bidirectional_iterator_tag bidirectional_range big binary_function binary_negate
+binary_search binary_semaphore binary_transform_result bind bind1st bind2nd bind_front
+bind_textdomain_codeset binder1st binder2nd bindtextdomain binomial_distribution bit_and
+bit_cast bit_ceil bit_floor bit_not bit_or bit_width bit_xor bitand bitor bitset blkcnt64_t
+blkcnt_t blksize_t block bool bool_constant boolalpha borrowed_iterator_t borrowed_range
+borrowed_subrange_t boyer_moore_horspool_searcher boyer_moore_searcher brk broken_pipe
+broken_promise bsearch btowc bucket bucket_count bucket_size byte byteswap bzero c16rtomb
+c32rtomb c8rtomb cabs cabsf cabsf128 cabsf32 cabsf32x cabsf64 cabsf64x cabsl cacos cacosf
+cacosf128 cacosf32 cacosf32x cacosf64 cacosf64x cacosh cacoshf cacoshf128 cacoshf32
+cacoshf32x cacoshf64 cacoshf64x cacoshl cacosl caddr_t call_once calloc canonicalize
+canonicalize_file_name canonicalizef canonicalizef128 canonicalizef32 canonicalizef32x
+canonicalizef64 canonicalizef64x canonicalizel carg cargf cargf128 cargf32 cargf32x cargf64
+cargf64x cargl casin casinf casinf128 casinf32 casinf32x casinf64 casinf64x casinh casinhf
+casinhf128 casinhf32 casinhf32x casinhf64 casinhf64x casinhl casinl catalog catan catanf
+catanf128 catanf32 catanf32x catanf64 catanf64x catanh catanhf catanhf128 catanhf32
+catanhf32x catanhf64 catanhf64x catanhl catanl cauchy_distribution cbegin cbrt cbrtf
+cbrtf128 cbrtf32 cbrtf32x cbrtf64 cbrtf64x cbrtl ccos ccosf ccosf128 ccosf32 ccosf32x
+ccosf64 ccosf64x ccosh ccoshf ccoshf128 ccoshf32 ccoshf32x ccoshf64 ccoshf64x ccoshl ccosl
+cdata ceil ceilf ceilf128 ceilf32 ceilf32x ceilf64 ceilf64x ceill cend centi cerr cexp cexpf
+cexpf128 cexpf32 cexpf32x cexpf64 cexpf64x cexpl char_class_type char_traits char_type
+character chars_format chdir chi_squared_distribution chown chrono chrono_literals chroot
+cimag cimagf cimagf128 cimagf32 cimagf32x cimagf64 cimagf64x cimagl cin clamp class clear
+clearenv clearerr clearerr_unlocked clock clock_adjtime clock_getcpuclockid clock_getres
+clock_gettime clock_nanosleep clock_settime clock_t clockid_t clog clog10 clog10f clog10f128
+clog10f32 clog10f32x clog10f64 clog10f64x clog10l clogf clogf128 clogf32 clogf32x clogf64
+clogf64x clogl clone close close_range closefrom cmatch cmp_equal cmp_greater
+cmp_greater_equal cmp_less cmp_less_equal cmp_not_equal cnd_broadcast cnd_destroy cnd_init
+cnd_signal cnd_t cnd_timedwait cnd_wait codecvt codecvt_base codecvt_byname codecvt_mode
+codecvt_utf16 codecvt_utf8 codecvt_utf8_utf16 collate collate_byname combine common
+common_comparison_category common_comparison_category_t common_iterator common_range
+common_reference common_reference_t common_reference_with common_type common_type_t
+common_view common_with comp_ellint_1 comp_ellint_1f comp_ellint_1l comp_ellint_2
+comp_ellint_2f comp_ellint_2l comp_ellint_3 comp_ellint_3f comp_ellint_3l compare
+compare_exchange_strong compare_exchange_weak compare_partial_order_fallback
+compare_strong_order_fallback compare_three_way compare_three_way_result
+compare_three_way_result_t compare_weak_order_fallback comparison_fn_t compl complex
+condition_variable condition_variable_any conditional conditional_t conf_hyperg conf_hypergf
+conf_hypergl confstr conj conjf conjf128 conjf32 conjf32x conjf64 conjf64x conjl conjunction
+conjunction_v connection_aborted connection_already_in_progress connection_refused
+connection_reset const const_iterator const_local_iterator const_mem_fun1_ref_t
+const_mem_fun1_t const_mem_fun_ref_t const_mem_fun_t const_pointer_cast construct_at
+constructible_from consume consume_header contiguous_iterator contiguous_iterator_tag
+contiguous_range convertible_to cookie_close_function_t cookie_io_functions_t
+cookie_read_function_t cookie_seek_function_t cookie_write_function_t copy copy_backward
+copy_backward_result copy_constructible copy_file copy_file_range copy_if copy_if_result
+copy_n copy_n_result copy_options copy_result copy_symlinks copyable copyfmt copysign
+copysignf copysignf128 copysignf32 copysignf32x copysignf64 copysignf64x copysignl
+coroutine_handle coroutine_traits cos cosf cosf128 cosf32 cosf32x cosf64 cosf64x cosh coshf
+coshf128 coshf32 coshf32x coshf64 coshf64x coshl cosl count count_if counted
+counted_iterator counting_semaphore countl_one countl_zero countr_one countr_zero cout cpow
+cpowf cpowf128 cpowf32 cpowf32x cpowf64 cpowf64x cpowl cproj cprojf cprojf128 cprojf32
+cprojf32x cprojf64 cprojf64x cprojl cpu_set_t crbegin creal crealf crealf128 crealf32
+crealf32x crealf64 crealf64x creall create_hard_links create_symlinks cref cregex_iterator
+cregex_token_iterator crend cross_device_link crypt cshift csin csinf csinf128 csinf32
+csinf32x csinf64 csinf64x csinh csinhf csinhf128 csinhf32 csinhf32x csinhf64 csinhf64x
+csinhl csinl csqrt csqrtf csqrtf128 csqrtf32 csqrtf32x csqrtf64 csqrtf64x csqrtl csub_match
+ctan ctanf ctanf128 ctanf32 ctanf32x ctanf64 ctanf64x ctanh ctanhf ctanhf128 ctanhf32
+ctanhf32x ctanhf64 ctanhf64x ctanhl ctanl ctermid ctime ctime_r ctype ctype_base
+ctype_byname current_exception current_path cuserid cv_status cxx11 cyl_bessel_i
+cyl_bessel_if cyl_bessel_il cyl_bessel_j cyl_bessel_jf cyl_bessel_jl cyl_bessel_k
+cyl_bessel_kf cyl_bessel_kl cyl_neumann cyl_neumannf cyl_neumannl dadd daddl daddr_t daemon
+dangling data dateorder day daylight days dcgettext dcngettext ddiv ddivl dec deca decay
+decay_t deci declval default default_delete default_initializable default_random_engine
+default_searcher default_sentinel default_sentinel_t defaultfloat defer_lock defer_lock_t
+deferred denorm_absent denorm_indeterminate denorm_present deprecated deque derived_from
+destination_address_required destroy destroy_at destroy_n destroying_delete
+destroying_delete_t destructible dev_t device_or_resource_busy dfma dfmal dgettext
+diagnostic difference_type difftime directories_only directory directory_entry
+directory_iterator directory_not_empty directory_options disable_sized_range
+disable_sized_sentinel_for discard discard_block_engine discrete_distribution disjunction
+disjunction_v distance div div_t divides dmul dmull dngettext do_close do_compare
+do_date_order do_get do_get_date do_get_monthname do_get_time do_get_weekday do_get_year
+do_hash do_open do_put do_transform domain_error double double_t dprintf drand48
+drand48_data drand48_r drem dremf dreml drop drop_view drop_while drop_while_view dsqrt
+dsqrtl dsub dsubl dup dup2 dup3 duplocale duration duration_cast duration_values
+dynamic_extent dynamic_pointer_cast dysize e e_v eaccess ecvt ecvt_r egamma egamma_v egrep
+elements elements_view ellint_1 ellint_1f ellint_1l ellint_2 ellint_2f ellint_2l ellint_3
+ellint_3f ellint_3l emplace emplace_back emplace_front empty empty_view
+enable_borrowed_range enable_if enable_if_t enable_shared_from_this enable_view end endian
+endl ends endusershell environ equal equal_range equal_to equality_comparable
+equality_comparable_with equivalence_relation equivalent erand48 erand48_r erase erase_if
+erf erfc erfcf erfcf128 erfcf32 erfcf32x erfcf64 erfcf64x erfcl erff erff128 erff32 erff32x
+erff64 erff64x erfl errc errno error_backref error_badbrace error_badrepeat error_brace
+error_brack error_category error_code error_collate error_complexity error_condition
+error_ctype error_escape error_paren error_range error_space error_stack error_t error_type
+euidaccess exa exception exception_ptr exchange exclusive_scan execl execle execlp
+executable_format_error execution execv execve execveat execvp execvpe exists exit exp exp10
+exp10f exp10f128 exp10f32 exp10f32x exp10f64 exp10f64x exp10l exp2 exp2f exp2f128 exp2f32
+exp2f32x exp2f64 exp2f64x exp2l expected expf expf128 expf32 expf32x expf64 expf64x expint
+expintf expintl expl explicit_bzero expm1 expm1f expm1f128 expm1f32 expm1f32x expm1f64
+expm1f64x expm1l exponential_distribution extended extension extent extent_v
+extreme_value_distribution f32addf128 f32addf32x f32addf64 f32addf64x f32divf128 f32divf32x
+f32divf64 f32divf64x f32fmaf128 f32fmaf32x f32fmaf64 f32fmaf64x f32mulf128 f32mulf32x
+f32mulf64 f32mulf64x f32sqrtf128 f32sqrtf32x f32sqrtf64 f32sqrtf64x f32subf128 f32subf32x
+f32subf64 f32subf64x f32xaddf128 f32xaddf64 f32xaddf64x f32xdivf128 f32xdivf64 f32xdivf64x
+f32xfmaf128 f32xfmaf64 f32xfmaf64x f32xmulf128 f32xmulf64 f32xmulf64x f32xsqrtf128
+f32xsqrtf64 f32xsqrtf64x f32xsubf128 f32xsubf64 f32xsubf64x f64addf128 f64addf64x f64divf128
+f64divf64x f64fmaf128 f64fmaf64x f64mulf128 f64mulf64x f64sqrtf128 f64sqrtf64x f64subf128
+f64subf64x f64xaddf128 f64xdivf128 f64xfmaf128 f64xmulf128 f64xsqrtf128 f64xsubf128 fabs
+fabsf fabsf128 fabsf32 fabsf32x fabsf64 fabsf64x fabsl faccessat facet fadd faddl false
+false_type fchdir fchown fchownat fclose fcloseall fcvt fcvt_r fd_mask fd_set fdatasync fdim
+fdimf fdimf128 fdimf32 fdimf32x fdimf64 fdimf64x fdiml fdiv fdivl fdopen feclearexcept
+fedisableexcept feenableexcept fegetenv fegetexcept fegetexceptflag fegetmode fegetround
+feholdexcept femode_t femto fenv_t feof feof_unlocked feraiseexcept ferror ferror_unlocked
+fesetenv fesetexcept fesetexceptflag fesetmode fesetround fetch_add fetch_and fetch_or
+fetch_sub fetch_xor fetestexcept fetestexceptflag feupdateenv fexcept_t fexecve fflush
+fflush_unlocked ffma ffmal ffs ffsl ffsll fgetc fgetc_unlocked fgetpos fgetpos64 fgets
+fgets_unlocked fgetwc fgetwc_unlocked fgetws fgetws_unlocked fifo file_clock file_exists
+file_size file_status file_time file_time_type file_too_large file_type filebuf filename
+filename_too_long fileno fileno_unlocked filesystem filesystem_error fill fill_n filter
+filter_view find find_end find_first_not_of find_first_of find_if find_if_not
+find_last_not_of find_last_of finite finitef finitel first first_argument_type
+fisher_f_distribution fixed float float_denorm_style float_round_style float_t
+floating_point flockfile floor floorf floorf128 floorf32 floorf32x floorf64 floorf64x floorl
+flush fma fmaf fmaf128 fmaf32 fmaf32x fmaf64 fmaf64x fmal fmax fmaxf fmaxf128 fmaxf32
+fmaxf32x fmaxf64 fmaxf64x fmaximum fmaximum_mag fmaximum_mag_num fmaximum_mag_numf
+fmaximum_mag_numf128 fmaximum_mag_numf32 fmaximum_mag_numf32x fmaximum_mag_numf64
+fmaximum_mag_numf64x fmaximum_mag_numl fmaximum_magf fmaximum_magf128 fmaximum_magf32
+fmaximum_magf32x fmaximum_magf64 fmaximum_magf64x fmaximum_magl fmaximum_num fmaximum_numf
+fmaximum_numf128 fmaximum_numf32 fmaximum_numf32x fmaximum_numf64 fmaximum_numf64x
+fmaximum_numl fmaximumf fmaximumf128 fmaximumf32 fmaximumf32x fmaximumf64 fmaximumf64x
+fmaximuml fmaxl fmaxmag fmaxmagf fmaxmagf128 fmaxmagf32 fmaxmagf32x fmaxmagf64 fmaxmagf64x
+fmaxmagl fmemopen fmin fminf fminf128 fminf32 fminf32x fminf64 fminf64x fminimum
+fminimum_mag fminimum_mag_num fminimum_mag_numf fminimum_mag_numf128 fminimum_mag_numf32
+fminimum_mag_numf32x fminimum_mag_numf64 fminimum_mag_numf64x fminimum_mag_numl
+fminimum_magf fminimum_magf128 fminimum_magf32 fminimum_magf32x fminimum_magf64
+fminimum_magf64x fminimum_magl fminimum_num fminimum_numf fminimum_numf128 fminimum_numf32
+fminimum_numf32x fminimum_numf64 fminimum_numf64x fminimum_numl fminimumf fminimumf128
+fminimumf32 fminimumf32x fminimumf64 fminimumf64x fminimuml fminl fminmag fminmagf
+fminmagf128 fminmagf32 fminmagf32x fminmagf64 fminmagf64x fminmagl fmod fmodf fmodf128
+fmodf32 fmodf32x fmodf64 fmodf64x fmodl fmul fmull follow_directory_symlink fopen fopen64
+fopencookie for_each for_each_n for_each_n_result for_each_result fork format format_default
+format_first_only format_no_copy format_sed forward forward_as_tuple forward_iterator
+forward_iterator_tag forward_list forward_range fpathconf fpclassify fpos fpos64_t fpos_t
+fpregset_t fprintf fputc fputc_unlocked fputs fputs_unlocked fputwc fputwc_unlocked fputws
+fputws_unlocked fread fread_unlocked free freelocale freopen freopen64 frexp frexpf
+frexpf128 frexpf32 frexpf32x frexpf64 frexpf64x frexpl from_chars from_chars_result fromfp
+fromfpf fromfpf128 fromfpf32 fromfpf32x fromfpf64 fromfpf64x fromfpl fromfpx fromfpxf
+fromfpxf128 fromfpxf32 fromfpxf32x fromfpxf64 fromfpxf64x fromfpxl front_insert_iterator
+front_inserter fsblkcnt64_t fsblkcnt_t fscanf fseek fseeko fseeko64 fsetpos fsetpos64
+fsfilcnt64_t fsfilcnt_t fsid_t fsqrt fsqrtl fstream fsub fsubl fsync ftell ftello ftello64
+ftruncate ftruncate64 ftrylockfile function function_not_supported funlockfile futimes
+futimesat future future_already_retrieved future_category future_errc future_error
+future_status fwide fwprintf fwrite fwrite_unlocked fwscanf gamma gamma_distribution gammaf
+gammal gcd gcvt general generate generate_canonical generate_header generate_n
+generic_category generic_string generic_u16string generic_u32string generic_u8string
+generic_wstring geometric_distribution get get_allocator get_current_dir_name
+get_default_resource get_deleter get_id get_if get_money get_new_handler
+get_temporary_buffer get_terminate get_time getc getc_unlocked getchar getchar_unlocked
+getcpu getcwd getdate getdate_err getdate_r getdelim getdomainname getdtablesize getegid
+getentropy getenv geteuid getgid getgroups gethostid gethostname getitimer getline
+getloadavg getlogin getlogin_r getopt getpagesize getpass getpayload getpayloadf
+getpayloadf128 getpayloadf32 getpayloadf32x getpayloadf64 getpayloadf64x getpayloadl getpgid
+getpgrp getpid getppid getpt getresgid getresuid getsid getsubopt gettext gettid
+gettimeofday getuid getusershell getw getwc getwc_unlocked getwchar getwchar_unlocked getwd
+gid_t giga gmtime gmtime_r gnu gps_clock gps_seconds gps_time grantpt greater greater_equal
+greg_t gregset_t grep group_all group_exec group_member group_read group_write gsignal
+gslice gslice_array hard_link_count hardware_constructive_interference_size
+hardware_destructive_interference_size has_extension has_facet has_single_bit has_stem
+has_unique_object_representations has_unique_object_representations_v has_virtual_destructor
+has_virtual_destructor_v hash hash_value hecto hermite hermitef hermitel hex hexfloat
+hh_mm_ss high_resolution_clock holds_alternative host_unreachable hours htobe16 htobe32
+htobe64 htole16 htole32 htole64 hyperg hypergf hypergl hypot hypotf hypotf128 hypotf32
+hypotf32x hypotf64 hypotf64x hypotl icase id id_t identifier_removed identity ifstream
+ignore illegal_byte_sequence ilogb ilogbf ilogbf128 ilogbf32 ilogbf32x ilogbf64 ilogbf64x
+ilogbl imaxabs imaxdiv imaxdiv_t imbue in_found_result in_fun_result in_in_out_result
+in_in_result in_out_out_result in_out_result in_place in_place_index in_place_index_t
+in_place_t in_place_type in_place_type_t in_range inappropriate_io_control_operation
+includes inclusive_scan incrementable incrementable_traits independent_bits_engine index
+index_sequence index_sequence_for indirect_array indirect_binary_predicate
+indirect_equivalence_relation indirect_result_t indirect_strict_weak_order
+indirect_unary_predicate indirectly_comparable indirectly_copyable
+indirectly_copyable_storable indirectly_movable indirectly_movable_storable
+indirectly_readable indirectly_readable_traits indirectly_regular_unary_invocable
+indirectly_swappable indirectly_unary_invocable indirectly_writable init initializer_list
+initstate initstate_r inner_product ino64_t ino_t inplace_merge input_iterator
+input_iterator_tag input_or_output_iterator input_range insert insert_after insert_iterator
+inserter int16_t int32_t int64_t int8_t int_fast16_t int_fast32_t int_fast64_t int_fast8_t
+int_least16_t int_least32_t int_least64_t int_least8_t int_type integer_sequence integral
+integral_constant internal interrupted intl intmax_t intptr_t inv_pi inv_pi_v inv_sqrt3
+inv_sqrt3_v inv_sqrtpi inv_sqrtpi_v invalid_argument invalid_seek invocable invoke invoke_r
+invoke_result invoke_result_t io_errc io_error ios ios_base iostream iostream_category iota
+iota_view is is_a_directory is_absolute is_abstract is_abstract_v is_aggregate
+is_aggregate_v is_am is_arithmetic is_arithmetic_v is_array is_array_v is_assignable
+is_assignable_v is_base_of is_base_of_v is_bind_expression is_bind_expression_v
+is_bounded_array is_bounded_array_v is_class is_class_v is_clock is_clock_v is_compound
+is_compound_v is_const is_const_v is_constant_evaluated is_constructible is_constructible_v
+is_convertible is_convertible_v is_copy_assignable is_copy_assignable_v
+is_copy_constructible is_copy_constructible_v is_corresponding_member
+is_default_constructible is_default_constructible_v is_destructible is_destructible_v
+is_empty is_empty_v is_enum is_enum_v is_eq is_error_code_enum is_error_code_enum_v
+is_error_condition_enum is_error_condition_enum_v is_execution_policy is_execution_policy_v
+is_final is_final_v is_floating_point is_floating_point_v is_function is_function_v
+is_fundamental is_fundamental_v is_gt is_gteq is_heap is_heap_until is_integral
+is_integral_v is_invocable is_invocable_r is_invocable_r_v is_invocable_v
+is_layout_compatible is_layout_compatible_v is_literal_type is_literal_type_v is_lock_free
+is_lt is_lteq is_lvalue_reference is_lvalue_reference_v is_member_function_pointer
+is_member_function_pointer_v is_member_object_pointer is_member_object_pointer_v
+is_member_pointer is_member_pointer_v is_move_assignable is_move_assignable_v
+is_move_constructible is_move_constructible_v is_neq is_nothrow_assignable
+is_nothrow_assignable_v is_nothrow_constructible is_nothrow_constructible_v
+is_nothrow_convertible is_nothrow_convertible_v is_nothrow_copy_assignable
+is_nothrow_copy_assignable_v is_nothrow_copy_constructible is_nothrow_copy_constructible_v
+is_nothrow_default_constructible is_nothrow_default_constructible_v is_nothrow_destructible
+is_nothrow_destructible_v is_nothrow_invocable is_nothrow_invocable_r
+is_nothrow_invocable_r_v is_nothrow_invocable_v is_nothrow_move_assignable
+is_nothrow_move_assignable_v is_nothrow_move_constructible is_nothrow_move_constructible_v
+is_nothrow_swappable is_nothrow_swappable_v is_nothrow_swappable_with
+is_nothrow_swappable_with_v is_null_pointer is_null_pointer_v is_object is_object_v is_other
+is_partitioned is_permutation is_placeholder is_placeholder_v is_pm is_pod is_pod_v
+is_pointer is_pointer_interconvertible_base_of is_pointer_interconvertible_base_of_v
+is_pointer_interconvertible_with_class is_pointer_v is_polymorphic is_polymorphic_v
+is_reference is_reference_v is_regular_file is_rvalue_reference is_rvalue_reference_v
+is_same is_same_v is_scalar is_scalar_v is_scoped_enum is_scoped_enum_v is_signed
+is_signed_v is_sorted is_sorted_until is_standard_layout is_standard_layout_v is_swappable
+is_swappable_v is_swappable_with is_swappable_with_v is_symlink is_trivial is_trivial_v
+is_trivially_assignable is_trivially_assignable_v is_trivially_constructible
+is_trivially_constructible_v is_trivially_copy_assignable is_trivially_copy_assignable_v
+is_trivially_copy_constructible is_trivially_copy_constructible_v is_trivially_copyable
+is_trivially_copyable_v is_trivially_default_constructible
+is_trivially_default_constructible_v is_trivially_destructible is_trivially_destructible_v
+is_trivially_move_assignable is_trivially_move_assignable_v is_trivially_move_constructible
+is_trivially_move_constructible_v is_unbounded_array is_unbounded_array_v is_union
+is_union_v is_unsigned is_unsigned_v is_void is_void_v is_volatile is_volatile_v isalnum
+isalnum_l isalpha isalpha_l isascii isascii_l isatty isblank isblank_l iscanonical iscntrl
+iscntrl_l isctype isdigit isdigit_l iseqsig isfinite isgraph isgraph_l isgreater
+isgreaterequal isinf isinff isinfl isless islessequal islessgreater islower islower_l isnan
+isnanf isnanl isnormal ispanstream isprint isprint_l ispunct ispunct_l issignaling isspace
+isspace_l issubnormal istream istream_iterator istream_view istreambuf_iterator
+istringstream isunordered isupper isupper_l iswalnum iswalnum_l iswalpha iswalpha_l iswblank
+iswblank_l iswcntrl iswcntrl_l iswctype iswctype_l iswdigit iswdigit_l iswgraph iswgraph_l
+iswlower iswlower_l iswprint iswprint_l iswpunct iswpunct_l iswspace iswspace_l iswupper
+iswupper_l iswxdigit iswxdigit_l isxdigit isxdigit_l iszero iter_common_reference_t
+iter_difference_t iter_move iter_reference_t iter_rvalue_reference_t iter_swap iter_value_t
+iterator iterator_category iterator_t iterator_traits itimerspec itimerval j0 j0f j0f128
+j0f32 j0f32x j0f64 j0f64x j0l j1 j1f j1f128 j1f32 j1f32x j1f64 j1f64x j1l jmp_buf jn jnf
+jnf128 jnf32 jnf32x jnf64 jnf64x jnl join join_view jrand48 jrand48_r jthread key_t keys
+keys_view kill kill_dependency killpg kilo knuth_b l64a labs laguerre laguerref laguerrel
+last last_spec last_write_time latch launch launder lazy_split lazy_split_view lchown lcm
+lcong48 lcong48_r lconv ldexp ldexpf ldexpf128 ldexpf32 ldexpf32x ldexpf64 ldexpf64x ldexpl
+ldiv ldiv_t le16toh le32toh le64toh leap_second_info left legendre legendref legendrel
+length length_error lerp less less_equal lexicographical_compare
+lexicographical_compare_three_way lgamma lgamma_r lgammaf lgammaf128 lgammaf128_r lgammaf32
+lgammaf32_r lgammaf32x lgammaf32x_r lgammaf64 lgammaf64_r lgammaf64x lgammaf64x_r lgammaf_r
+lgammal lgammal_r linear_congruential_engine link linkat linux list literals little
+little_endian llabs lldiv lldiv_t llogb llogbf llogbf128 llogbf32 llogbf32x llogbf64
+llogbf64x llogbl llrint llrintf llrintf128 llrintf32 llrintf32x llrintf64 llrintf64x llrintl
+llround llroundf llroundf128 llroundf32 llroundf32x llroundf64 llroundf64x llroundl ln10
+ln10_v ln2 ln2_v load load_factor local_days local_iterator local_seconds local_t local_time
+locale locale_t localeconv localtime localtime_r lock lock_guard lockf lockf64 loff_t log
+log10 log10e log10e_v log10f log10f128 log10f32 log10f32x log10f64 log10f64x log10l log1p
+log1pf log1pf128 log1pf32 log1pf32x log1pf64 log1pf64x log1pl log2 log2e log2e_v log2f
+log2f128 log2f32 log2f32x log2f64 log2f64x log2l logb logbf logbf128 logbf32 logbf32x
+logbf64 logbf64x logbl logf logf128 logf32 logf32x logf64 logf64x logic_error logical_and
+logical_not logical_or logl lognormal_distribution longjmp lookup_classname
+lookup_collatename lower_bound lrand48 lrand48_r lrint lrintf lrintf128 lrintf32 lrintf32x
+lrintf64 lrintf64x lrintl lround lroundf lroundf128 lroundf32 lroundf32x lroundf64
+lroundf64x lroundl lseek lseek64 lutimes make12 make24 make_any make_error_code
+make_error_condition make_exception_ptr make_from_tuple make_heap make_index_sequence
+make_integer_sequence make_move_iterator make_obj_using_allocator make_optional make_pair
+make_preferred make_reverse_iterator make_shared make_shared_for_overwrite make_signed
+make_signed_t make_tuple make_unique make_unique_for_overwrite make_unsigned make_unsigned_t
+malloc map mapped_type mask mask_array match_any match_continuous match_default
+match_flag_type match_not_bol match_not_bow match_not_eol match_not_eow match_not_null
+match_prev_avail match_results math_errhandling max max_align_t max_bucket_count max_element
+max_load_factor may_alias mblen mbrlen mbrtoc16 mbrtoc32 mbrtoc8 mbrtowc mbsinit mbsnrtowcs
+mbsrtowcs mbstate_t mbstowcs mbtowc mcontext_t mega mem_fn mem_fun mem_fun1_ref_t mem_fun1_t
+mem_fun_ref mem_fun_ref_t mem_fun_t memccpy memchr memcmp memcpy memfrob memmem memmove
+memory_order memory_order_acq_rel memory_order_acquire memory_order_consume
+memory_order_relaxed memory_order_release memory_order_seq_cst memory_resource mempcpy
+memrchr memset merge merge_result mergeable mersenne_twister_engine message_size messages
+messages_base messages_byname micro microseconds midpoint milli milliseconds min min_element
+min_max_result minmax minmax_element minmax_element_result minmax_result minstd_rand
+minstd_rand0 minus minutes mismatch mismatch_result mkdtemp mkostemp mkostemp64 mkostemps
+mkostemps64 mkstemp mkstemp64 mkstemps mkstemps64 mktemp mktime mode_t modf modff modff128
+modff32 modff32x modff64 modff64x modfl modulus money_base money_get money_put moneypunct
+moneypunct_byname monostate monotonic_buffer_resource month month_day month_day_last
+month_weekday month_weekday_last months movable move move_backward move_backward_result
+move_constructible move_if_noexcept move_iterator move_only_function move_result
+move_sentinel mrand48 mrand48_r mt19937 mt19937_64 mtx_destroy mtx_init mtx_lock mtx_plain
+mtx_recursive mtx_t mtx_timed mtx_timedlock mtx_trylock mtx_unlock multiline multimap
+multiplies multiset mutex nan nanf nanf128 nanf32 nanf32x nanf64 nanf64x nanl nano
+nanoseconds nanosleep native nearbyint nearbyintf nearbyintf128 nearbyintf32 nearbyintf32x
+nearbyintf64 nearbyintf64x nearbyintl negate negation negation_v
+negative_binomial_distribution nested_exception network_down network_reset
+network_unreachable new_delete_resource new_handler newlocale next next_permutation
+next_permutation_result nextafter nextafterf nextafterf128 nextafterf32 nextafterf32x
+nextafterf64 nextafterf64x nextafterl nextdown nextdownf nextdownf128 nextdownf32
+nextdownf32x nextdownf64 nextdownf64x nextdownl nexttoward nexttowardf nexttowardl nextup
+nextupf nextupf128 nextupf32 nextupf32x nextupf64 nextupf64x nextupl ngettext nice nlink_t
+no_buffer_space no_child_process no_link no_lock_available no_message no_message_available
+no_protocol_option no_space_on_device no_state no_stream_resources no_such_device
+no_such_device_or_address no_such_file_or_directory no_such_process no_timeout noboolalpha
+nodiscard noexcept nofollow none none_of noop_coroutine noop_coroutine_handle
+noop_coroutine_promise noreturn normal_distribution noshowbase noshowpoint noshowpos
+noskipws nostopstate nostopstate_t nosubs not not1 not2 not_a_directory not_a_socket
+not_a_stream not_connected not_enough_memory not_eq not_equal_to not_fn not_found
+not_supported nothrow nothrow_t notify_all notify_all_at_thread_exit notify_one nounitbuf
+nouppercase npos nrand48 nrand48_r nth_element null_memory_resource nullopt nullopt_t
+num_get num_put numbers numeric_limits numpunct numpunct_byname obstack obstack_printf
+obstack_vprintf oct off64_t off_t off_type offsetof ofstream ok on_exit once_flag open
+open_memstream open_wmemstream openmode operation_canceled operation_in_progress
+operation_not_permitted operation_not_supported operation_would_block optarg opterr optimize
+optind optional optopt or or_eq ospanstream ostream ostream_iterator ostreambuf_iterator
+ostringstream osyncstream others_all others_exec others_read others_write out_of_range
+outer_allocator output_iterator output_iterator_tag output_range overflow overflow_error
+overwrite_existing owner_all owner_dead owner_exec owner_less owner_read owner_write
+owning_view packaged_task pair par par_unseq parallel_policy parallel_unsequenced_policy
+param_type partial_order partial_ordering partial_sort partial_sort_copy
+partial_sort_copy_result partial_sum partition partition_copy partition_copy_result
+partition_point path pathconf pause pbackfail pclose peek perm_options permission_denied
+permissions perms permutable perror peta phi phi_v pi pi_v pico pid_t
+piecewise_constant_distribution piecewise_construct piecewise_construct_t
+piecewise_linear_distribution pipe pipe2 placeholders plus pmr pointer
+pointer_to_binary_function pointer_to_unary_function pointer_traits poisson_distribution
+polymorphic_allocator pool_options pop_heap popcount popen pos_type posix_memalign
+posix_openpt pow powf powf128 powf32 powf32x powf64 powf64x powl pread pread64 predicate
+prev prev_permutation prev_permutation_result printf priority_queue profil
+program_invocation_name program_invocation_short_name projected promise
+promise_already_satisfied protocol_error protocol_not_supported proximate pselect psiginfo
+psignal pthread_atfork pthread_attr_destroy pthread_attr_getaffinity_np
+pthread_attr_getdetachstate pthread_attr_getguardsize pthread_attr_getinheritsched
+pthread_attr_getschedparam pthread_attr_getschedpolicy pthread_attr_getscope
+pthread_attr_getsigmask_np pthread_attr_getstack pthread_attr_getstackaddr
+pthread_attr_getstacksize pthread_attr_init pthread_attr_setaffinity_np
+pthread_attr_setdetachstate pthread_attr_setguardsize pthread_attr_setinheritsched
+pthread_attr_setschedparam pthread_attr_setschedpolicy pthread_attr_setscope
+pthread_attr_setsigmask_np pthread_attr_setstack pthread_attr_setstackaddr
+pthread_attr_setstacksize pthread_attr_t pthread_barrier_destroy pthread_barrier_init
+pthread_barrier_t pthread_barrier_wait pthread_barrierattr_destroy
+pthread_barrierattr_getpshared pthread_barrierattr_init pthread_barrierattr_setpshared
+pthread_barrierattr_t pthread_cancel pthread_cleanup_pop pthread_cleanup_pop_restore_np
+pthread_cleanup_push pthread_cleanup_push_defer_np pthread_clockjoin_np
+pthread_cond_broadcast pthread_cond_clockwait pthread_cond_destroy pthread_cond_init
+pthread_cond_signal pthread_cond_t pthread_cond_timedwait pthread_cond_wait
+pthread_condattr_destroy pthread_condattr_getclock pthread_condattr_getpshared
+pthread_condattr_init pthread_condattr_setclock pthread_condattr_setpshared
+pthread_condattr_t pthread_create pthread_detach pthread_equal pthread_exit
+pthread_getaffinity_np pthread_getattr_default_np pthread_getattr_np pthread_getconcurrency
+pthread_getcpuclockid pthread_getname_np pthread_getschedparam pthread_getspecific
+pthread_join pthread_key_create pthread_key_delete pthread_key_t pthread_kill
+pthread_mutex_clocklock pthread_mutex_consistent pthread_mutex_consistent_np
+pthread_mutex_destroy pthread_mutex_getprioceiling pthread_mutex_init pthread_mutex_lock
+pthread_mutex_setprioceiling pthread_mutex_t pthread_mutex_timedlock pthread_mutex_trylock
+pthread_mutex_unlock pthread_mutexattr_destroy pthread_mutexattr_getprioceiling
+pthread_mutexattr_getprotocol pthread_mutexattr_getpshared pthread_mutexattr_getrobust
+pthread_mutexattr_getrobust_np pthread_mutexattr_gettype pthread_mutexattr_init
+pthread_mutexattr_setprioceiling pthread_mutexattr_setprotocol pthread_mutexattr_setpshared
+pthread_mutexattr_setrobust pthread_mutexattr_setrobust_np pthread_mutexattr_settype
+pthread_mutexattr_t pthread_once pthread_once_t pthread_rwlock_clockrdlock
+pthread_rwlock_clockwrlock pthread_rwlock_destroy pthread_rwlock_init pthread_rwlock_rdlock
+pthread_rwlock_t pthread_rwlock_timedrdlock pthread_rwlock_timedwrlock
+pthread_rwlock_tryrdlock pthread_rwlock_trywrlock pthread_rwlock_unlock
+pthread_rwlock_wrlock pthread_rwlockattr_destroy pthread_rwlockattr_getkind_np
+pthread_rwlockattr_getpshared pthread_rwlockattr_init pthread_rwlockattr_setkind_np
+pthread_rwlockattr_setpshared pthread_rwlockattr_t pthread_self pthread_setaffinity_np
+pthread_setattr_default_np pthread_setcancelstate pthread_setcanceltype
+pthread_setconcurrency pthread_setname_np pthread_setschedparam pthread_setschedprio
+pthread_setspecific pthread_sigmask pthread_sigqueue pthread_spin_destroy pthread_spin_init
+pthread_spin_lock pthread_spin_trylock pthread_spin_unlock pthread_spinlock_t pthread_t
+pthread_testcancel pthread_timedjoin_np pthread_tryjoin_np pthread_yield ptr_fun ptsname
+ptsname_r public push push_heap put put_money put_time putback putc putc_unlocked putchar
+putchar_unlocked putenv puts putw putwc putwc_unlocked putwchar putwchar_unlocked pwrite
+pwrite64 qecvt qecvt_r qfcvt qfcvt_r qgcvt qsort qsort_r quad_t queue quick_exit quoted
+raise rand rand_r random random_access_iterator random_access_iterator_tag
+random_access_range random_data random_device random_r random_shuffle range
+range_difference_t range_error range_reference_t range_rvalue_reference_t range_size_t
+range_value_t ranges rank rank_v ranlux24 ranlux24_base ranlux48 ranlux48_base ratio
+ratio_add ratio_divide ratio_equal ratio_equal_v ratio_greater ratio_greater_equal
+ratio_greater_equal_v ratio_greater_v ratio_less ratio_less_equal ratio_less_equal_v
+ratio_less_v ratio_multiply ratio_not_equal ratio_not_equal_v ratio_subtract
+raw_storage_iterator rawmemchr rbegin rdbuf read read_only_file_system readlink readlinkat
+readsome ready realloc reallocarray realpath rebind recursive recursive_directory_iterator
+recursive_mutex recursive_timed_mutex reduce ref ref_view reference reference_wrapper regex
+regex_constants regex_error regex_iterator regex_match regex_replace regex_search
+regex_token_iterator regex_traits register_t regular regular_invocable rehash
+reinterpret_pointer_cast rel_ops relation relative relaxed release remainder remainderf
+remainderf128 remainderf32 remainderf32x remainderf64 remainderf64x remainderl remove
+remove_all remove_all_extents remove_all_extents_t remove_const remove_const_t remove_copy
+remove_copy_if remove_copy_if_result remove_copy_result remove_cv remove_cv_t remove_cvref
+remove_cvref_t remove_extent remove_extent_t remove_if remove_pointer remove_pointer_t
+remove_reference remove_reference_t remove_volatile remove_volatile_t remquo remquof
+remquof128 remquof32 remquof32x remquof64 remquof64x remquol rename renameat renameat2 rend
+replace replace_copy replace_copy_if replace_copy_if_result replace_copy_result replace_if
+requires reserve resetiosflags resize resize_and_overwrite resource_deadlock_would_occur
+resource_unavailable_try_again result_of result_of_t result_out_of_range result_type
+rethrow_exception rethrow_if_nested return_temporary_buffer reverse reverse_copy
+reverse_copy_result reverse_iterator reverse_view revoke rewind rfind riemann_zeta
+riemann_zetaf riemann_zetal right rindex rint rintf rintf128 rintf32 rintf32x rintf64
+rintf64x rintl rmdir rotate rotate_copy rotate_copy_result rotl rotr round
+round_indeterminate round_to_nearest round_toward_infinity round_toward_neg_infinity
+round_toward_zero roundeven roundevenf roundevenf128 roundevenf32 roundevenf32x roundevenf64
+roundevenf64x roundevenl roundf roundf128 roundf32 roundf32x roundf64 roundf64x roundl
+rpmatch runtime_error sa_handler sa_sigaction same_as sample sbrk scalb scalbf scalbl
+scalbln scalblnf scalblnf128 scalblnf32 scalblnf32x scalblnf64 scalblnf64x scalblnl scalbn
+scalbnf scalbnf128 scalbnf32 scalbnf32x scalbnf64 scalbnf64x scalbnl scan_is scan_not scanf
+sched_get_priority_max sched_get_priority_min sched_getaffinity sched_getcpu sched_getparam
+sched_getscheduler sched_param sched_priority sched_rr_get_interval sched_setaffinity
+sched_setparam sched_setscheduler sched_yield scientific scoped_allocator_adaptor
+scoped_lock search search_n second second_argument_type second_type seconds secure_getenv
+seed seed48 seed48_r seed_seq seekg seekoff seekp seekpos select sem_clockwait sem_close
+sem_destroy sem_getvalue sem_init sem_open sem_post sem_t sem_timedwait sem_trywait
+sem_unlink sem_wait semiregular sentinel_for sentinel_t sentry seq seq_cst sequenced_policy
+set set_default_resource set_difference set_difference_result set_gid set_intersection
+set_intersection_result set_new_handler set_symmetric_difference
+set_symmetric_difference_result set_terminate set_uid set_union set_union_result setbase
+setbuf setbuffer setdomainname setegid setenv seteuid setfill setgid sethostid sethostname
+setiosflags setitimer setjmp setlinebuf setlocale setlogin setns setpayload setpayloadf
+setpayloadf128 setpayloadf32 setpayloadf32x setpayloadf64 setpayloadf64x setpayloadl
+setpayloadsig setpayloadsigf setpayloadsigf128 setpayloadsigf32 setpayloadsigf32x
+setpayloadsigf64 setpayloadsigf64x setpayloadsigl setpgid setpgrp setprecision setregid
+setresgid setresuid setreuid setsid setstate setstate_r settimeofday setuid setusershell
+setvbuf setw share shared_future shared_lock shared_mutex shared_ptr shared_timed_mutex
+shift shift_left shift_right showbase showmanyc showpoint showpos shuffle
+shuffle_order_engine si_addr si_addr_lsb si_arch si_band si_call_addr si_fd si_int si_lower
+si_overrun si_pid si_pkey si_ptr si_status si_stime si_syscall si_timerid si_uid si_upper
+si_utime si_value sig_atomic_t sig_t sigabbrev_np sigaction sigaddset sigaltstack sigandset
+sigblock sigcontext sigdelset sigdescr_np sigemptyset sigev_notify_attributes
+sigev_notify_function sigevent sigevent_t sigfillset siggetmask sighandler_t sighold
+sigignore siginfo_t siginterrupt sigisemptyset sigismember sigjmp_buf siglongjmp sigmask
+signal signbit signed_integral signgam significand significandf significandl sigorset
+sigpause sigpending sigprocmask sigqueue sigrelse sigreturn sigset sigset_t sigsetjmp
+sigsetmask sigstack sigsuspend sigtimedwait sigval sigval_t sigwait sigwaitinfo sin sincos
+sincosf sincosf128 sincosf32 sincosf32x sincosf64 sincosf64x sincosl sinf sinf128 sinf32
+sinf32x sinf64 sinf64x single single_view sinh sinhf sinhf128 sinhf32 sinhf32x sinhf64
+sinhf64x sinhl sinl size size_t size_type sized sized_range sized_sentinel_for skip_existing
+skip_permission_denied skip_symlinks skipws sleep sleep_for sleep_until slice slice_array
+smatch snprintf socket socklen_t sort sort_heap sortable source_location space_info span
+spanbuf spanstream sph_bessel sph_besself sph_bessell sph_legendre sph_legendref
+sph_legendrel sph_neumann sph_neumannf sph_neumannl splice_after split split_view sprintf
+sqrt sqrt2 sqrt2_v sqrt3 sqrt3_v sqrtf sqrtf128 sqrtf32 sqrtf32x sqrtf64 sqrtf64x sqrtl
+srand srand48 srand48_r srandom srandom_r sregex_iterator sregex_token_iterator sscanf
+ssignal ssize ssub_match stable_partition stable_sort stack stack_t start
+state_not_recoverable static_assert static_cast static_pointer_cast status status_known std
+stderr stdin stdout steady_clock stem sticky_bit stod stof stoi stol stold stoll
+stop_callback stop_source stop_token store stoul stoull stpcpy stpncpy str strcasecmp
+strcasecmp_l strcasestr strcat strchr strchrnul strcmp strcoll strcoll_l strcpy strcspn
+strdup strdupa stream stream_timeout streambuf streamoff streampos streamsize strerror
+strerror_l strerror_r strerrordesc_np strerrorname_np strfromd strfromf strfromf128
+strfromf32 strfromf32x strfromf64 strfromf64x strfroml strfry strftime strftime_l
+strict_weak_order stride string string_literals string_type string_view string_view_literals
+stringbuf stringstream strlen strncasecmp strncasecmp_l strncat strncmp strncpy strndup
+strndupa strnlen strong_order strong_ordering strpbrk strptime strptime_l strrchr strsep
+strsignal strspn strstr strtod strtod_l strtof strtof128 strtof128_l strtof32 strtof32_l
+strtof32x strtof32x_l strtof64 strtof64_l strtof64x strtof64x_l strtof_l strtoimax strtok
+strtok_r strtol strtol_l strtold strtold_l strtoll strtoll_l strtoq strtoul strtoul_l
+strtoull strtoull_l strtoumax strtouq strverscmp strxfrm strxfrm_l student_t_distribution
+sub_match subrange subrange_kind subtract_with_carry_engine sum suseconds_t suspend_always
+suspend_never swab swap swap_ranges swap_ranges_result swappable swappable_with swprintf
+swscanf symlink symlink_status symlinkat sync syncbuf syncfs synchronized_pool_resource
+syntax_option_type sys_days sys_seconds sys_time syscall sysconf system system_category
+system_clock system_error sysv_signal tai_clock tai_seconds tai_time take take_view
+take_while take_while_view tan tanf tanf128 tanf32 tanf32x tanf64 tanf64x tanh tanhf
+tanhf128 tanhf32 tanhf32x tanhf64 tanhf64x tanhl tanl tcgetpgrp tcsetpgrp tellg tellp
+tempnam tera terminate terminate_handler text_file_busy textdomain tgamma tgammaf tgammaf128
+tgammaf32 tgammaf32x tgammaf64 tgammaf64x tgammal tgkill this_thread thrd_busy thrd_create
+thrd_current thrd_detach thrd_equal thrd_error thrd_exit thrd_join thrd_nomem thrd_sleep
+thrd_start_t thrd_success thrd_t thrd_timedout thrd_yield thread thread_local
+three_way_comparable three_way_comparable_with throw_with_nested tie time time_base time_get
+time_get_byname time_point time_point_cast time_put time_put_byname time_t timed_mutex
+timed_out timegm timelocal timeout timer_create timer_delete timer_getoverrun timer_gettime
+timer_settime timer_t timeradd timerclear timercmp timerisset timersub timespec timespec_get
+timespec_getres timeval timex timezone tm tmpfile tmpfile64 tmpnam tmpnam_r to_address
+to_array to_chars to_chars_result to_integer to_string to_underlying to_wstring toascii
+toascii_l tolower tolower_l too_many_files_open too_many_files_open_in_system too_many_links
+too_many_symbolic_link_levels totally_ordered totally_ordered_with totalorder totalorderf
+totalorderf128 totalorderf32 totalorderf32x totalorderf64 totalorderf64x totalorderl
+totalordermag totalordermagf totalordermagf128 totalordermagf32 totalordermagf32x
+totalordermagf64 totalordermagf64x totalordermagl toupper toupper_l towctrans towctrans_l
+towlower towlower_l towupper towupper_l traits_type transform transform_exclusive_scan
+transform_inclusive_scan transform_reduce transform_view treat_as_floating_point
+treat_as_floating_point_v true true_type trunc truncate truncate64 truncf truncf128 truncf32
+truncf32x truncf64 truncf64x truncl try_lock try_to_lock try_to_lock_t tss_create tss_delete
+tss_dtor_t tss_get tss_set tss_t ttyname ttyname_r ttyslot tuple tuple_cat tuple_element
+tuple_element_t tuple_size tuple_size_v type type_identity type_identity_t type_index
+type_info tzname tzset u16streampos u16string u16string_view u32streampos u32string
+u32string_view u8path u8streampos u8string u8string_view u_char u_int u_int16_t u_int32_t
+u_int64_t u_int8_t u_long u_quad_t u_short ualarm ucontext_t ufromfp ufromfpf ufromfpf128
+ufromfpf32 ufromfpf32x ufromfpf64 ufromfpf64x ufromfpl ufromfpx ufromfpxf ufromfpxf128
+ufromfpxf32 ufromfpxf32x ufromfpxf64 ufromfpxf64x ufromfpxl uid_t uint uint16_t uint32_t
+uint64_t uint8_t uint_fast16_t uint_fast32_t uint_fast64_t uint_fast8_t uint_least16_t
+uint_least32_t uint_least64_t uint_least8_t uintmax_t uintptr_t ulong unary_function
+unary_negate unary_transform_result uncaught_exception uncaught_exceptions underflow
+underflow_error underlying_type underlying_type_t unexpect unexpect_t unexpected unget
+ungetc ungetwc uniform_int_distribution uniform_random_bit_generator
+uniform_real_distribution uninitialized_construct_using_allocator uninitialized_copy
+uninitialized_copy_n uninitialized_copy_n_result uninitialized_copy_result
+uninitialized_default_construct uninitialized_default_construct_n uninitialized_fill
+uninitialized_fill_n uninitialized_move uninitialized_move_n uninitialized_move_n_result
+uninitialized_move_result uninitialized_value_construct uninitialized_value_construct_n
+unique unique_copy unique_copy_result unique_lock unique_ptr unitbuf unix unknown unlink
+unlinkat unlockpt unordered unordered_map unordered_multimap unordered_multiset
+unordered_set unreachable unreachable_sentinel unreachable_sentinel_t unseq
+unsequenced_policy unsetenv unshare unsigned_integral unsized unsynchronized_pool_resource
+unwrap_ref_decay unwrap_ref_decay_t unwrap_reference unwrap_reference_t update_existing
+upper_bound uppercase use_facet useconds_t uselocale uses_allocator
+uses_allocator_construction_args ushort usleep utc_clock utc_seconds utc_time utimes v1
+va_arg va_copy va_end va_list va_start valarray valloc value value_too_large value_type
+values values_view variant variant_alternative variant_alternative_t variant_npos
+variant_size variant_size_v vasprintf vdprintf vector vfork vfprintf vfscanf vfwprintf
+vfwscanf vhangup view view_base view_interface viewable_range views visit void void_t
+vprintf vscanf vsnprintf vsprintf vsscanf vswprintf vswscanf vwprintf vwscanf wait
+wbuffer_convert wcerr wchar_t wcin wclog wcmatch wcout wcpcpy wcpncpy wcregex_iterator
+wcregex_token_iterator wcrtomb wcscasecmp wcscasecmp_l wcscat wcschr wcschrnul wcscmp
+wcscoll wcscoll_l wcscpy wcscspn wcsdup wcsftime wcsftime_l wcslen wcsncasecmp wcsncasecmp_l
+wcsncat wcsncmp wcsncpy wcsnlen wcsnrtombs wcspbrk wcsrchr wcsrtombs wcsspn wcsstr wcstod
+wcstod_l wcstof wcstof128 wcstof128_l wcstof32 wcstof32_l wcstof32x wcstof32x_l wcstof64
+wcstof64_l wcstof64x wcstof64x_l wcstof_l wcstoimax wcstok wcstol wcstol_l wcstold wcstold_l
+wcstoll wcstoll_l wcstombs wcstoq wcstoul wcstoul_l wcstoull wcstoull_l wcstoumax wcstouq
+wcsub_match wcswcs wcswidth wcsxfrm wcsxfrm_l wctob wctomb wctrans wctrans_l wctrans_t
+wctype wctype_l wctype_t wcwidth weak_order weak_ordering weak_ptr weakly_incrementable
+weekday weekday_indexed weekday_last weeks weibull_distribution wfilebuf wfstream wifstream
+wint_t wios wiostream wispanstream wistream wistream_view wistringstream wmemchr wmemcmp
+wmemcpy wmemmove wmempcpy wmemset wofstream wospanstream wostream wostringstream
+wosyncstream wprintf wregex write wrong_protocol_type ws wscanf wsmatch wspanbuf wspanstream
+wsregex_iterator wsregex_token_iterator wssub_match wstreambuf wstreampos wstring
+wstring_convert wstring_view wstringbuf wstringstream wsyncbuf xor xor_eq xsgetn xsputn y0
+y0f y0f128 y0f32 y0f32x y0f64 y0f64x y0l y1 y1f y1f128 y1f32 y1f32x y1f64 y1f64x y1l year
+year_month year_month_day year_month_day_last year_month_weekday year_month_weekday_last
+years yield yn ynf ynf128 ynf32 ynf32x ynf64 ynf64x ynl
+"""
+
+HEADERS = frozenset(_HEADERS_TEXT.split())
+NAMES = frozenset(_NAMES_TEXT.split())

@@ -114,12 +114,16 @@ def speed_cpp() -> None:
     prefix = "#include <bits/stdc++.h>\nusing namespace std;\n" + body
     prefix += "int main() {\n    long long n = 5, s = 0;\n"
     suffix = "\n    cout << s << endl;\n    return 0;\n}\n"
-    doc = SyntaxDocument(prefix + suffix, "cpp")
     lo = len(prefix.encode())
     print(f"C++, a {(prefix + suffix).count(chr(10))}-line file:")
-    for label, completion in (
-        ("one line   ", "    s += func_3(n, 2);"),
-        ("a block    ", "    for (int i = 0; i < n; i++) {\n        s += func_3(i, n);\n    }"),
+    clean = SyntaxDocument(prefix + suffix, "cpp")
+    # broken at the cursor (a block's header deleted: its `}` is one too many): the brace
+    # window decides without a tree of the completed text
+    hole = SyntaxDocument(prefix + "        s += n;\n    }" + suffix, "cpp")
+    for label, doc, completion in (
+        ("one line        ", clean, "    s += func_3(n, 2);"),
+        ("a block         ", clean, "    for (int i = 0; i < n; i++) {\n        s += i;\n    }"),
+        ("a block, broken ", hole, "    for (int i = 0; i < n; i++) {\n        s += i;\n"),
     ):
         for names in (False, True, False, True):
             ms = []

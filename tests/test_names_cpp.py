@@ -10,9 +10,16 @@ import shutil
 
 import pytest
 
+from synconfroute.clients.ollama import OllamaBackend
+from synconfroute.clients.openai import OpenAIBackend
+from synconfroute.server.routing.gate import Anchor, make_gate
+from synconfroute.server.routing.pipeline import CompletionContext, Pipeline
+from synconfroute.server.settings.config import Settings
 from synconfroute.server.syntax import SyntaxDocument
 from synconfroute.server.syntax._compilers import DEFAULT_CONFIG, run_checker
 from synconfroute.server.syntax._cxxlibrary import HEADERS, NAMES
+from synconfroute.server.vocab.card import route_card
+from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 
 def undefined(pre: str, completion: str, suf: str, lang: str = "cpp") -> tuple[str, ...]:
@@ -156,3 +163,43 @@ def test_the_library_lists_hold_the_standard_names() -> None:
     assert {"printf", "cout", "endl", "left", "INT_MAX", "y1", "accumulate"} <= NAMES
     # no local-looking name a user declares: literal suffixes (`operator""s`) are not names
     assert not {"i", "j", "x", "s", "d", "y", "ans", "cnt"} & NAMES
+
+
+# ----------------------------------------------------------------- the pipeline
+
+
+async def test_pipeline_escalates_a_dropped_declaration(
+    local_fake: FakeOllama, remote_fake: FakeOpenAI
+) -> None:
+    # The local model's block stops before `ll y = to[i];`: it parses, and is confident,
+    # but the user's next line uses `y`. The route goes remote, and the card says why.
+    settings = Settings()
+    pipeline = Pipeline(
+        settings,
+        OllamaBackend(local_fake.url, "qwen2.5-coder:3b", timeout=5),
+        OpenAIBackend(
+            [remote_fake.base_url], "Qwen/Qwen2.5-Coder-32B-Instruct", api_key_env=None, timeout=5
+        ),
+        make_gate(settings.routing),
+    )
+    local_fake.script(
+        TokenScript.of("    for (ll i = head[x];", " i; i = nxt[i]) {\n", logprob=-0.05)
+    )
+    remote_fake.script(
+        TokenScript.of(
+            "    for (ll i = head[x]; i; i = nxt[i]) {\n", "        ll y = to[i];\n", logprob=-0.01
+        )
+    )
+    doc = SyntaxDocument(DIJKSTRA_PRE + DIJKSTRA_SUF, "cpp")
+    ctx = CompletionContext(
+        prefix=DIJKSTRA_PRE,
+        suffix=DIJKSTRA_SUF,
+        language="cpp",
+        path="/repo/main.cpp",
+        document=Anchor(doc, doc.position(len(DIJKSTRA_PRE))),
+    )
+    rec = await pipeline.complete(ctx)
+    assert rec.route == "remote" and rec.reasons == ("undefined-name", "remote-ok")
+    assert rec.syntax is not None and rec.syntax.undefined == ("y",)
+    assert "ll y = to[i];" in rec.completion
+    assert "`y` not declared in scope" in route_card(rec)

@@ -7,6 +7,7 @@ same machine load; the ratio is what to read on a busy machine.
     git archive main | tar -x -C /tmp/gate_base
     python -m bench.gate_versus --base /tmp/gate_base
     python -m bench.gate_versus --base /tmp/gate_base --lines 2500 --rounds 20 --reps 50
+    python -m bench.gate_versus --base /tmp/gate_base --names   # with the names gate
 
 Cases: a clean file with a completion as whole lines and inside a line (bench/gate.py's),
 and the same Python and C++ files with the block header above the completion deleted
@@ -89,8 +90,9 @@ def _cases(lines: int) -> dict[str, tuple[str, str, int, str]]:
     return out
 
 
-def worker(lines: int) -> int:
-    """Answer 'case reps' lines on stdin with a JSON list of seconds per check."""
+def worker(lines: int, names: bool) -> int:
+    """Answer 'case reps' lines on stdin with a JSON list of seconds per check (`names`: with
+    the names gate after a valid verdict, as the server runs by default)."""
     from synconfroute.server.syntax import SyntaxDocument
 
     cases = _cases(lines)
@@ -100,20 +102,21 @@ def worker(lines: int) -> int:
         name, reps = line.rsplit(" ", 1)
         _, _, at, comp = cases[name]
         doc = docs[name]
-        doc.check(comp, at, budget_s=5)  # warm
+        doc.check(comp, at, budget_s=5, names=names)  # warm
         times = []
         for _ in range(int(reps)):
             t = time.perf_counter()
-            doc.check(comp, at, budget_s=5)
+            doc.check(comp, at, budget_s=5, names=names)
             times.append(time.perf_counter() - t)
         print(json.dumps(times), flush=True)
     return 0
 
 
-def _spawn(root: Path, lines: int) -> subprocess.Popen[str]:
+def _spawn(root: Path, lines: int, names: bool) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{HERE}")
+    flags = ["--worker", "--lines", str(lines), *(["--names"] if names else [])]
     p = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--worker", "--lines", str(lines)],
+        [sys.executable, str(Path(__file__).resolve()), *flags],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -139,15 +142,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--reps", type=int, default=50, help="checks per round and case")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--names",
+        action="store_true",
+        help="check with the names gate too (routing.semantic = names, the default)",
+    )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        return worker(args.lines)
+        return worker(args.lines, args.names)
     if not args.base:
         ap.error("--base is required")
     procs = {
-        "base": _spawn(Path(args.base).resolve(), args.lines),
-        "this": _spawn(HERE, args.lines),
+        "base": _spawn(Path(args.base).resolve(), args.lines, args.names),
+        "this": _spawn(HERE, args.lines, args.names),
     }
     names = sorted(_cases(args.lines))
     times: dict[tuple[str, str], list[float]] = {(w, n): [] for w in procs for n in names}

@@ -93,8 +93,8 @@ def _declared_by(node: tree_sitter.Node) -> tree_sitter.Node | None:
 
 
 def _field(parent: tree_sitter.Node, child: tree_sitter.Node) -> str | None:
-    for i in range(parent.child_count):
-        if parent.children[i].id == child.id:
+    for i, c in enumerate(parent.children):  # (`children` builds a list: once)
+        if c.id == child.id:
             return parent.field_name_for_child(i)
     return None
 
@@ -224,7 +224,7 @@ def _block_declares(node: tree_sitter.Node, name: bytes, data: bytes) -> bool:
 
 def _declares(node: tree_sitter.Node, name: bytes, data: bytes) -> bool:
     """Whether `node` (a statement, or a statement's header part) declares `name`."""
-    if name not in data[node.start_byte : node.end_byte]:
+    if data.find(name, node.start_byte, node.end_byte) < 0:
         return False
     stack = [node]
     while stack:
@@ -396,36 +396,37 @@ def _definition_at(root: tree_sitter.Node, pos: int) -> tuple[int, int] | None:
     """(start, end) of the function definition holding byte `pos` (or the last one before
     it, where the parser ended it early), the end being where the next definition starts;
     None where `pos` is in no function (a class's body, a declaration at file scope)."""
-    node = root
-    while True:
-        kids = node.children
-        before = [k for k in kids if k.start_byte <= pos]
-        if not before:
-            return None
-        here = before[-1]
-        body = here.child_by_field_name("body") if here.type in _CONTAINERS else None
-        if body is not None and body.start_byte <= pos < body.end_byte:
-            node = body
-            continue
-        start = None
-        for k in reversed(before):
-            if k.type == "function_definition" or (
-                k.type == "template_declaration"
-                and any(c.type == "function_definition" for c in k.children)
-            ):
-                start = k.start_byte
+    node = root.descendant_for_byte_range(pos, pos)
+    top = None  # the child of the file (or of a namespace's body) that holds `pos`
+    while node is not None and node.parent is not None:
+        if node.parent.type in ("translation_unit", "declaration_list"):
+            top = node
+            if node.type not in _CONTAINERS:
                 break
-            if k.type in _DEFINITIONS or k.type in _CONTAINERS:
-                return None  # (a class's body, a namespace: not a function's statements)
-            if k.type == "declaration" and k.end_byte > pos:
-                return None  # a declaration at file scope
-        if start is None:
+        node = node.parent
+    if top is None:  # between two children of the file: the one before
+        top = next((k for k in reversed(root.children) if k.start_byte <= pos), None)
+        if top is None:
             return None
-        stop = next(
-            (k.start_byte for k in kids if k.start_byte > pos and k.type in _DEFINITIONS),
-            node.end_byte,
-        )
-        return start, stop
+    k: tree_sitter.Node | None = top
+    while k is not None:  # back to the function the text at `pos` belongs to
+        if k.type == "function_definition" or (
+            k.type == "template_declaration"
+            and any(c.type == "function_definition" for c in k.children)
+        ):
+            break
+        if k.type in _DEFINITIONS or k.type in _CONTAINERS:
+            return None  # (a class's body, a namespace: not a function's statements)
+        if k.type == "declaration" and k.end_byte > pos:
+            return None  # a declaration at file scope
+        k = k.prev_sibling
+    if k is None:
+        return None
+    nxt = top.next_sibling
+    while nxt is not None and nxt.type not in _DEFINITIONS:
+        nxt = nxt.next_sibling
+    stop = nxt.start_byte if nxt is not None else (top.parent or root).end_byte
+    return k.start_byte, stop
 
 
 def _scan(
@@ -445,7 +446,7 @@ def _scan(
     damaged: bool | None = None
     out: list[tuple[bytes, int, int]] = []
     seen: set[bytes] = set()
-    stack = [root]
+    stack = [root.descendant_for_byte_range(lo, max(lo, end - 1)) or root]
     while stack:
         n = stack.pop()
         if n.end_byte <= lo or n.start_byte >= end:

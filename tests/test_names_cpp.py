@@ -158,7 +158,7 @@ def test_java_has_no_names_check() -> None:
 
 
 def test_the_library_lists_hold_the_standard_names() -> None:
-    # written from the compilers' headers by scripts/cxx_library_names.py
+    # written from the compilers' headers by studies/cxx_library_names.py
     assert {"bits/stdc++.h", "vector", "stdio.h", "cstdio"} <= HEADERS
     assert {"printf", "cout", "endl", "left", "INT_MAX", "y1", "accumulate"} <= NAMES
     # no local-looking name a user declares: literal suffixes (`operator""s`) are not names

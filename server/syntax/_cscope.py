@@ -7,7 +7,7 @@ The text parses; the compilers reject it for a name they cannot find.
 
 A C/C++ name may come from a header, so this looks only in files that include nothing but
 standard headers, and takes every name those declare as defined (`_cxxlibrary`, written
-from the compilers' own headers by scripts/cxx_library_names.py). A name used in the
+from the compilers' own headers by studies/cxx_library_names.py). A name used in the
 completion, the rest of its last line or the user's next line of code is undeclared when
 no declaration of it is in scope there (the blocks, statement headers, parameters and
 captures that hold it) and the file declares it nowhere else but as a local variable of

@@ -1,5 +1,5 @@
 """The names the C and C++ standard headers declare (written by
-scripts/cxx_library_names.py from g++ (Debian 12.2.0-14+deb12u1) 12.2.0; do not edit).
+studies/cxx_library_names.py from g++ (Debian 12.2.0-14+deb12u1) 12.2.0; do not edit).
 
 HEADERS: the headers they come from (a file that includes any other may see more).
 NAMES: declared outside function, parameter and class bodies, and macros."""

@@ -8,13 +8,14 @@ parameter lists and class bodies (what a user's code can name unqualified), and 
 macro. A parse error keeps all the names in it: more names only make the gate pass more.
 Names reserved to the implementation (`__x`, `_X`) are left out: the gate passes them all.
 
-    python scripts/cxx_library_names.py          # needs g++, gcc, tree-sitter-cpp
+    python studies/cxx_library_names.py          # needs g++, gcc, tree-sitter-cpp
 
 Run it again when a new compiler or standard adds names; commit the file it writes.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -113,7 +114,11 @@ def _block(words: list[str]) -> str:
     return '"""\n' + "\n".join(lines) + '\n"""'
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.parse_args(argv)
     names: set[str] = set()
     cxx = _stdcxx_headers("g++")
     cxx_source = "".join(f"#include <{h}>\n" for h in ["bits/stdc++.h", *C_HEADERS])
@@ -131,7 +136,7 @@ def main() -> int:
     headers = sorted({*cxx, "bits/stdc++.h", *C_HEADERS})
     OUT.write_text(
         '"""The names the C and C++ standard headers declare (written by\n'
-        f"scripts/cxx_library_names.py from {version.splitlines()[0]}; do not edit).\n\n"
+        f"studies/cxx_library_names.py from {version.splitlines()[0]}; do not edit).\n\n"
         "HEADERS: the headers they come from (a file that includes any other may see more).\n"
         'NAMES: declared outside function, parameter and class bodies, and macros."""\n\n'
         f"_HEADERS_TEXT = {_block(headers)}\n_NAMES_TEXT = {_block(words)}\n\n"

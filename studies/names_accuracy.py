@@ -90,16 +90,22 @@ def speed() -> None:
         f"  names check        p50 {statistics.median(names_ms):.3f} ms  "
         f"p90 {q(names_ms, n=10)[8]:.3f} ms"
     )
-    doc = SyntaxDocument(prefix + suffix, "python")
-    for names in (False, True, False, True):  # interleaved: a busy machine hits both
+    _time_gate(SyntaxDocument(prefix + suffix, "python"), completion, lo, "", 100)
+
+
+def _time_gate(doc: SyntaxDocument, completion: str, at: int, label: str, reps: int) -> None:
+    """p50 and p90 of the whole gate check with and without the names stage, interleaved
+    (a busy machine hits both)."""
+    for names in (False, True, False, True):
         ms = []
-        for _ in range(100):
+        for _ in range(reps):
             t0 = time.perf_counter()
-            v = doc.check(completion, lo, names=names, budget_s=1.0)
+            v = doc.check(completion, at, names=names, budget_s=1.0)
             ms.append((time.perf_counter() - t0) * 1000)
             assert v.valid and not v.undefined
-        label = "gate with names   " if names else "gate without names"
-        print(f"  {label} p50 {statistics.median(ms):.3f} ms  p90 {q(ms, n=10)[8]:.3f} ms")
+        p90 = statistics.quantiles(ms, n=10)[8]
+        what = "gate with names   " if names else "gate without names"
+        print(f"  {label}{what} p50 {statistics.median(ms):.3f} ms  p90 {p90:.3f} ms")
 
 
 def speed_cpp() -> None:
@@ -125,16 +131,7 @@ def speed_cpp() -> None:
         ("a block         ", clean, "    for (int i = 0; i < n; i++) {\n        s += i;\n    }"),
         ("a block, broken ", hole, "    for (int i = 0; i < n; i++) {\n        s += i;\n"),
     ):
-        for names in (False, True, False, True):
-            ms = []
-            for _ in range(200):
-                t0 = time.perf_counter()
-                v = doc.check(completion, lo, names=names, budget_s=1.0)
-                ms.append((time.perf_counter() - t0) * 1000)
-                assert v.valid and not v.undefined
-            q = statistics.quantiles(ms, n=10)
-            what = "with names   " if names else "without names"
-            print(f"  {label} gate {what} p50 {statistics.median(ms):.3f} ms  p90 {q[8]:.3f} ms")
+        _time_gate(doc, completion, lo, label, 200)
 
 
 def _point(data: bytes, offset: int) -> tuple[int, int]:

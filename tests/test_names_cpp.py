@@ -10,16 +10,15 @@ import shutil
 
 import pytest
 
-from synconfroute.clients.ollama import OllamaBackend
-from synconfroute.clients.openai import OpenAIBackend
-from synconfroute.server.routing.gate import Anchor, make_gate
-from synconfroute.server.routing.pipeline import CompletionContext, Pipeline
+from synconfroute.server.routing.gate import Anchor
+from synconfroute.server.routing.pipeline import CompletionContext
 from synconfroute.server.settings.config import Settings
 from synconfroute.server.syntax import SyntaxDocument
 from synconfroute.server.syntax._compilers import DEFAULT_CONFIG, run_checker
 from synconfroute.server.syntax._cxxlibrary import HEADERS, NAMES
 from synconfroute.server.vocab.card import route_card
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
+from tests.test_pipeline import pipeline
 
 
 def undefined(pre: str, completion: str, suf: str, lang: str = "cpp") -> tuple[str, ...]:
@@ -173,15 +172,6 @@ async def test_pipeline_escalates_a_dropped_declaration(
 ) -> None:
     # The local model's block stops before `ll y = to[i];`: it parses, and is confident,
     # but the user's next line uses `y`. The route goes remote, and the card says why.
-    settings = Settings()
-    pipeline = Pipeline(
-        settings,
-        OllamaBackend(local_fake.url, "qwen2.5-coder:3b", timeout=5),
-        OpenAIBackend(
-            [remote_fake.base_url], "Qwen/Qwen2.5-Coder-32B-Instruct", api_key_env=None, timeout=5
-        ),
-        make_gate(settings.routing),
-    )
     local_fake.script(
         TokenScript.of("    for (ll i = head[x];", " i; i = nxt[i]) {\n", logprob=-0.05)
     )
@@ -198,7 +188,7 @@ async def test_pipeline_escalates_a_dropped_declaration(
         path="/repo/main.cpp",
         document=Anchor(doc, doc.position(len(DIJKSTRA_PRE))),
     )
-    rec = await pipeline.complete(ctx)
+    rec = await pipeline(local_fake.url, remote_fake.base_url, Settings()).complete(ctx)
     assert rec.route == "remote" and rec.reasons == ("undefined-name", "remote-ok")
     assert rec.syntax is not None and rec.syntax.undefined == ("y",)
     assert "ll y = to[i];" in rec.completion

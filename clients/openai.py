@@ -32,6 +32,7 @@ from . import templates
 from ._backoff import Backoff, kind_of_status, retry_after
 from ._status import Failure, failure_of, status_error
 from ._stream import Sent, TokenCap, TokenStops, complete_streamed, next_before, within
+from .connection import Connection, ConnectionSetupError, describe_tls, remote_client_args
 from .errors import (
     BackendError,
     BackendTimeout,
@@ -152,6 +153,7 @@ class OpenAIBackend:
         stream: bool = True,
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        connection: Connection | None = None,
     ) -> None:
         raw = [urls] if isinstance(urls, str) else list(urls)
         self._urls = tuple(u.strip().rstrip("/") for u in raw if u.strip())
@@ -166,10 +168,27 @@ class OpenAIBackend:
         self._template = self._setting.template
         self._stream = stream
         self._timeout = timeout
+        # TLS, proxy and headers (clients/connection.py); None: a server on this machine,
+        # reached directly (no proxy from the environment, ever).
+        self._setup_error: BackendUnavailable | None = None
+        conn_args: dict[str, Any] = {"trust_env": False}
+        if connection is not None:
+            try:
+                conn_args = remote_client_args(connection, self._urls)
+            except ConnectionSetupError as exc:
+                self._setup_error = BackendUnavailable(
+                    str(exc),
+                    backend=BACKEND,
+                    hint="fix the remote connection settings; until then completions stay local",
+                    sent_nothing=True,
+                )
+        if transport is not None:
+            conn_args.pop("mounts", None)
         self._client = httpx.AsyncClient(
             transport=transport,
             # Connecting is quick or not at all: fail over early instead of waiting.
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+            **conn_args,
         )
         self._preferred = self._urls[0]
         # Per base URL; a settings change builds a new backend, which ends every hold.
@@ -281,6 +300,8 @@ class OpenAIBackend:
     async def _generate(
         self, request: CompletionRequest, sent: Sent
     ) -> AsyncGenerator[Chunk, None]:
+        if self._setup_error is not None:
+            raise self._setup_error  # nothing is sent while the connection cannot work
         body = self.payload(request)
         data = json.dumps(body).encode()
         failures: list[str] = []
@@ -583,7 +604,7 @@ class OpenAIBackend:
 
     async def context_length(self) -> int | None:
         """Our model's `max_model_len` from /v1/models (cached); None if unknown."""
-        if self._ctx_known:
+        if self._ctx_known or self._setup_error is not None:
             return self._ctx
         for url in self._order():
             try:
@@ -627,6 +648,9 @@ class OpenAIBackend:
             prompt_mode=mode,
             template=self._template.name if self._template else None,
         )
+        if self._setup_error is not None:
+            problems.insert(0, Problem("error", self._setup_error.message, self._setup_error.hint))
+            return attrs.evolve(base, problems=tuple(problems))
 
         # 1. Which servers answer at all (/version needs no key; a 404 still answers).
         target: str | None = None
@@ -825,7 +849,10 @@ def _error_message(raw: bytes) -> str:
 
 
 def _describe(exc: BaseException) -> str:
-    """A short reason; httpx hides "connection refused" behind its own wording."""
+    """A short reason; httpx hides "connection refused" behind its own wording, and a
+    TLS failure is said with the setting that fixes it."""
+    if (tls := describe_tls(exc)) is not None:
+        return tls
     seen: BaseException | None = exc
     for _ in range(8):  # the chain is short; the bound guards against cycles
         if seen is None:

@@ -16,13 +16,18 @@ import tomllib
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import cattrs
 import platformdirs
 
+from synconfroute.clients.urls import has_userinfo, mask_url
+
 from ..vocab.kinds import GateMode, Policy, Semantic
+
+if TYPE_CHECKING:
+    from .policy import Policy as ManagedPolicy
 
 APP = "synconfroute"
 ENV_PREFIX = "SYNCONFROUTE_"
@@ -45,6 +50,8 @@ BACKGROUND_PRIORITY_STEP = 10
 LocalBackendKind = Literal["auto", "ollama", "openai", "embedded"]
 RemoteBackendKind = Literal["openai", "none"]
 MissingLogprobs = Literal["escalate", "trust"]
+# Where `completion.disabled_in` may turn completions off (server/syntax/cursor_scope.py).
+CURSOR_SCOPES = ("comment", "string")
 
 
 @attrs.define
@@ -161,11 +168,49 @@ class RemoteSettings:
         "`urls`) = no remote tier: nothing ever leaves the machine.",
     )
     urls: list[str] = _doc([], "Several base URLs, tried in order (failover).")
+    allowed_urls: list[str] = _doc(
+        [],
+        "Where code may go: `url` and `urls` must lie under one of these (same scheme, "
+        "host and port, the path or below it); one outside is refused and no remote tier "
+        "is used. Empty: anywhere. Meant for the organisation's policy file "
+        "(docs/deploy.md), which makes it binding.",
+    )
     model: str = _doc("", "Model id served by the cluster, e.g. Qwen/Qwen2.5-Coder-32B-Instruct.")
     api_key_env: str = _doc(
         "SYNCONFROUTE_REMOTE_API_KEY",
         "NAME of the environment variable that holds the API key (the key itself "
         "never goes in a settings file).",
+    )
+    ca_file: str = _doc(
+        "",
+        "A PEM file of CA certificates to trust for the cluster, besides the operating "
+        "system's trust store (which is always used): for a private CA. A certificate the "
+        "cluster shows that neither trusts fails the handshake: the completion stays "
+        "local, the hover card, `status` and `doctor` say why; nothing is retried in "
+        "plain text.",
+    )
+    client_cert: str = _doc(
+        "",
+        "Mutual TLS: a PEM file with the client certificate this machine shows the cluster "
+        "(and its chain); with `client_key`, unless the key is in the same file.",
+    )
+    client_key: str = _doc(
+        "", "Mutual TLS: the PEM file of `client_cert`'s private key (unencrypted)."
+    )
+    proxy: str = _doc(
+        "",
+        "Proxy for requests to the cluster: `http://host:port` (https requests go through "
+        "it with CONNECT) or `https://...`; `none` = no proxy. Empty = the environment's "
+        "`HTTPS_PROXY` / `HTTP_PROXY`, minus the hosts in `NO_PROXY`. The local tier never "
+        "uses a proxy. `doctor` shows the proxy a request to each cluster URL takes.",
+    )
+    headers: dict[str, str] = _doc(
+        {},
+        "Static headers sent with every request to the cluster, e.g. for a gateway such "
+        'as LiteLLM: `{ "x-litellm-team" = "ml", "x-api-key" = "${TEAM_KEY}" }`. A value '
+        "`${NAME}` (or `$NAME`) is read from that environment variable; such values, and "
+        "those of headers named like credentials, are masked in every log and message as "
+        "the API key is.",
     )
     template: str = _doc(
         "",
@@ -406,6 +451,21 @@ class CompletionSettings:
         "within the context budget (local tier; the remote tier only with "
         "`remote.send_context`, and never from private files).",
     )
+    disabled_in: list[str] = _doc(
+        [],
+        "No completion where the cursor is inside one of these, judged from the tree-sitter "
+        "node at the cursor: `comment`, `string` (a docstring is a string; an f-string's "
+        "`{...}` is code). Nothing is asked of any model there (the local one included). "
+        "A workspace may add to it.",
+    )
+    languages: list[str] = _doc(
+        [],
+        "Complete only in these languages (empty: in every language). Names as the syntax "
+        "gate knows them (`python`, `java`, `c`, `cpp`, `javascript`, `typescript`, `tsx`, "
+        "`go`, `rust`) or the editor's languageId (`typescriptreact`, `c++`); a document "
+        "whose language is unknown gets no completion when the list is set. A workspace "
+        "may narrow it.",
+    )
     index_max_files: int = _doc(
         20000, "Workspace index: most files indexed (the rest are skipped).", lo=0
     )
@@ -501,6 +561,7 @@ class Loaded:
     issues: tuple[SettingsIssue, ...]
     config_path: Path
     config_found: bool
+    policy: ManagedPolicy | None = None  # the organisation's, when one is installed
 
 
 _converter = cattrs.Converter()
@@ -544,6 +605,12 @@ def _coerce(value: Any, hint: Any, from_env: bool) -> Any:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"expected a list of strings, got {_brief(value)}")
         return list(value)
+    if typing.get_origin(hint) is dict and typing.get_args(hint)[1] is str:
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise ValueError(f"expected a table of strings, got {_brief(value)}")
+        return dict(value)
     if typing.get_origin(hint) is dict:
         if not isinstance(value, Mapping):
             raise ValueError(f"expected a table, got {_brief(value)}")
@@ -640,6 +707,8 @@ def _apply(
             try:
                 coerced = _coerce(value, hints[key], from_env)
                 _check_bounds(fields[key], coerced)
+                if (check := VALUE_CHECKS.get(dotted)) is not None:
+                    check(coerced)
             except ValueError as exc:
                 default = getattr(getattr(Settings(), section_name), key)
                 if privacy_affecting(dotted):
@@ -651,6 +720,32 @@ def _apply(
 
 
 CLOSED = "; nothing leaves this machine (local-only) until it is fixed"
+
+
+def _no_credentials_in_urls(value: Any) -> None:
+    """A URL with a user name or password is refused: httpx would log it on every
+    request and send Basic auth in place of our Bearer key (issue 34, item 7)."""
+    for url in [value] if isinstance(value, str) else value:
+        if has_userinfo(url):
+            raise ValueError(
+                f"{mask_url(url)}: a user name or password in the URL is refused (it would "
+                "be logged and sent as Basic auth); put the API key in the environment "
+                "variable that remote.api_key_env names"
+            )
+
+
+def _scopes(value: Any) -> None:
+    bad = [v for v in value if v not in CURSOR_SCOPES]
+    if bad:
+        raise ValueError(f"expected some of {', '.join(CURSOR_SCOPES)}, got {_brief(bad)}")
+
+
+# Checks beyond type and bounds, by key (a failing one raises ValueError with the why).
+VALUE_CHECKS: dict[str, Callable[[Any], None]] = {
+    "remote.url": _no_credentials_in_urls,
+    "remote.urls": _no_credentials_in_urls,
+    "completion.disabled_in": _scopes,
+}
 
 
 def privacy_affecting(key: str) -> bool:
@@ -706,9 +801,14 @@ def load(
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Loaded:
-    """Settings from defaults < TOML file < environment < `overrides` (LSP options)."""
-    settings = Settings()
-    issues: list[SettingsIssue] = []
+    """Settings from defaults < the organisation's policy < TOML file < environment <
+    `overrides` (LSP options); the policy binds all of them (server/settings/policy.py)."""
+    from . import policy as managed  # it builds on this module
+
+    env = os.environ if environ is None else environ
+    pol = managed.load_policy(env)
+    settings = _converter.structure(_converter.unstructure(pol.settings), Settings)
+    issues: list[SettingsIssue] = list(pol.issues)
     path = path or default_config_path()
     found = path.is_file()
     if found:
@@ -722,21 +822,28 @@ def load(
             issues.append(SettingsIssue(str(path), "(file)", why, True))
         else:
             _apply(settings, data, str(path), issues)
-    env = os.environ if environ is None else environ
     _apply(settings, env_settings(env), "environment", issues, from_env=True)
     if overrides:
         _apply(settings, overrides, "editor settings", issues)
+    issues += managed.bind(pol if pol.found else None, settings)
     fail_closed(settings, issues)
-    return Loaded(settings, tuple(issues), path, found)
+    return Loaded(settings, tuple(issues), path, found, pol if pol.found else None)
 
 
 def merge(
-    base: Settings, overrides: Mapping[str, Any], source: str = "editor settings"
+    base: Settings,
+    overrides: Mapping[str, Any],
+    source: str = "editor settings",
+    policy: ManagedPolicy | None = None,
 ) -> tuple[Settings, list[SettingsIssue]]:
-    """A copy of `base` with LSP-side overrides applied (bad values reported, skipped)."""
+    """A copy of `base` with LSP-side overrides applied (bad values reported, skipped),
+    held within `policy` (and `remote.allowed_urls`)."""
+    from . import policy as managed
+
     copy = _converter.structure(_converter.unstructure(base), Settings)
     issues: list[SettingsIssue] = []
     _apply(copy, overrides, source, issues)
+    issues += managed.bind(policy, copy)
     fail_closed(copy, issues)
     return copy, issues
 
@@ -776,6 +883,12 @@ def _thresholds(u: Settings, w: Settings) -> bool:
     return all(w.routing.threshold_for(m) <= u.routing.threshold_for(m) for m in models)
 
 
+def _languages_subset(u: Any, w: Any) -> bool:
+    """An allow-list: empty is every language, so a workspace list must be non-empty and
+    within the user's (any, when the user's is empty)."""
+    return (bool(w) and (not u or set(w) <= set(u))) or (not w and not u)
+
+
 def _size_limit(u: Any, w: Any) -> bool:
     big = {0: math.inf}  # 0: no size limit
     return bool(big.get(w, w) >= big.get(u, u))
@@ -806,6 +919,8 @@ TIGHTEN_ONLY: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
     "completion.recent_edits": (_off_or_same(False), "turn it off"),
     "remote.send_context": (_off_or_same(False), "turn it off"),
     "completion.context_lines": (_at_most, "lower it"),
+    "completion.disabled_in": (lambda u, w: True, "add places (yours stay)"),
+    "completion.languages": (_languages_subset, "narrow it (an empty list is every language)"),
 }
 TIGHTEN_ONLY_KEYS = tuple(TIGHTEN_ONLY)
 
@@ -854,6 +969,9 @@ def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
     # Patterns add up: a workspace may add files to keep, never take yours away.
     extra = [p for p in ws.privacy.never_send if p not in user.privacy.never_send]
     ws.privacy.never_send = [*user.privacy.never_send, *extra]
+    # So do the places where completions are off.
+    more = [p for p in ws.completion.disabled_in if p not in user.completion.disabled_in]
+    ws.completion.disabled_in = [*user.completion.disabled_in, *more]
     for key, *_ in documented_fields():
         section, name = key.split(".")
         u, w = getattr(getattr(user, section), name), getattr(getattr(ws, section), name)

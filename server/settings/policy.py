@@ -123,6 +123,12 @@ def bind(policy: Policy | None, s: config.Settings) -> list[config.SettingsIssue
             cur = getattr(getattr(s, section), name)
             if key in ADDITIVE:
                 setattr(getattr(s, section), name, [*pval, *(v for v in cur if v not in pval)])
+                if missing := [v for v in pval if v not in cur]:
+                    why = (
+                        f"refused: removing {_show(missing)}: {policy.source} sets them and "
+                        "they stay (yours are added to them)"
+                    )
+                    issues.append(config.SettingsIssue("settings", key, why))
                 continue
             if cur == pval:
                 continue

@@ -171,9 +171,15 @@ def remote_client_args(
             continue
         check_proxy(proxy)
         parts = urllib.parse.urlsplit(url)
-        mounts[f"{parts.scheme}://{parts.netloc}"] = httpx.AsyncHTTPTransport(
-            verify=ctx, proxy=httpx.Proxy(proxy, ssl_context=ctx)
-        )
+        # An https:// proxy is itself reached over TLS, trusting what the cluster does.
+        tls_proxy = urllib.parse.urlsplit(proxy).scheme.lower() == "https"
+        try:
+            route = httpx.Proxy(proxy, ssl_context=ctx if tls_proxy else None)
+            mounts[f"{parts.scheme}://{parts.netloc}"] = httpx.AsyncHTTPTransport(
+                verify=ctx, proxy=route
+            )
+        except (ValueError, RuntimeError, httpx.InvalidURL) as exc:
+            raise ConnectionSetupError(f"remote.proxy {proxy!r} cannot be used ({exc})") from exc
     return {
         "verify": ctx,
         "headers": resolve_headers(conn.headers, environ),
@@ -229,6 +235,32 @@ def describe_tls(exc: BaseException) -> str | None:
     return None
 
 
+def describe_closed(exc: BaseException, *, client_cert: bool) -> str | None:
+    """An https connection the server closed before answering, without a TLS alert we
+    could read (TLS 1.3: a server that refuses our client certificate, or wants one, drops
+    the connection after the handshake, and we see a broken pipe or an end of stream,
+    whichever comes first): the likely cause and the setting. None for any other failure."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        dropped = isinstance(seen, httpx.RemoteProtocolError) and "disconnected" in str(seen)
+        if dropped or isinstance(seen, BrokenPipeError | ConnectionResetError):
+            if client_cert:
+                return (
+                    "TLS: the server closed the connection without answering; a server "
+                    "that does not trust our client certificate does this: check that it "
+                    "trusts remote.client_cert"
+                )
+            return (
+                "TLS: the server closed the connection without answering; a server that "
+                "wants a client certificate (mutual TLS) does this: set remote.client_cert "
+                "and remote.client_key"
+            )
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLError) and exc.reason:
         return f"{exc.reason}: {exc.strerror or exc}"
@@ -242,6 +274,7 @@ __all__ = [
     "Connection",
     "ConnectionSetupError",
     "check_proxy",
+    "describe_closed",
     "describe_tls",
     "proxy_for",
     "remote_client_args",

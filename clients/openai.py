@@ -32,7 +32,13 @@ from . import templates
 from ._backoff import Backoff, kind_of_status, retry_after
 from ._status import Failure, failure_of, status_error
 from ._stream import Sent, TokenCap, TokenStops, complete_streamed, next_before, within
-from .connection import Connection, ConnectionSetupError, describe_tls, remote_client_args
+from .connection import (
+    Connection,
+    ConnectionSetupError,
+    describe_closed,
+    describe_tls,
+    remote_client_args,
+)
 from .errors import (
     BackendError,
     BackendTimeout,
@@ -171,6 +177,7 @@ class OpenAIBackend:
         # TLS, proxy and headers (clients/connection.py); None: a server on this machine,
         # reached directly (no proxy from the environment, ever).
         self._setup_error: BackendUnavailable | None = None
+        self._cert = connection is not None and bool(connection.client_cert)
         conn_args: dict[str, Any] = {"trust_env": False}
         if connection is not None:
             try:
@@ -459,7 +466,8 @@ class OpenAIBackend:
         except httpx.TransportError as exc:
             if not got:
                 sent.n += len(data)
-            raise _Retry(f"connection failed ({_describe(exc)})") from exc
+            closed = url.startswith("https:") and describe_closed(exc, client_cert=self._cert)
+            raise _Retry(f"connection failed ({closed or _describe(exc)})") from exc
         finally:
             if got and not got[0].is_success:
                 await got[0].aclose()

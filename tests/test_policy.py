@@ -19,7 +19,7 @@ import pytest
 from lsprotocol import types as t
 
 from synconfroute.server.settings import config
-from synconfroute.server.settings.policy import POLICY_ENV, url_allowed
+from synconfroute.server.settings.config import POLICY_ENV, url_allowed
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import ROOT, capabilities, inline_request, open_doc, start, stop
 

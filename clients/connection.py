@@ -156,6 +156,15 @@ def resolve_headers(
     return out
 
 
+def shown_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """`remote.headers` as we print them: a `${VAR}` reference as written, the value of a
+    credential-like header masked."""
+    return {
+        name: value if ENV_REF.match(value.strip()) or not _SECRET_HEADER.search(name) else "***"
+        for name, value in headers.items()
+    }
+
+
 def remote_client_args(
     conn: Connection, urls: Sequence[str], environ: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
@@ -279,5 +288,6 @@ __all__ = [
     "proxy_for",
     "remote_client_args",
     "resolve_headers",
+    "shown_headers",
     "ssl_context",
 ]

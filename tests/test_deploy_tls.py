@@ -102,7 +102,7 @@ async def ask(
     env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """One escalating completion through the real server; what the editor saw."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(tmp_path.mkdir, parents=True, exist_ok=True)
     cfg = write_config(
         tmp_path, local_url=local.url, remote_url=remote.base_url, remote_extra=remote_extra
     )
@@ -154,7 +154,8 @@ async def test_unknown_ca_gives_a_clear_error_and_sends_nothing(
         got = await ask(tmp_path, local, remote, "")
         # doctor says the same, naming the setting.
         cfg = tmp_path / "config.toml"
-        done = subprocess.run(
+        done = await asyncio.to_thread(
+            subprocess.run,
             [sys.executable, "-m", "synconfroute", "--config", str(cfg), "doctor"],
             capture_output=True,
             text=True,
@@ -320,3 +321,38 @@ async def test_gateway_headers_sent_and_masked(
     )
     assert "401" in shown, shown[-3000:]  # the refusal was reported
     assert TEAM_KEY not in shown, shown[-3000:]
+
+
+def test_doctor_shows_the_proxy_each_cluster_url_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from synconfroute.server.commands.doctor import connection_lines
+    from synconfroute.server.settings.config import RemoteSettings
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp.example:3128")
+    monkeypatch.setenv("NO_PROXY", "internal.example")
+    remote = RemoteSettings(
+        urls=["https://gpu.example/v1", "https://llm.internal.example/v1"],
+        headers={"x-api-key": "${K}"},
+    )
+    text = "\n".join(connection_lines(remote))
+    assert "https://gpu.example/v1: through the proxy http://proxy.corp.example:3128" in text
+    assert "(from the environment (HTTPS_PROXY))" in text
+    assert "https://llm.internal.example/v1: direct" in text
+    assert "extra headers: x-api-key (values not shown)" in text
+    remote.proxy = "none"
+    assert "remote.proxy is none" in "\n".join(connection_lines(remote))
+
+
+def test_settings_never_print_a_credential_header(tmp_path: Path) -> None:
+    from synconfroute.server.commands.settings_view import format_text
+    from synconfroute.server.settings import config
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        '[remote]\nheaders = { "x-api-key" = "literal-7731", "x-team" = "ml", '
+        '"x-user-token" = "${TOKEN}" }\n',
+        encoding="utf-8",
+    )
+    text = format_text(config.load(cfg, environ={}))
+    assert "literal-7731" not in text, text
+    assert 'x-api-key = "***"' in text and 'x-team = "ml"' in text, text
+    assert 'x-user-token = "${TOKEN}"' in text, text

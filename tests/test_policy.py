@@ -198,5 +198,5 @@ async def test_policy_through_the_real_server(
     messages = "\n".join(m.message for m in client.messages)
     assert "remote.url" in messages and "privacy.never_send" in messages, messages
     assert str(pol) in messages, messages
-    assert status["policy"]["path"] == str(pol), status
-    assert "remote.allowed_urls" in status["policy"]["sets"], status
+    assert status["managed_policy"]["path"] == str(pol), status
+    assert "remote.allowed_urls" in status["managed_policy"]["sets"], status

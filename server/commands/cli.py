@@ -14,6 +14,7 @@ from pathlib import Path
 
 import attrs
 
+from synconfroute.clients.connection import shown_headers
 from synconfroute.clients.urls import install_log_masking, mask_urls_in
 
 from .. import __version__
@@ -68,7 +69,9 @@ def cmd_settings(args: argparse.Namespace) -> int:
     for issue in loaded.issues:
         print(mask_urls_in(f"warning: {issue}"), file=sys.stderr)
     if args.json:
-        print(mask_urls_in(json.dumps(attrs.asdict(loaded.settings), indent=2)))
+        data = attrs.asdict(loaded.settings)
+        data["remote"]["headers"] = shown_headers(data["remote"]["headers"])
+        print(mask_urls_in(json.dumps(data, indent=2)))
     else:
         from .settings_view import format_text
 

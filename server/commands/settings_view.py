@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from synconfroute.clients.connection import shown_headers
 from synconfroute.clients.urls import mask_url, mask_urls_in
 
 from ..settings import config
@@ -115,7 +116,9 @@ def format_text(loaded: config.Loaded, environ: Mapping[str, str] | None = None)
             if pol is not None and pol.sets(f"{section}.{key}"):
                 same = value == pol.values[f"{section}.{key}"]
                 source = "policy" if same else f"{source}, within the policy"
-            shown = _show(value)
+            shown = _show(
+                shown_headers(value) if (section, key) == ("remote", "headers") else value
+            )
             lines.append(f"  {key:<{width}}  {shown:<34} {source}")
         lines.append("")
     lines.append("every key: docs/settings.md (synconfroute settings --markdown)")

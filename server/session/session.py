@@ -516,7 +516,7 @@ class Session:
             lines.append(f"policy {policy['path']} sets {', '.join(policy['sets']) or 'nothing'}")
         if problem is not None:
             lines.append(f"remote problem: {problem}")
-        return {"policy": policy, "remote_problem": problem, "lines": lines}
+        return {"managed_policy": policy, "remote_problem": problem, "lines": lines}
 
     def _cluster_status(self) -> dict[str, object] | None:
         return self._pipeline.load_status() if self._pipeline is not None else None

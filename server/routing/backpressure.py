@@ -55,7 +55,7 @@ class Limits:
     default_retry_s: float = 5.0  # a 429/503 without Retry-After holds this long, at first
     max_hold_s: float = 120.0  # consecutive failures double the hold up to this
     relief: float = 1.0  # an answer in time takes this share of a step off the lift
-    queue_busy: float = 1.0  # requests waiting on the cluster that count as a queue
+    queue_busy: float = 3.0  # requests waiting on the cluster that count as a queue
     kv_busy: float = 0.95  # KV-cache usage at which the cluster counts as full
     kv_idle: float = 0.8  # below it (and no queue) the cluster counts as idle
     max_queue_steps: float = 3.0  # steps a single reading of a deep queue adds at most

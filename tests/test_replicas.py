@@ -7,9 +7,18 @@ from __future__ import annotations
 
 import pytest
 
+from synconfroute.clients.ollama import OllamaBackend
+from synconfroute.clients.openai import OpenAIBackend
 from synconfroute.clients.replicas import MetricsError, parse_metrics, rendezvous, server_root
 from synconfroute.server.routing.affinity import repository_root, workspace_key
 from synconfroute.server.routing.backpressure import Backpressure, Limits
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.routing.request import CompletionContext
+from synconfroute.server.settings.config import Settings, merge
+from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
+
+REMOTE_MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
 
 URLS = [f"http://gpu{i}:8000/v1" for i in range(4)]
 
@@ -123,3 +132,31 @@ def test_an_idle_cluster_forgets_only_the_slowness_its_queue_explained() -> None
     bp.refused(2.0, 429, 30.0)
     bp.cluster(3.0, waiting=0, running=0, kv_usage=None, where="m")
     assert not bp.pressure(3.0).can_escalate(3.0)  # the cluster said "not now"
+
+
+async def test_a_large_files_remote_window_keeps_its_start_while_the_cursor_moves(
+    local_fake: FakeOllama, remote_fake: FakeOpenAI
+) -> None:
+    """The cluster's prefix cache only helps when successive prompts share their start: in
+    a file larger than remote.max_prompt_chars, the window's start stays on a line grid
+    (as the local tier's does) instead of sliding with the cursor. (Before, each prompt
+    was cut a few characters further and no prefix was ever reused.)"""
+    s, issues = merge(Settings(), {"remote": {"max_prompt_chars": 4000}})
+    assert not issues
+    p = Pipeline(
+        s,
+        OllamaBackend(local_fake.url, "qwen2.5-coder:3b", timeout=5),
+        OpenAIBackend([remote_fake.base_url], REMOTE_MODEL, api_key_env=None, timeout=5),
+        make_gate(s.routing),
+    )
+    body = "".join(f"value_{i} = {i} * 3\n" for i in range(2000))  # ~36,000 characters
+    first = body + "def f1(a, b):\n    return "
+    second = first + "a + b\n\n\ndef f2(a, b):\n    return "
+    for prefix in (first, second):
+        local_fake.script(TokenScript.of(" a", " +", " (b", logprob=-0.05))  # invalid
+        remote_fake.script(TokenScript.of(" a", " + ", "b", logprob=-0.01))
+        ctx = CompletionContext(prefix=prefix, suffix="\n", language="python", path="/r/big.py")
+        assert (await p.complete(ctx)).route == "remote"
+    sent = [r.json()["prompt"] for r in remote_fake.received("/v1/completions")]
+    pre = [x.split("<|fim_prefix|>", 1)[1].split("<|fim_suffix|>", 1)[0] for x in sent]
+    assert len(pre[0]) > 2000 and pre[1].startswith(pre[0]), (pre[0][:40], pre[1][:40])

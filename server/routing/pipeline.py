@@ -19,7 +19,6 @@ from synconfroute.clients.plan import PromptPlan
 from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
 
 from ..settings.config import PrivacySettings, Settings
-from ..vocab.positions import cap_window
 from ..vocab.record import Latency, Problem, RouteDecision, Truncation
 from ..vocab.verdict import Verdict
 from ..workspace import crossfile, egress, privacy, prompt_split
@@ -319,10 +318,11 @@ class Pipeline:
         return min(cap, int(getattr(self.local, "prompt_chars_cap", cap)))
 
     def _window(self, ctx: CompletionContext, tier: str, max_chars: int) -> tuple[str, str]:
-        """The prefix and suffix `tier` sees: the local window's start on a line grid (its
-        KV cache survives typing), no suffix for a local model that only sees the prefix."""
+        """The prefix and suffix `tier` sees: the window's start on a line grid, so the
+        local KV cache and the cluster's prefix cache survive the cursor moving on; no
+        suffix for a local model that only sees the prefix."""
         if tier != "local":
-            return cap_window(ctx.prefix, ctx.suffix, max_chars)
+            return time_budget.anchored_window(ctx.prefix, ctx.suffix, max_chars)
         prefix_only = getattr(self.local, "prompt_mode", None) == "prefix-only"
         return time_budget.anchored_window(
             ctx.prefix, ctx.suffix, max_chars, prefix_only=prefix_only

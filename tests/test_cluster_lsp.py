@@ -188,7 +188,14 @@ async def test_a_queue_on_the_cluster_keeps_unsure_answers_local_before_any_slow
     remote_fake.script(REMOTE, always=True)
     remote_fake.waiting, remote_fake.running = 60, 4
     local_fake.script(UNSURE, always=True)
-    cfg = write_config(tmp_path, local_url=local_fake.url, remote_url=remote_fake.base_url)
+    # No answer of this client's may count as slow, however long a loaded CI machine
+    # takes to pass it on: the bar can only move on the cluster's word.
+    cfg = write_config(
+        tmp_path,
+        local_url=local_fake.url,
+        remote_url=remote_fake.base_url,
+        extra="[routing]\nttft_target_ms = 600000",
+    )
     folder = (tmp_path / "repo").resolve()
     folder.mkdir()
     uri = (folder / "calc.py").as_uri()
@@ -209,7 +216,7 @@ async def test_a_queue_on_the_cluster_keeps_unsure_answers_local_before_any_slow
             await asyncio.sleep(0.1)  # the metrics poll runs in the background
         assert held is not None, f"the queue never raised the bar: {notes}"
         assert remote_fake.received("/metrics"), "the server never read the cluster's metrics"
-        # Every answer the client saw was fast: the bar moved on the cluster's word.
+        # Every escalation was answered in full: the bar moved on the cluster's word.
         for r in remote_fake.received("/v1/completions"):
             assert r.disconnected is False
         card = _card(held)

@@ -50,6 +50,7 @@ from .errors import (
     register_secret,
 )
 from .plan import EgressCheck, PromptPlan
+from .replicas import ClusterLoad, MetricsError, parse_metrics, rendezvous, server_root
 from .types import (
     Chunk,
     Completion,
@@ -73,6 +74,9 @@ DRAIN_S = 0.5
 LINE_STOP = "\n"
 # vLLM's 400 for a prompt over --max-model-len (also with stream: true).
 _CONTEXT_LIMIT = re.compile(r"maximum context length is (\d+) tokens")
+# The cluster's /metrics: read at most this often, and never waited for longer.
+METRICS_EVERY_S = 2.0
+METRICS_TIMEOUT_S = 1.0
 
 
 @attrs.frozen
@@ -147,6 +151,10 @@ class OpenAIBackend:
     NAME of the environment variable holding the key (None: send no key).
     `template` is the setting `clients.templates.resolve` reads ("" / "auto": detected
     from `model`; "off"; a family); without a template the model sees only the prefix.
+    A request's `affinity` key orders the URLs by rendezvous hashing (`replicas`) and is
+    sent in the `session_header` (for a balancer in front), if one is named.
+    `metrics_url`: where the cluster's load is read ("": each replica's /metrics where
+    its URL is a server's own /v1, else none; "off": never).
     """
 
     def __init__(
@@ -160,6 +168,8 @@ class OpenAIBackend:
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
         connection: Connection | None = None,
+        session_header: str | None = None,
+        metrics_url: str = "",
     ) -> None:
         raw = [urls] if isinstance(urls, str) else list(urls)
         self._urls = tuple(u.strip().rstrip("/") for u in raw if u.strip())
@@ -205,6 +215,11 @@ class OpenAIBackend:
         # The remote tier's egress check (server/egress.py): with one set, no request
         # leaves without its prompt plan passing it. None: a local server.
         self._egress: EgressCheck | None = None
+        self._session_header = session_header or None
+        self._metrics_url = metrics_url.strip()
+        # The last reading of each metrics URL, and the refresh under way (one at a time).
+        self._loads: dict[str, ClusterLoad] = {}
+        self._polls: dict[str, asyncio.Task[None]] = {}
 
     # -- identity ----------------------------------------------------------
     @property
@@ -238,6 +253,9 @@ class OpenAIBackend:
     __str__ = __repr__
 
     async def aclose(self) -> None:
+        for task in self._polls.values():
+            task.cancel()
+        await asyncio.gather(*self._polls.values(), return_exceptions=True)
         await self._client.aclose()
 
     def set_egress(self, check: EgressCheck) -> None:
@@ -257,9 +275,57 @@ class OpenAIBackend:
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._key}"} if self._key else {}
 
-    def _order(self) -> list[str]:
+    def _session(self, request: CompletionRequest) -> dict[str, str]:
+        """The stable session header a balancer keys its affinity on (a hash, nothing
+        that names the user or the repository)."""
+        if self._session_header is None or not request.affinity:
+            return {}
+        return {self._session_header: request.affinity}
+
+    def _order(self, affinity: str = "") -> list[str]:
+        """The URLs to try, in order: the workspace's own (rendezvous) order when the
+        request names its workspace, else the one that answered last first."""
+        if affinity and len(self._urls) > 1:
+            return rendezvous(affinity, self._urls)
         i = self._urls.index(self._preferred)
         return [*self._urls[i:], *self._urls[:i]]
+
+    # -- the cluster's own load signal ----------------------------------------
+    def metrics_target(self, affinity: str = "") -> str | None:
+        """The metrics URL that speaks for the replica this workspace escalates to."""
+        if self._metrics_url == "off":
+            return None
+        if self._metrics_url:
+            return self._metrics_url
+        root = server_root(self._order(affinity)[0])
+        return None if root is None else f"{root}/metrics"
+
+    def cluster_load(self, now: float, affinity: str = "") -> ClusterLoad | None:
+        """The latest reading of the cluster's load for this workspace's replica, at once
+        (never waits): a reading older than METRICS_EVERY_S starts a background refresh
+        with a short timeout, which the next call sees. `now` is the caller's clock.
+        The poll carries no code and no key (vLLM's /metrics needs none)."""
+        url = self.metrics_target(affinity)
+        if url is None:
+            return None
+        last = self._loads.get(url)
+        if (last is None or now - last.at >= METRICS_EVERY_S) and url not in self._polls:
+            task = asyncio.get_running_loop().create_task(self._poll(url, now))
+            self._polls[url] = task
+            task.add_done_callback(lambda _t: self._polls.pop(url, None))
+        return last
+
+    async def _poll(self, url: str, started: float) -> None:
+        """Read `url` once; the reading is dated `started` (the caller's clock)."""
+        try:
+            resp = await self._client.get(url, timeout=METRICS_TIMEOUT_S)
+            text = resp.text if resp.is_success else ""
+            self._loads[url] = parse_metrics(text, url, started)
+        except (httpx.HTTPError, MetricsError) as exc:
+            # No reading: the signal just stays silent (the answers' own signal still
+            # works); stale readings are dropped so nothing acts on an old queue.
+            self._loads.pop(url, None)
+            log.debug("openai: no load reading from %s: %s", url, _describe(exc))
 
     def payload(self, request: CompletionRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and `doctor` can show it)."""
@@ -314,7 +380,7 @@ class OpenAIBackend:
         failures: list[str] = []
         held: list[BackendError] = []
         cause: BaseException | None = None
-        order = self._order()
+        order = self._order(request.affinity)
         for i, url in enumerate(order):
             if (err := self._backoff.held(url)) is not None:
                 held.append(err)
@@ -425,7 +491,7 @@ class OpenAIBackend:
         self, url: str, data: bytes, request: CompletionRequest, sent: Sent
     ) -> httpx.Response:
         """POST the request; a 2xx response (unread), or _Retry / a BackendError."""
-        headers = {**self._headers(), "Content-Type": "application/json"}
+        headers = {**self._headers(), **self._session(request), "Content-Type": "application/json"}
         req = self._client.build_request(
             "POST", f"{url}/completions", content=data, headers=headers
         )

@@ -150,6 +150,8 @@ def make_remote(remote: RemoteSettings) -> Backend | None:
             proxy=remote.proxy,
             headers=dict(remote.headers),
         ),
+        session_header=remote.session_header or None,
+        metrics_url=remote.metrics_url,
     )
     # Never without an egress check: until a pipeline installs its own (with the live
     # settings), only text from no workspace file (benchmarks, doctor) may be sent.

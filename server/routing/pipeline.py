@@ -19,11 +19,10 @@ from synconfroute.clients.plan import PromptPlan
 from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
 
 from ..settings.config import PrivacySettings, Settings
-from ..vocab.positions import cap_window
 from ..vocab.record import Latency, Problem, RouteDecision, Truncation
 from ..vocab.verdict import Verdict
 from ..workspace import crossfile, egress, privacy, prompt_split
-from . import kv_window, router, time_budget
+from . import affinity, kv_window, router, time_budget
 from .backends import Tiers
 from .backpressure import Backpressure, EscalationBudget, Limits, Pressure, load_hold
 from .cache import CompletionCache, Hit
@@ -157,6 +156,7 @@ class Pipeline:
         r = settings.routing
         self.load = Backpressure(Limits(max_lift=r.max_lift, ttft_target_s=r.ttft_target_ms / 1000))
         self.budget = EscalationBudget(r.escalation_budget, r.budget_window_s)
+        self._load_read = -float("inf")  # when the last cluster reading fed was taken
 
     def pressure(self) -> Pressure | None:
         """The cluster's state now, or None with backpressure off or no remote tier."""
@@ -174,6 +174,7 @@ class Pipeline:
             "why": p.why if p else "",
             "lift": p.lift if p else 0.0,
             "first_token_ms": None if p is None or p.ttft_s is None else round(1000 * p.ttft_s),
+            "moved_by": p.source if p else "",
             "escalated_share": round(self.budget.used(self._clock()), 3),
             "escalation_budget": self.budget.share,
         }
@@ -317,10 +318,11 @@ class Pipeline:
         return min(cap, int(getattr(self.local, "prompt_chars_cap", cap)))
 
     def _window(self, ctx: CompletionContext, tier: str, max_chars: int) -> tuple[str, str]:
-        """The prefix and suffix `tier` sees: the local window's start on a line grid (its
-        KV cache survives typing), no suffix for a local model that only sees the prefix."""
+        """The prefix and suffix `tier` sees: the window's start on a line grid, so the
+        local KV cache and the cluster's prefix cache survive the cursor moving on; no
+        suffix for a local model that only sees the prefix."""
         if tier != "local":
-            return cap_window(ctx.prefix, ctx.suffix, max_chars)
+            return time_budget.anchored_window(ctx.prefix, ctx.suffix, max_chars)
         prefix_only = getattr(self.local, "prompt_mode", None) == "prefix-only"
         return time_budget.anchored_window(
             ctx.prefix, ctx.suffix, max_chars, prefix_only=prefix_only
@@ -361,6 +363,7 @@ class Pipeline:
                 if tier == "remote"
                 else None
             ),
+            affinity=affinity.workspace_key(ctx.path, ctx.roots) if tier == "remote" else "",
             plan=egress.make_plan(
                 tier,
                 ctx.path,
@@ -510,8 +513,22 @@ class Pipeline:
             rec = attrs.evolve(rec, load=self._load_text(held))
         return rec, True
 
+    def _read_cluster(self, ctx: CompletionContext) -> None:
+        """Feed the cluster's own load signal, only while escalating: the remote client's
+        latest reading of its metrics (it refreshes them in the background, never
+        waited for) for the replica this workspace escalates to."""
+        read = getattr(self.remote, "cluster_load", None)
+        if read is None or not self.settings.routing.backpressure:
+            return
+        now = self._clock()
+        load = read(now, affinity.workspace_key(ctx.path, ctx.roots))
+        if load is not None and load.at > self._load_read:
+            self._load_read = load.at
+            self.load.cluster(now, load.waiting, load.running, load.kv_usage, load.url)
+
     def _hold(self, req: _Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None:
         """Why this escalation stays home under load; None: it goes out."""
+        self._read_cluster(req.ctx)
         now = self._clock()
         invalid = ev.syntax == "invalid"
         return load_hold(
@@ -534,7 +551,7 @@ class Pipeline:
         p = self.pressure()
         if p is None:
             return ""
-        return f"{p.why}; escalation bar {p.lift:.2f} below the threshold"
+        return f"{p.why}; escalation bar {p.lift:.2f} below the threshold (moved by {p.source})"
 
     def _may_escalate_broken(self, req: _Req) -> bool:
         p = self.pressure()

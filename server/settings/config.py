@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 import reprlib
 import tomllib
 import typing
@@ -32,9 +33,17 @@ ENV_PREFIX = "SYNCONFROUTE_"
 CONFIG_ENV = "SYNCONFROUTE_CONFIG"
 
 
-def _doc(default: Any, doc: str, *, lo: float | None = None, hi: float | None = None) -> Any:
-    """An attrs field with its documentation and optional numeric bounds."""
-    kw: dict[str, Any] = {"metadata": {"doc": doc, "lo": lo, "hi": hi}}
+def _doc(
+    default: Any,
+    doc: str,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    check: Callable[[Any], None] | None = None,
+) -> Any:
+    """An attrs field with its documentation, optional numeric bounds and an optional
+    `check` of its value (raises ValueError saying what is wrong)."""
+    kw: dict[str, Any] = {"metadata": {"doc": doc, "lo": lo, "hi": hi, "check": check}}
     if isinstance(default, list | dict):
         kw["factory"] = lambda: type(default)(default)
     else:
@@ -44,6 +53,19 @@ def _doc(default: Any, doc: str, *, lo: float | None = None, hi: float | None = 
 
 # How far below the editor's completions background work ranks (`remote.priority`).
 BACKGROUND_PRIORITY_STEP = 10
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]*")
+
+
+def _header_name(value: str) -> None:
+    if not _TOKEN.fullmatch(value):
+        raise ValueError(f"not an HTTP header name: {_brief(value)}")
+
+
+def _metrics_url(value: str) -> None:
+    if value not in ("", "off") and not value.startswith(("http://", "https://")):
+        raise ValueError(f'expected "", "off" or an http(s) URL, got {_brief(value)}')
+
 
 LocalBackendKind = Literal["auto", "ollama", "openai", "embedded"]
 RemoteBackendKind = Literal["openai", "none"]
@@ -165,13 +187,35 @@ class RemoteSettings:
         "Base URL ending in /v1, e.g. `http://gpu-cluster:8000/v1`. Empty (and no "
         "`urls`) = no remote tier: nothing ever leaves the machine.",
     )
-    urls: list[str] = _doc([], "Several base URLs, tried in order (failover).")
     allowed_urls: list[str] = _doc(
         [],
         "Where code may go: `url` and `urls` must lie under one of these (same scheme, "
         "host and port, the path or below it); one outside is refused and no remote tier "
         "is used. Empty: anywhere. Meant for the organisation's policy file "
         "(docs/deploy.md), which makes it binding.",
+    )
+    urls: list[str] = _doc(
+        [],
+        "Several base URLs (replicas without a balancer): each workspace (a hash of user and "
+        "repository root) keeps to one of them, chosen by rendezvous hashing, so its prefix "
+        "cache stays warm and workspaces spread over all; on a failure it moves to the next "
+        "in its own order.",
+    )
+    session_header: str = _doc(
+        "",
+        "With a balancer in front: send the workspace's affinity key (a hash that names "
+        "neither user nor repository) in this header, e.g. `x-user-id` for the vLLM "
+        "production-stack router's session affinity. Empty: no header.",
+        check=_header_name,
+    )
+    metrics_url: str = _doc(
+        "",
+        "Where the cluster's load is read while escalating (Prometheus text: "
+        "`vllm:num_requests_waiting`, `vllm:num_requests_running`, KV-cache usage), at "
+        "most every 2 s, in the background (a gateway's equivalent URL, or `off`). Empty: "
+        "each replica's own `/metrics` when its URL is a vLLM server's root `/v1`, else "
+        "none. The poll carries no code and no key.",
+        check=_metrics_url,
     )
     model: str = _doc("", "Model id served by the cluster, e.g. Qwen/Qwen2.5-Coder-32B-Instruct.")
     api_key_env: str = _doc(
@@ -661,6 +705,8 @@ def _number(value: Any, hint: Any, from_env: bool) -> int | float:
 
 
 def _check_bounds(field: attrs.Attribute[Any], value: Any) -> None:
+    if (check := field.metadata.get("check")) is not None:
+        check(value)
     lo, hi = field.metadata.get("lo"), field.metadata.get("hi")
     for name, v in value.items() if isinstance(value, dict) else [(None, value)]:
         where = "" if name is None else f"{name!r}: "

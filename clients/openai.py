@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 import httpx
 
-from . import templates
+from . import _verify, templates
 from ._backoff import Backoff, kind_of_status, retry_after
 from ._status import Failure, failure_of, status_error
 from ._stream import Sent, TokenCap, TokenStops, complete_streamed, next_before, within
@@ -179,6 +179,9 @@ class OpenAIBackend:
         # The remote tier's egress check (server/egress.py): with one set, no request
         # leaves without its prompt plan passing it. None: a local server.
         self._egress: EgressCheck | None = None
+        # Whether the server scores prompts (`echo` + `logprobs`), for verified
+        # escalations: None until asked (once), False once it answered without them.
+        self._verifies: bool | None = None
 
     # -- identity ----------------------------------------------------------
     @property
@@ -276,12 +279,82 @@ class OpenAIBackend:
         return self._generate(request, Sent())
 
     async def complete(self, request: CompletionRequest) -> Completion:
+        if request.draft and self._verifies is not False:
+            return await _verify.complete(self, request)
+        return await self.plain(request)
+
+    async def plain(self, request: CompletionRequest) -> Completion:
+        """An escalation that generates every token (no draft verified)."""
         return await complete_streamed(self._generate, request, backend=BACKEND, model=self._model)
 
-    async def _generate(
-        self, request: CompletionRequest, sent: Sent
+    # -- verified escalation (clients/_verify.py) ----------------------------
+    async def verify_supported(self, request: CompletionRequest) -> bool:
+        """Does the server score prompts? Asked once: vLLM (which has `echo` with
+        `logprobs`) answers POST /tokenize with `count` and `max_model_len`; a server
+        without it (llama.cpp's answers otherwise, the fake not at all) is not asked to
+        verify. No code of the user goes into this probe."""
+        if self._verifies is not None:
+            return self._verifies
+        url = self._order()[0]
+        left = request.remaining()
+        limit = min(self._timeout, 3.0, left if left is not None else 3.0)
+        try:
+            resp = await self._client.post(
+                f"{_root(url)}/tokenize",
+                json={"model": self._model, "prompt": "def"},
+                headers=self._headers(),
+                timeout=httpx.Timeout(max(0.05, limit)),
+            )
+            answer = resp.json() if resp.is_success else None
+        except (httpx.HTTPError, ValueError):
+            return False  # not known: a plain escalation now, asked again next time
+        self._verifies = isinstance(answer, dict) and "max_model_len" in answer
+        return self._verifies
+
+    def unverifiable(self) -> None:
+        self._verifies = False
+
+    async def score(
+        self, request: CompletionRequest, body: dict[str, Any], sent: Sent
+    ) -> dict[str, Any] | None:
+        """One scoring request (whole JSON answer) to the server that answered last,
+        through the egress check with the request's plan; None if it failed in a way a
+        plain escalation handles (that one fails over and words the error)."""
+        url = self._order()[0]
+        if self._backoff.held(url) is not None:
+            return None
+        data = json.dumps(body).encode()
+        try:
+            resp = await self._open(url, data, request, sent)
+        except _Retry:
+            return None
+        try:
+
+            async def read() -> bytes:
+                return await resp.aread()
+
+            raw = await within(
+                request.deadline, read, BACKEND, before="the answer", late="no answer in time"
+            )
+        except httpx.HTTPError:
+            return None
+        finally:
+            await resp.aclose()
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            return None
+        return obj if isinstance(obj, dict) else None
+
+    def continuation(
+        self, request: CompletionRequest, sent: Sent, body: dict[str, Any]
     ) -> AsyncGenerator[Chunk, None]:
-        body = self.payload(request)
+        return self._generate(request, sent, body)
+
+    async def _generate(
+        self, request: CompletionRequest, sent: Sent, body: dict[str, Any] | None = None
+    ) -> AsyncGenerator[Chunk, None]:
+        body = self.payload(request) if body is None else body
         data = json.dumps(body).encode()
         failures: list[str] = []
         held: list[BackendError] = []

@@ -90,6 +90,10 @@ class RouteDecision:
     context_sharing: str = ""  # where other files' code may go, in words (settings)
     load: str = ""  # why the cluster's load kept this request home (cluster-busy), in words
     cache_hit: bool = False
+    # A verified escalation (remote.verify_draft): the local draft's tokens the remote
+    # model scored, and the leading ones it kept as its own answer.
+    draft_tokens: int = 0
+    draft_kept: int = 0
     language: str = ""
     path: str = ""
     problems: tuple[Problem, ...] = attrs.field(default=(), eq=False, repr=False)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from synconfroute.clients import CompletionRequest
 from synconfroute.clients._verify import check, draft_for, safe_cut
 from synconfroute.clients.openai import OpenAIBackend

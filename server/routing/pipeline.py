@@ -699,11 +699,12 @@ class Pipeline:
         # Whole lines may still leave a block open: keep those the gate accepts (none
         # accepted: nothing from the remote is shown, rather than broken code).
         t = self._clock()
-        found = await self._trimmed(ctx, text, deadline)
+        found = await self._trimmed(ctx, text, deadline, cut_in=ctx.language)
         kept = found[0] if found is not None else ""
         gate_ms = (self._clock() - t) * 1000
         if kept != text:
             cut = truncation(post_process(result.text, ctx.suffix, multiline=multiline), kept)
+            cut = attrs.evolve(cut, kept="gate" if kept else "nothing")
         return kept, cut, gate_ms
 
     async def _blocked_late(
@@ -830,7 +831,13 @@ class Pipeline:
         return self.gate.check(ctx, text)
 
     async def _trimmed(
-        self, ctx: CompletionContext, text: str, deadline: float, *, skip: int = 0
+        self,
+        ctx: CompletionContext,
+        text: str,
+        deadline: float,
+        *,
+        skip: int = 0,
+        cut_in: str | None = None,
     ) -> tuple[str, Verdict | None] | None:
         """`gate_trimmed` with this request's gate and deadline (in the gate's thread
         when its checks block)."""
@@ -844,6 +851,7 @@ class Pipeline:
                 ctx.suffix,
                 skip=skip,
                 out_of_time=lambda: self._clock() >= deadline,
+                cut_in=cut_in,
             )
 
         return await asyncio.to_thread(trim) if gate.blocking else trim()

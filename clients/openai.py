@@ -295,6 +295,9 @@ class OpenAIBackend:
         verify. No code of the user goes into this probe."""
         if self._verifies is not None:
             return self._verifies
+        if self._egress is not None:
+            # Only a request that may leave asks anything: the same check as its send.
+            self._egress(json.dumps(self.payload(request)).encode(), request.plan)
         url = self._order()[0]
         left = request.remaining()
         limit = min(self._timeout, 3.0, left if left is not None else 3.0)

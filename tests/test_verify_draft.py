@@ -87,7 +87,8 @@ def test_an_answer_without_the_echo_means_no_prompt_scoring() -> None:
 def test_safe_cuts_and_single_line_drafts() -> None:
     assert safe_cut("return", " a") and safe_cut("(a", ",")
     assert not safe_cut("foo", "bar") and not safe_cut("x = ", "1") and not safe_cut("+", "=")
-    assert not safe_cut("\n", "\n    ")
+    assert not safe_cut("\n", "\n    ") and not safe_cut("```\n\n", "In")
+    assert safe_cut("):\n", "def") and not safe_cut("x:\n    ", "y")
     assert draft_for(" a + b\n    c", single_line=True) == " a + b"
     assert draft_for("\n    y = 2\nz", single_line=True) == "\n    y = 2"
     assert draft_for(" a\nb", single_line=False) == " a\nb"

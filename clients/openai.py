@@ -295,21 +295,23 @@ class OpenAIBackend:
         verify. No code of the user goes into this probe."""
         if self._verifies is not None:
             return self._verifies
-        if self._egress is not None:
-            # Only a request that may leave asks anything: the same check as its send.
-            self._egress(json.dumps(self.payload(request)).encode(), request.plan)
         url = self._order()[0]
         left = request.remaining()
         limit = min(self._timeout, 3.0, left if left is not None else 3.0)
+        data = json.dumps({"model": self._model, "prompt": "def"}).encode()
+        headers = {**self._headers(), "Content-Type": "application/json"}
+        req = self._client.build_request(
+            "POST", f"{_root(url)}/tokenize", content=data, headers=headers
+        )
         try:
-            resp = await self._client.post(
-                f"{_root(url)}/tokenize",
-                json={"model": self._model, "prompt": "def"},
-                headers=self._headers(),
-                timeout=httpx.Timeout(max(0.05, limit)),
-            )
-            answer = resp.json() if resp.is_success else None
-        except (httpx.HTTPError, ValueError):
+            # The one send path: only a request whose plan may leave asks anything.
+            async with asyncio.timeout(max(0.05, limit)):
+                resp = await self._send(req, data, request.plan)
+                try:
+                    answer = json.loads(await resp.aread()) if resp.is_success else None
+                finally:
+                    await resp.aclose()
+        except (httpx.HTTPError, ValueError, TimeoutError):
             return False  # not known: a plain escalation now, asked again next time
         self._verifies = isinstance(answer, dict) and "max_model_len" in answer
         return self._verifies

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -19,9 +20,16 @@ import pytest
 
 from synconfroute.clients import CompletionRequest
 from synconfroute.clients.errors import EgressRefused
+from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.openai import OpenAIBackend
+from synconfroute.server.learning import stats
+from synconfroute.server.learning.ledger import Ledger, load
+from synconfroute.server.routing.gate import make_gate
+from synconfroute.server.routing.pipeline import CompletionContext, Pipeline
 from synconfroute.server.settings.config import PrivacySettings, Settings
+from synconfroute.server.vocab.card import route_card
 from synconfroute.server.workspace.egress import EgressGate, make_plan
+from tests.fakes import FakeOllama, TokenScript
 from tests.vllm_server import VllmServer
 
 pytestmark = pytest.mark.slow
@@ -178,3 +186,39 @@ async def test_a_never_send_files_draft_is_never_verified(
     await asyncio.sleep(1.0)  # what reached the server is in its access log by now
     sent = [a for a in vllm.access_since(offset) if a.method == "POST"]
     assert sent == [] and gate.refused >= 1, (sent, gate.refused)
+
+
+async def test_a_confirmed_draft_is_routed_verified_and_counted(
+    vllm: VllmServer, backend: OpenAIBackend, local_fake: FakeOllama, tmp_path: Path
+) -> None:
+    """An unsure local line the cluster confirms token by token: route `remote`, reason
+    `verified-draft`, the card says how much was kept, the ledger records the kept share
+    per language and `stats` sums it. With the setting off, a plain escalation."""
+    ctx = CompletionContext(
+        prefix="def add(a, b):\n    return", suffix="\n", language="python", path="/r/add.py"
+    )
+    unsure = TokenScript.of(" a", " +", " b", logprob=-2.0)  # what SmolLM2 answers, unsure
+    settings = Settings()
+    local_fake.script(unsure, unsure)
+    local = OllamaBackend(local_fake.url, "qwen2.5-coder:3b", timeout=PATIENCE_S)
+    rec = await Pipeline(settings, local, backend, make_gate(settings.routing)).complete(ctx)
+    print(rec.route, rec.reasons, repr(rec.completion), rec.draft_kept, rec.draft_tokens)
+    assert (rec.route, rec.completion) == ("remote", " a + b")
+    assert rec.reasons[-1] == "verified-draft" and rec.draft_kept == rec.draft_tokens == 3
+    assert "kept 3 of its 3 tokens (100%)" in route_card(rec)
+    led = Ledger(tmp_path / "l.jsonl")
+    led.decision("d1", rec)
+    decisions, moves, bad = load(tmp_path / "l.jsonl")
+    figures = stats.compute(decisions, moves, bad)["by_language"]["python"]
+    assert (figures["draft_tokens"], figures["draft_kept"], figures["draft_kept_share"]) == (
+        3,
+        3,
+        1.0,
+    )
+    assert "verified drafts" in stats.format_text(stats.compute(decisions, moves, bad), tmp_path)
+
+    off = attrs.evolve(settings, remote=attrs.evolve(settings.remote, verify_draft=False))
+    plain = await Pipeline(off, local, backend, make_gate(off.routing)).complete(ctx)
+    assert (plain.route, plain.completion, plain.draft_tokens) == ("remote", " a + b", 0)
+    assert "verified-draft" not in plain.reasons
+    await local.aclose()

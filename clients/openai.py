@@ -313,6 +313,8 @@ class OpenAIBackend:
                     await resp.aclose()
         except (httpx.HTTPError, ValueError, TimeoutError):
             return False  # not known: a plain escalation now, asked again next time
+        if answer is None and resp.status_code not in (404, 405):
+            return False  # busy, or a key problem: the same, and asked again next time
         self._verifies = isinstance(answer, dict) and "max_model_len" in answer
         return self._verifies
 

@@ -243,10 +243,10 @@ async def complete(client: Verifier, request: CompletionRequest) -> Completion:
     """An escalation that carries a local draft: scored, the agreed run kept, the rest
     generated. Falls back to a plain escalation where the server cannot score prompts
     (remembered by the client), the draft cannot be aligned, or none of it is kept."""
+    started = time.monotonic()
     draft = draft_for(request.draft, single_line=request.single_line)
     if not draft or not await client.verify_supported(request):
         return await client.plain(request)
-    started = time.monotonic()
     sent = Sent()
     body = client.payload(request)
     try:

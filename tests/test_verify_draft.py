@@ -10,7 +10,7 @@ from typing import Any
 from synconfroute.clients import CompletionRequest
 from synconfroute.clients._verify import check, draft_for, safe_cut
 from synconfroute.clients.openai import OpenAIBackend
-from tests.fakes.http import TokenScript
+from tests.fakes.http import Request, Responder, TokenScript
 from tests.fakes.openai import FakeOpenAI
 
 PROMPT = "def add(a, b):\n    return"
@@ -110,3 +110,24 @@ async def test_a_server_that_cannot_score_prompts_gets_a_plain_escalation() -> N
     sent = fake.received("/v1/completions")
     assert len(sent) == 2 and all("echo" not in r.json() for r in sent)
     assert len(fake.received("/tokenize")) == 1  # asked once, remembered
+
+
+async def test_a_busy_probe_is_asked_again_a_missing_one_is_not() -> None:
+    """A /tokenize that answers 503 (busy) or 401 says nothing about the server's
+    features: the next escalation asks again. A 404 (no such endpoint) is remembered."""
+    statuses = [503, 404]
+
+    async def tokenize(req: Request, resp: Responder) -> None:
+        await resp.send(statuses.pop(0), {"error": "no"})
+
+    with FakeOpenAI() as fake:
+        fake.routes[("POST", "/tokenize")] = tokenize
+        b = OpenAIBackend([fake.base_url], fake.models[0], api_key_env=None, timeout=5)
+        try:
+            for _ in range(3):
+                done = await b.complete(CompletionRequest(prefix=PROMPT, draft=" a + b"))
+                assert done.text == "return a + b" and done.draft_tokens == 0
+        finally:
+            await b.aclose()
+    assert len(fake.received("/tokenize")) == 2 and statuses == []
+    assert len(fake.received("/v1/completions")) == 3  # plain escalations, all three

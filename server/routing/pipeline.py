@@ -471,7 +471,7 @@ class Pipeline:
         if access == "ok":
             held = self._hold(req, verdict, ev)
             if held is None:
-                remote = await self._remote(req)
+                remote = await self._remote(req, self._draft(first, gated))
             else:
                 remote = RemoteStep("failed")  # not asked: the local answer stays
         if remote is not None and remote.problem is not None:
@@ -494,13 +494,14 @@ class Pipeline:
             ev = gated.evidence
         if held is not None and ev.syntax == "invalid" and self._may_escalate_broken(req):
             # Held for the raised bar, but the code is broken: the rule still escalates it.
-            held, remote = None, await self._remote(req)
+            held, remote = None, await self._remote(req, self._draft(first, gated))
             if remote.problem is not None:
                 problems.append(remote.problem)
         local_text = gated.text if gated else last.text
         final = router.after_remote(
-            verdict, ev, remote_ok=remote.ok, remote_text=remote.text, held=held
-        )
+            verdict, ev, remote_ok=remote.ok, remote_text=remote.text, held=held,
+            verified=remote.verified,
+        )  # fmt: skip
         self.budget.record(self._clock(), verdict.confidence, held is None)
         outcome = Outcome(
             route=final.route,
@@ -558,9 +559,16 @@ class Pipeline:
         now = self._clock()
         return (p is None or p.can_escalate(now, req.deadline)) and now < req.deadline
 
-    async def _remote(self, req: _Req) -> RemoteStep:
+    def _draft(self, first: LocalStep, gated: Gated | None) -> str:
+        """The local answer the remote may verify instead of starting over
+        (remote.verify_draft); "" for a plain escalation."""
+        if not self.settings.remote.verify_draft:
+            return ""
+        return gated.text if gated is not None else first.text
+
+    async def _remote(self, req: _Req, draft: str = "") -> RemoteStep:
         started = self._clock()
-        remote = await self._call_remote(req.ctx, req.deadline, req.multiline)
+        remote = await self._call_remote(req.ctx, req.deadline, req.multiline, draft)
         self._observe(remote, started, req.deadline)
         return remote
 
@@ -630,7 +638,7 @@ class Pipeline:
         return LocalStep(run, text, cut)
 
     async def _call_remote(
-        self, ctx: CompletionContext, deadline: float, multiline: bool
+        self, ctx: CompletionContext, deadline: float, multiline: bool, draft: str = ""
     ) -> RemoteStep:
         assert self.remote is not None
         if ctx.settled is not None and not await asyncio.shield(ctx.settled):
@@ -640,6 +648,7 @@ class Pipeline:
         # The prompt is planned once: the request, the record's context files and the
         # privacy re-check of a call in flight all read this one.
         request = self._request(ctx, deadline, max_chars, "remote", single_line=not multiline)
+        request = attrs.evolve(request, draft=draft)  # same prompt, same plan
         call = asyncio.ensure_future(self.remote.complete(request))
         notes = tuple(
             (path, len(text.encode("utf-8", "surrogatepass")), "remote")
@@ -692,6 +701,8 @@ class Pipeline:
             total_ms=total_ms,
             first_token_ms=None if result.first_token_s is None else result.first_token_s * 1000,
             gate_ms=gate_ms,
+            draft_tokens=result.draft_tokens,
+            draft_kept=result.draft_kept,
         )
 
     async def _remote_text(
@@ -705,11 +716,12 @@ class Pipeline:
         # Whole lines may still leave a block open: keep those the gate accepts (none
         # accepted: nothing from the remote is shown, rather than broken code).
         t = self._clock()
-        found = await self._trimmed(ctx, text, deadline)
+        found = await self._trimmed(ctx, text, deadline, cut_in=ctx.language)
         kept = found[0] if found is not None else ""
         gate_ms = (self._clock() - t) * 1000
         if kept != text:
             cut = truncation(post_process(result.text, ctx.suffix, multiline=multiline), kept)
+            cut = attrs.evolve(cut, kept="gate" if kept else "nothing")
         return kept, cut, gate_ms
 
     async def _blocked_late(
@@ -836,7 +848,13 @@ class Pipeline:
         return self.gate.check(ctx, text)
 
     async def _trimmed(
-        self, ctx: CompletionContext, text: str, deadline: float, *, skip: int = 0
+        self,
+        ctx: CompletionContext,
+        text: str,
+        deadline: float,
+        *,
+        skip: int = 0,
+        cut_in: str | None = None,
     ) -> tuple[str, Verdict | None] | None:
         """`gate_trimmed` with this request's gate and deadline (in the gate's thread
         when its checks block)."""
@@ -850,6 +868,7 @@ class Pipeline:
                 ctx.suffix,
                 skip=skip,
                 out_of_time=lambda: self._clock() >= deadline,
+                cut_in=cut_in,
             )
 
         return await asyncio.to_thread(trim) if gate.blocking else trim()

@@ -91,10 +91,18 @@ class RemoteStep:
     total_ms: float = 0.0
     first_token_ms: float | None = None
     gate_ms: float | None = None
+    # The local draft's tokens the remote scored (0: not verified) and kept.
+    draft_tokens: int = 0
+    draft_kept: int = 0
 
     @property
     def ok(self) -> bool:
         return self.outcome == "ok"
+
+    @property
+    def verified(self) -> bool:
+        """The remote confirmed the whole local draft as its own answer."""
+        return self.ok and self.draft_tokens > 0 and self.draft_kept == self.draft_tokens
 
 
 @attrs.frozen(kw_only=True)
@@ -173,6 +181,8 @@ def decision(
         context_files=(*local_context, *(remote.context if remote else ())),
         context_bytes_sent=remote.context_bytes if remote else 0,
         context_sharing=context_sharing,
+        draft_tokens=remote.draft_tokens if remote else 0,
+        draft_kept=remote.draft_kept if remote else 0,
         language=ctx.language,
         path=ctx.path,
         problems=tuple(problems),

@@ -393,9 +393,19 @@ def status(ls: SynConfRouteServer, *_: Any) -> dict[str, Any]:
         f"{st.completions} completions ({routes['local']} local, "
         f"{routes['remote']} remote, {routes['none']} none); "
         f"threshold {st.threshold:.2f}"
-        + (f" (adaptive: {st.adaptive['why']})" if st.adaptive else ""),
+        + (f" (adaptive: {st.adaptive['why']})" if st.adaptive else "")
+        + _index_words(st.workspace),
     )
     return st.to_json()
+
+
+def _index_words(figures: dict[str, object] | None) -> str:
+    if figures is None:
+        return ""
+    words = f"; workspace index {figures['files']} files"
+    if figures.get("special"):
+        words += f", {figures['special']} special files skipped unread (FIFOs, devices)"
+    return words
 
 
 async def shutdown(ls: SynConfRouteServer, params: None) -> None:

@@ -16,7 +16,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -499,6 +499,29 @@ async def _serve(protocol: TransportProtocol, read: Callable[[], Awaitable[bytes
     return protocol.exit_code or 0
 
 
+_EXIT_GRACE_S = 2.0  # tasks still running at exit get this long to end once cancelled
+
+
+def run_until_exit(main: Coroutine[Any, Any, int]) -> int:
+    """`asyncio.run(main)`, except at the end: tasks left are cancelled and given
+    `_EXIT_GRACE_S`, and the loop's worker threads are not waited for (asyncio.run joins
+    them, so a thread blocked in a read would hold the process after `exit`). The caller
+    ends the process (`os._exit`) once its output is flushed."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        try:
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            if left:
+                loop.run_until_complete(asyncio.wait(left, timeout=_EXIT_GRACE_S))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()  # shuts the default executor down without waiting for it
+
+
 def _protocol(server: LanguageServer) -> TransportProtocol:
     protocol = server.protocol
     if not isinstance(protocol, TransportProtocol):
@@ -536,7 +559,7 @@ def serve_stdio(
         threading.Thread(target=pump, name="synconfroute-stdin", daemon=True).start()
         return await _serve(protocol, chunks.get)
 
-    return asyncio.run(main())
+    return run_until_exit(main())
 
 
 def serve_tcp(server: LanguageServer, host: str, port: int) -> int:
@@ -564,4 +587,4 @@ def serve_tcp(server: LanguageServer, host: str, port: int) -> int:
         async with tcp:
             return await done
 
-    return asyncio.run(main())
+    return run_until_exit(main())

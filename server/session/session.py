@@ -490,7 +490,15 @@ class Session:
             os.getpid(),
             self._worker_status(),
             self._cluster_status(),
+            self._index_status(),
         )
+
+    def _index_status(self) -> dict[str, object] | None:
+        index = self.context.index
+        if index is None:
+            return None
+        figures: dict[str, object] = {**index.figures(), "ready": index.ready}
+        return figures
 
     def _cluster_status(self) -> dict[str, object] | None:
         return self._pipeline.load_status() if self._pipeline is not None else None

@@ -18,6 +18,7 @@ from pygls.exceptions import JsonRpcInternalError
 from pygls.io_ import StdoutWriter
 
 from synconfroute.server.protocol.lsp import create_server
+from synconfroute.server.protocol.transport import TransportProtocol
 from synconfroute.server.settings import config
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import capabilities, inline_request, open_doc, start, stop, write_config
@@ -272,15 +273,17 @@ def test_exception_groups_and_chained_tracebacks_reach_the_client_without_them()
         log.exception("a handler failed")
     try:
         try:
-            {}["k"]
-        except KeyError as exc:
+            int("k")
+        except ValueError as exc:
             raise RuntimeError("while handling") from exc
     except RuntimeError:
         log.error("chained:\n%s", traceback.format_exc().split("Traceback", 1)[1])
     server.window_show_message(t.ShowMessageParams(t.MessageType.Error, "show " + group))
-    server.protocol.send_error(3, -32603, "error " + group)
+    protocol = server.protocol
+    assert isinstance(protocol, TransportProtocol)
+    protocol.send_error(3, -32603, "error " + group)
     error = {"code": -32603, "message": "with data", "data": {"trace": group.splitlines()}}
-    server.protocol._send_data({"jsonrpc": "2.0", "id": 4, "error": error})
+    protocol._send_data({"jsonrpc": "2.0", "id": 4, "error": error})
     frames = _frames(out.getvalue())
     text = json.dumps(frames)
     assert "Exception Group" in group and len(frames) == 6, frames

@@ -288,3 +288,22 @@ def test_exit_ends_the_server_after_a_watched_fifo_event(tmp_path: Path, server:
     time.sleep(1.0)  # the event reaches its worker thread (which read the FIFO, before)
     server.assert_answers(first_id=200)
     server.shutdown_and_exit()
+
+
+def test_the_complete_command_refuses_a_fifo_and_a_device(tmp_path: Path) -> None:
+    """`synconfroute complete PATH:LINE:COL` reads through the same helper: a clear error,
+    at once, where it blocked on the FIFO (and read the device until memory ran out)."""
+    fifo, dev = tmp_path / "p.py", tmp_path / "zero.py"
+    os.mkfifo(fifo)
+    make_device(dev)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SYNCONFROUTE_CONFIG": str(tmp_path / "none")}
+    for path, kind in ((fifo, "FIFO"), (dev, "character device")):
+        run = subprocess.run(
+            [sys.executable, "-m", "synconfroute", "complete", f"{path}:1:1"],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_S,
+            env=env,
+        )
+        assert run.returncode != 0 and kind in run.stderr, run
+        assert "Traceback" not in run.stderr, run.stderr

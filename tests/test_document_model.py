@@ -450,6 +450,34 @@ async def test_a_lone_surrogate_in_another_document_reaches_no_encoder(
 
 
 @pytest.mark.timeout(120)
+async def test_a_lone_surrogate_in_a_uri_reaches_no_encoder(
+    tmp_path: Path, local: FakeOllama
+) -> None:
+    """The document's path (from its URI) names it in repo-level prompts and recent edits:
+    sanitised at didOpen too (before: -32603 UnicodeEncodeError)."""
+    ws = tmp_path / "w"
+    ws.mkdir()
+    extra = '[completion]\ncontext = "workspace"\nrecent_edits = true'
+    cfg = write_config(tmp_path, local_url=local.url, extra=extra)
+    local.script(TokenScript.of("1)", logprob=-0.01), always=True)
+    client, _ = await start_server(cfg, capabilities("visual-studio-code", inline=True), root=ws)
+    try:
+        odd, uses = f"{ws.as_uri()}/\ud800odd.py", f"{ws.as_uri()}/main.py"
+        open_doc(client, odd, "def make_widget(size):\n    return size\n")
+        client.text_document_did_change(_edit(odd, 2, 1, 4, 4, "size = size or 1\n    "))
+        open_doc(client, uses, USES)
+        for uri, at in ((odd, t.Position(2, 15)), (uses, t.Position(2, 16))):
+            got = await client.text_document_inline_completion_async(inline_request(uri, at))
+            assert isinstance(got, t.InlineCompletionList), got
+        assert len(local.received("/api/generate")) == 2
+        for r in local.received("/api/generate"):
+            r.body.decode("utf-8")  # strict: no surrogate was sent in any form
+        assert "\ufffdodd.py" in local.received("/api/generate")[-1].json()["prompt"]
+    finally:
+        await stop(client)
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("encoding", ENCODINGS)
 async def test_positions_after_a_sanitised_surrogate_stay_right(
     tmp_path: Path, local: FakeOllama, encoding: Encoding

@@ -9,6 +9,7 @@ with a generous deadline, and say what they saw."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -307,3 +308,43 @@ def test_the_complete_command_refuses_a_fifo_and_a_device(tmp_path: Path) -> Non
         )
         assert run.returncode != 0 and kind in run.stderr, run
         assert "Traceback" not in run.stderr, run.stderr
+
+
+@pytest.mark.timeout(120)
+async def test_a_file_name_that_is_not_utf8_reaches_no_prompt(tmp_path: Path) -> None:
+    """os.walk gives a Latin-1 name as surrogate escapes; the index used to keep it, and
+    the prompt naming its path failed to encode (-32603 UnicodeEncodeError). Such a file
+    is skipped: no LSP URI or prompt can name it as text."""
+    from lsprotocol import types as t
+
+    from tests.fakes import FakeOllama, TokenScript
+    from tests.lsp_harness import capabilities, inline_request, open_doc, start, stop, write_config
+
+    ws = tmp_path / "w"
+    ws.mkdir()
+    fd = os.open(os.fsencode(ws) + b"/caf\xe9.py", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b"def make_widget(size):\n    return size\n")
+    os.close(fd)
+    (ws / "util.py").write_text("def make_gadget(size):\n    return size\n")
+    with FakeOllama(default=TokenScript.of("1)", logprob=-0.01)) as local:
+        extra = '[completion]\ncontext = "workspace"\n'
+        cfg = write_config(tmp_path, local_url=local.url, extra=extra)
+        client, _ = await start(cfg, capabilities("visual-studio-code", inline=True), root=ws)
+        try:
+            uses = f"{ws.as_uri()}/main.py"
+            text = "from caf import make_widget\nfrom util import make_gadget\n\nw = make_widget(\n"
+            open_doc(client, uses, text)
+            end = time.monotonic() + DEADLINE_S
+            while time.monotonic() < end:  # until the index (built meanwhile) is used
+                got = await client.text_document_inline_completion_async(
+                    inline_request(uses, t.Position(3, 16))
+                )
+                assert isinstance(got, t.InlineCompletionList) and got.items, got
+                if "make_gadget" in local.received("/api/generate")[-1].json()["prompt"]:
+                    break
+                await asyncio.sleep(0.2)
+            prompts = [r.json()["prompt"] for r in local.received("/api/generate")]
+            assert "make_gadget" in prompts[-1], prompts[-1]
+            assert not any("return size" in p and "make_widget(size)" in p for p in prompts)
+        finally:
+            await stop(client)

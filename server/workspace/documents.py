@@ -92,7 +92,7 @@ class DocumentStore:
     def open(
         self, uri: str, text: str, language_id: str | None, path: str | None = None
     ) -> DocState:
-        path = path or path_of(uri)
+        path = scrub_surrogates(path or path_of(uri))  # a URI may hold one too: prompts name it
         language = detect_language(language_id, path) or ""
         doc = Text(scrub_surrogates(text), self.encoding)
         # Lazy: a document gets its tree at its first completion, not at open.

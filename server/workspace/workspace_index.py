@@ -357,6 +357,8 @@ def source_files(root: str, max_file_bytes: int) -> Iterator[tuple[str, int]]:
             if _ignored(rules, rel, False):
                 continue
             full = os.path.join(folder, name)
+            if not full.isascii() and not _utf8(full):
+                continue  # a name that is not UTF-8: no LSP URI or prompt can carry it
             if os.path.islink(full) and not _links_inside(full, root):
                 continue  # a link out of the workspace: its target is not ours to index
             try:
@@ -365,6 +367,14 @@ def source_files(root: str, max_file_bytes: int) -> Iterator[tuple[str, int]]:
                 continue
             if size <= max_file_bytes:
                 yield full.replace(os.sep, "/"), size
+
+
+def _utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # surrogate escapes: bytes that are not UTF-8
+        return False
+    return True
 
 
 def _links_inside(link: str, root: str) -> bool:

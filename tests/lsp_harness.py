@@ -15,7 +15,17 @@ from typing import Any
 from lsprotocol import types as t
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from tests import files
+
 ROOT = Path(__file__).resolve().parent.parent
+# The default workspace folder: its files exist (the egress gate sends only files that
+# exist now, inside a folder open now), and it lies in no git repository.
+WORKSPACE = Path(files.BASE) / "ws"
+
+
+def workspace_file(rel: str, text: str = "") -> Path:
+    """A file of the default workspace folder, created (empty) if missing."""
+    return Path(files.existing(f"ws/{rel}", text))
 
 
 def write_config(
@@ -73,7 +83,7 @@ async def start(
     init_options: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     configuration: Any = None,
-    root: Path = ROOT,
+    root: Path = WORKSPACE,
     server_args: Sequence[str] = (),
     configuration_delay_s: float = 0.0,
 ) -> tuple[LanguageClient, t.InitializeResult]:

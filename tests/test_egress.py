@@ -55,9 +55,14 @@ def test_unresolvable_and_no_folder(tmp_path: Path) -> None:
     assert _reason("untitled:Untitled-1", [tmp_path]) == egress.UNRESOLVABLE
     assert _reason("relative/file.py", [tmp_path]) == egress.UNRESOLVABLE
     assert _reason(f"{tmp_path}/a\x00b.py", [tmp_path]) == egress.UNRESOLVABLE
-    # No workspace folder: the current file is judged by its patterns, context never goes.
+    # Allow-list: a file that does not exist (moved, deleted, never saved) is not known.
+    assert _reason(tmp_path / "a.py", []) == egress.NOT_A_FILE
+    (tmp_path / "a.py").write_text("x = 1\n", encoding="utf-8")
+    # No workspace folder and no repository: the current file is judged by its patterns,
+    # context never goes.
     assert _reason(tmp_path / "a.py", []) is None
     assert _reason(tmp_path / "a.py", [], "context") == egress.OUTSIDE
+    (tmp_path / ".env").write_text("x = 1\n", encoding="utf-8")
     assert _reason(tmp_path / ".env", []) == egress.SECRET_FILE
 
 
@@ -87,6 +92,9 @@ def test_case_folding_logic(tmp_path: Path) -> None:
     (tmp_path / "Secrets").mkdir()
     real = tmp_path / "Secrets" / "Vault.py"
     real.write_text("x = 1\n", encoding="utf-8")
+    # The folded name exists too, as on a folding file system (the gate asks it exists).
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "vault.py").write_text("x = 1\n", encoding="utf-8")
     plan = egress.make_plan("remote", str(real), [str(tmp_path).upper()], fold=True)
     assert plan.folds_case and plan.window is not None
     assert plan.window.real == str(real).casefold()

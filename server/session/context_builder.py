@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
+
+from synconfroute.clients.plan import FolderRules
 
 from ..routing.context import make_context
 from ..routing.request import Anchor, CompletionContext
@@ -34,10 +38,13 @@ class ContextBuilder:
         docs: DocumentStore,
         roots: Callable[[], Sequence[str]],  # workspace folder URIs
         spawn: Spawn,
+        folders: Callable[[Sequence[str]], tuple[FolderRules, ...]] = lambda roots: (),
     ) -> None:
         self._docs = docs
         self._roots = roots  # never_send patterns are relative to these folders
         self._spawn = spawn
+        self._folders = folders  # each folder's own privacy settings, by folder path
+        self._closed: list[str] = []  # paths closed lately (a didOpen may be their move)
         # Cross-file context (completion.context = "workspace"): built on first need.
         self.index: WorkspaceIndex | None = None
         self._index_stop = threading.Event()
@@ -80,7 +87,7 @@ class ContextBuilder:
             anchor_doc = SyntaxDocument(copy, st.language or None, lazy=True)
         ctx = attrs.evolve(window, document=Anchor(anchor_doc, position))
         roots = self.roots()
-        ctx = attrs.evolve(ctx, roots=roots)
+        ctx = attrs.evolve(ctx, roots=roots, folders=self._folders(roots))
         if settings.completion.context == "workspace":
             try:
                 cands = self._crossfile(st, text, offset, settings)
@@ -146,8 +153,38 @@ class ContextBuilder:
         return not roots or egress.in_workspace(path, roots)
 
     def opened(self, st: DocState) -> None:
+        # A new path opened while an old one was closed and is gone from disk: the editor
+        # moved the file (no file events). The old name's code is forgotten.
+        gone = [p for p in self._closed if p != st.path and not os.path.lexists(p)]
+        self._closed = [p for p in self._closed if p not in gone]
+        self.forget(gone)
         if self.index is not None and self._indexable(st.path):
             self.index.update(st.path, st.text.text, st.language or None)
+
+    def forget(self, paths: Iterable[str]) -> None:
+        """Files (or folders) moved or deleted: their index entries and recent-edit chunks
+        go (what the old name held must not feed a prompt under it)."""
+        for path in paths:
+            prefix = path.rstrip("/") + "/"
+            self.recent.forget(path)
+            for chunk in self.recent.recent():
+                if chunk.path.startswith(prefix):
+                    self.recent.forget(chunk.path)
+            if self.index is not None:
+                self.index.remove(path)
+                for known in self.index.paths_under(prefix):
+                    self.index.remove(known)
+
+    def renamed(self, moves: Sequence[tuple[str, str]]) -> None:
+        """Files or folders renamed (old path, new path): the old names are forgotten,
+        the new files read from disk where the editor does not hold them."""
+        self.forget(old for old, _ in moves)
+        if self.index is None:
+            return
+        for _, new in moves:
+            held = self._docs.document(Path(new).as_uri()) is not None
+            if not held and os.path.isfile(new) and self._indexable(new):
+                self.index.update_from_disk(new)
 
     def saved(self, st: DocState) -> None:
         if self.index is not None and self._indexable(st.path):
@@ -155,12 +192,14 @@ class ContextBuilder:
             st.index_stale = False
 
     def closed(self, st: DocState) -> None:
+        self._closed = [*self._closed[-15:], st.path]
         if self.index is not None and st.index_stale and self._indexable(st.path):
             self.index.update_from_disk(st.path)  # edits not saved are gone: disk is right
 
     async def files_changed(self, changes: Sequence[tuple[str, bool]]) -> None:
         """Watched files (uri, deleted?) changed on disk: re-read those the editor does
         not hold open (its text is newer), in a worker thread."""
+        self.forget(path_of(u) for u, gone in changes if gone)
         index = self.index
         if index is None:
             return

@@ -443,6 +443,11 @@ class WorkspaceIndex:
             return False
         return self.update(path, data)
 
+    def paths_under(self, prefix: str) -> list[str]:
+        """The indexed files whose path starts with `prefix` (a folder and its '/')."""
+        with self._lock:
+            return [p for p in self.files if p.startswith(prefix)]
+
     def remove(self, path: str) -> None:
         with self._lock:
             old = self.files.pop(path, None)

@@ -117,12 +117,16 @@ def private_reason(src: PlanSource, plan: PromptPlan, settings: PrivacySettings)
     fold = plan.folds_case
     named = privacy.normal_path(src.path, fold=fold)
     repo = gitignore.repository_root(real)
-    # Where its relative patterns are anchored: the folders open now that hold it; with
-    # no folder, the repository of the current file; with neither, every folder above.
+    # Where its relative patterns are anchored: the folders open now that hold it (and
+    # its repository); with no folder, the repository of the current file; with neither,
+    # every folder above it.
     if plan.real_roots:
         if not privacy.within(real, plan.real_roots):
             return OUTSIDE
-        anchors, named_anchors = plan.real_roots, plan.roots
+        # The repository's root anchors them too: a folder opened below it (an editor
+        # that took the file's own folder as root) must not un-anchor `secrets/**`.
+        anchors = (*plan.real_roots, repo) if repo is not None else plan.real_roots
+        named_anchors = plan.roots
     else:
         window = plan.window
         home = repo if src.role == "window" or window is None else _repo_of(window)

@@ -35,6 +35,11 @@ def test_every_private_kind_by_every_name(tmp_path: Path) -> None:
         "gitignored": egress.GITIGNORED,
         "outside": egress.OUTSIDE,
         "symlink_target": egress.NEVER_SEND,
+        "gitignore_above": egress.GITIGNORED,
+        "info_exclude": egress.GITIGNORED,
+        "excludes_file": egress.GITIGNORED,
+        "gitignore_bom": egress.GITIGNORED,
+        "escaped_name": egress.GITIGNORED,
     }
     for p in pw.PRIVATE:
         real = base / p.rel

@@ -104,9 +104,17 @@ def _folds(path: str, roots: Sequence[str]) -> bool:
 # -- the question --------------------------------------------------------------------------
 
 
-def private_reason(src: PlanSource, plan: PromptPlan, settings: PrivacySettings) -> str | None:
+def private_reason(
+    src: PlanSource,
+    plan: PromptPlan,
+    settings: PrivacySettings,
+    *,
+    memo: gitignore.Memo | None = None,
+) -> str | None:
     """Why `src` may not leave the machine under `settings`, or None when it is known to
-    be public now (the allow-list in the module's docstring)."""
+    be public now (the allow-list in the module's docstring). `memo`: what an earlier
+    question of the same check read (the same moment), shared across its sources."""
+    memo = {} if memo is None else memo
     if src.role == "window" and not src.path:
         return None  # text with no file behind it (the CLI's stdin): nothing to match
     if src.real is None:
@@ -116,7 +124,7 @@ def private_reason(src: PlanSource, plan: PromptPlan, settings: PrivacySettings)
         return NOT_A_FILE
     fold = plan.folds_case
     named = privacy.normal_path(src.path, fold=fold)
-    repo = gitignore.repository_root(real)
+    repo = gitignore.repository_root(real, memo)
     # Where its relative patterns are anchored: the folders open now that hold it (and
     # its repository); with no folder, the repository of the current file; with neither,
     # every folder above it.
@@ -129,7 +137,7 @@ def private_reason(src: PlanSource, plan: PromptPlan, settings: PrivacySettings)
         named_anchors = plan.roots
     else:
         window = plan.window
-        home = repo if src.role == "window" or window is None else _repo_of(window)
+        home = repo if src.role == "window" or window is None else _repo_of(window, memo)
         if src.role == "context" and (home is None or not privacy.within(real, (home,))):
             return OUTSIDE  # with no folder, context comes only from the file's repository
         anchors = (home,) if home is not None else _folders_above(real)
@@ -137,30 +145,35 @@ def private_reason(src: PlanSource, plan: PromptPlan, settings: PrivacySettings)
     mine = [f for f in plan.folders if privacy.within(real, (f.root,))]
     if any(f.closed or (f.no_context and src.role == "context") for f in mine):
         return FOLDER_CLOSED
-    never = [*settings.never_send, *(p for f in mine for p in f.never_send)]
+    never = (*settings.never_send, *(p for f in mine for p in f.never_send))
+    secret = settings.secret_files or any(f.secret_files for f in mine)
+    # Each name of it, relative to each anchor and absolute (real and named are often one).
+    names = {
+        real,
+        named,
+        *privacy.relative_paths(real, anchors),
+        *privacy.relative_paths(named, named_anchors),
+    }
 
     def covered(patterns: Sequence[str]) -> bool:
         pats = tuple(p.casefold() for p in patterns) if fold else tuple(patterns)
-        return privacy.never_send(pats, real, anchors) or privacy.never_send(
-            pats, named, named_anchors
-        )
+        return any(privacy.never_send(pats, name) for name in names)
 
-    if covered(never):
-        return NEVER_SEND
-    if (settings.secret_files or any(f.secret_files for f in mine)) and covered(
-        privacy.SECRET_PATTERNS
-    ):
+    # One pass over both lists; only a hit asks which list it was.
+    if covered((*never, *privacy.SECRET_PATTERNS) if secret else never):
+        if covered(never):
+            return NEVER_SEND
         return SECRET_FILE
     if repo is not None:
         try:
-            if gitignore.ignored_in_repository(real, repo, fold=fold):
+            if gitignore.ignored_in_repository(real, repo, fold=fold, memo=memo):
                 return GITIGNORED
         except gitignore.GitUnreadable as exc:
             log.info("egress gate: %s", exc)
             return GIT_UNREADABLE
     else:
         tops = [r for r in anchors if privacy.within(real, (r,))] or ["/"]
-        if any(gitignore.ignored_below(real, top, fold=fold) for top in tops):
+        if any(gitignore.ignored_below(real, top, fold=fold, memo=memo) for top in tops):
             return GITIGNORED
     return None
 
@@ -172,8 +185,8 @@ def _regular_file(real: str) -> bool:
         return False
 
 
-def _repo_of(src: PlanSource) -> str | None:
-    return gitignore.repository_root(src.real) if src.real else None
+def _repo_of(src: PlanSource, memo: gitignore.Memo) -> str | None:
+    return gitignore.repository_root(src.real, memo) if src.real else None
 
 
 def _folders_above(path: str) -> tuple[str, ...]:
@@ -195,8 +208,9 @@ def refusal(plan: PromptPlan | None, settings: Settings) -> str | None:
         return LOCAL_ONLY
     if plan is None or plan.window is None:
         return UNRESOLVABLE  # a request that does not say what it holds is not sent
+    memo: gitignore.Memo = {}  # one moment: each folder's files are read once
     for src in plan.sources:
-        why = private_reason(src, plan, settings.privacy)
+        why = private_reason(src, plan, settings.privacy, memo=memo)
         if why is not None:
             return f"{why} ({src.role})"
     return None

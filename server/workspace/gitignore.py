@@ -27,23 +27,38 @@ import re
 import subprocess
 
 Rules = tuple[tuple[re.Pattern[str], bool, bool], ...]  # (regex, folder-only, negated)
+# What one check already read (one gate check asks about several files at one moment):
+# repository roots by folder, git folders, excludes files, ignore files' rules.
+Memo = dict[tuple[str, str, bool], object]
 
 
 class GitUnreadable(Exception):
     """A repository exists but cannot be read (a broken `.git` file): nothing is known."""
 
 
-def repository_root(path: str) -> str | None:
+def repository_root(path: str, memo: Memo | None = None) -> str | None:
     """The work tree root of the git repository holding `path` (a resolved real path of
     a file or folder), or None: the nearest folder above it with a `.git` entry."""
+    memo = {} if memo is None else memo
     d = path if os.path.isdir(path) else os.path.dirname(path)
+    seen = []
+    found: str | None = None
     while True:
+        key = ("root", d, False)
+        if key in memo:
+            found = memo[key]  # type: ignore[assignment]
+            break
+        seen.append(key)
         if os.path.lexists(os.path.join(d, ".git")):
-            return d
+            found = d
+            break
         up = os.path.dirname(d)
         if up == d:
-            return None
+            break
         d = up
+    for key in seen:
+        memo[key] = found
+    return found
 
 
 def _common_dir(root: str) -> str:
@@ -109,7 +124,9 @@ def _excludes_file(root: str, common: str) -> str:
     return _excludes_file_at(root, tuple(_stamp(f) for f in configs if f), xdg)
 
 
-def ignored_in_repository(real: str, root: str, *, fold: bool = False) -> bool:
+def ignored_in_repository(
+    real: str, root: str, *, fold: bool = False, memo: Memo | None = None
+) -> bool:
     """Whether git ignores `real` (a resolved path inside the work tree `root`), from
     all of git's sources. Raises GitUnreadable when the repository cannot be read."""
     rel = real[len(root.rstrip("/")) + 1 :]
@@ -117,12 +134,17 @@ def ignored_in_repository(real: str, root: str, *, fold: bool = False) -> bool:
         return False
     if rel == ".git" or rel.startswith(".git/"):
         return True  # git's own folder is never a source of code to send
-    common = _common_dir(root)
-    below = (  # lowest precedence first
-        _file_rules(_excludes_file(root, common), fold),
-        _file_rules(os.path.join(common, "info", "exclude"), fold),
-    )
-    return ignored_below(real, root, fold=fold, below=below)
+    memo = {} if memo is None else memo
+    key = ("below", root, fold)
+    below = memo.get(key)
+    if below is None:
+        common = _common_dir(root)
+        below = (  # lowest precedence first
+            _file_rules(_excludes_file(root, common), fold),
+            _file_rules(os.path.join(common, "info", "exclude"), fold),
+        )
+        memo[key] = below
+    return ignored_below(real, root, fold=fold, below=below, memo=memo)  # type: ignore[arg-type]
 
 
 # -- the rules of one ignore file ------------------------------------------------------
@@ -227,13 +249,24 @@ def _parse(path: str, stamp: tuple[int, int], fold: bool) -> Rules:
     return tuple(out)
 
 
-def _file_rules(path: str, fold: bool) -> Rules:
+def _file_rules(path: str, fold: bool, memo: Memo | None = None) -> Rules:
+    key = ("rules", path, fold)
+    if memo is not None and key in memo:
+        return memo[key]  # type: ignore[return-value]
     stamp = _stamp(path)
-    return () if stamp[1] < 0 else _parse(path, stamp, fold)
+    rules = () if stamp[1] < 0 else _parse(path, stamp, fold)
+    if memo is not None:
+        memo[key] = rules
+    return rules
 
 
 def ignored_below(
-    real: str, top: str, *, fold: bool = False, below: tuple[Rules, ...] = ()
+    real: str,
+    top: str,
+    *,
+    fold: bool = False,
+    below: tuple[Rules, ...] = (),
+    memo: Memo | None = None,
 ) -> bool:
     """Whether the `.gitignore` files from folder `top` down to `real`'s folder exclude
     `real` (or a folder above it), with git's rules: the last matching line wins, `!`
@@ -246,7 +279,8 @@ def ignored_below(
         return False
     parts = rel.split("/")
     rules = [
-        _file_rules("/".join([top, *parts[:i], ".gitignore"]), fold) for i in range(len(parts))
+        _file_rules("/".join([top, *parts[:i], ".gitignore"]), fold, memo)
+        for i in range(len(parts))
     ]
     for depth in range(1, len(parts) + 1):  # each folder above the file, then the file
         # git takes a symlink as a file, never as the folder it may lead to

@@ -8,8 +8,9 @@ checked on what the recording fake remote received (a unique marker per private 
 4. no folder at all (never_send and the `.gitignore` beside the file hold), and a root
    that is the file's own folder (the repository's root anchors the patterns too);
 5. per-folder settings: each folder's `never_send`, asked with its scopeUri;
-6. a file moved into `secrets/`: no events, didRenameFiles, watched-file events, or a
-   didOpen of the new path with the old one closed; with and without an edit first.
+6. a file moved into `secrets/`: no events, didRenameFiles, watched-file events, a didOpen
+   of the new path with the old one closed, or a new public file written at the old name
+   (no events); with and without an edit first.
 
 Each private file is tried as the current document and as context (an open neighbour);
 a public control in the same run shows that the request did escalate and carry context.
@@ -391,7 +392,8 @@ async def test_item5_each_folders_own_never_send_applies_to_its_files(
 
 # -- item 6: a file moved into secrets/ -------------------------------------------------
 
-MOVES = ["no-events", "did-rename", "watched-files", "reopen"]
+# "replaced": moved with no file events, and a new (public) file written at the old name.
+MOVES = ["no-events", "did-rename", "watched-files", "reopen", "replaced"]
 
 
 @pytest.mark.parametrize("edited", [False, True], ids=["index-only", "after-an-edit"])
@@ -454,6 +456,8 @@ async def test_item6_a_file_moved_into_secrets_leaves_nothing_under_its_old_name
             )
         elif how == "reopen":
             open_doc(client, new.as_uri(), new.read_text(encoding="utf-8"))
+        elif how == "replaced":
+            plant(old, "moved_fn")  # the same function, new public code, another marker
         await asyncio.sleep(0.3)
         before = len(bodies(remote))
         for _ in range(3):

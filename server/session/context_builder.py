@@ -45,6 +45,7 @@ class ContextBuilder:
         self._spawn = spawn
         self._folders = folders  # each folder's own privacy settings, by folder path
         self._closed: list[str] = []  # paths closed lately (a didOpen may be their move)
+        self._disk: dict[tuple[str, int, int], str] = {}  # closed files' text, by stat
         # Cross-file context (completion.context = "workspace"): built on first need.
         self.index: WorkspaceIndex | None = None
         self._index_stop = threading.Event()
@@ -96,7 +97,8 @@ class ContextBuilder:
                 cands = ()
             ctx = attrs.evolve(ctx, crossfile=cands)
         if settings.completion.recent_edits:
-            ctx = attrs.evolve(ctx, recent_edits=tuple(self.recent.recent(exclude=st.path)))
+            chunks = [c for c in self.recent.recent(exclude=st.path) if self._still_holds(c)]
+            ctx = attrs.evolve(ctx, recent_edits=tuple(chunks))
         if ctx.crossfile or ctx.recent_edits:
             repo = roots[0].rstrip("/").rsplit("/", 1)[-1] if roots else ""
             ctx = attrs.evolve(ctx, repo=repo)
@@ -116,6 +118,27 @@ class ContextBuilder:
             else:
                 first, last = recent_edits.lines_of_range_edit(e.start[0], e.text)
             self.recent.note(st.path, new, first, last)
+
+    def _still_holds(self, chunk: recent_edits.EditChunk) -> bool:
+        """A recent edit of a file the editor no longer holds open feeds prompts only
+        while the file on disk still holds it: moved, deleted or replaced, its chunks go
+        (the content may now live under a private name)."""
+        if self._docs.document(Path(chunk.path).as_uri()) is not None:
+            return True
+        try:
+            st = os.stat(chunk.path)
+            key = (chunk.path, st.st_mtime_ns, st.st_size)
+            text = self._disk.get(key)
+            if text is None:
+                with open(chunk.path, encoding="utf-8", errors="replace") as f:
+                    text = f.read(4 * 2**20)
+                self._disk = {key: text, **dict(list(self._disk.items())[:15])}
+        except OSError:
+            text = ""
+        if chunk.text in text:
+            return True
+        self.recent.forget(chunk.path)
+        return False
 
     def roots(self) -> tuple[str, ...]:
         return tuple(path_of(u) for u in self._roots() if u.startswith("file:"))
@@ -238,14 +261,26 @@ class ContextBuilder:
             if o.index_stale and self._indexable(o.path):
                 index.update(o.path, o.text.text, o.language or None)
                 o.index_stale = False
-        found = crossfile.candidates(
-            prefix=text[max(0, offset - 4000) : offset],
-            suffix=text[offset : offset + 1000],
-            path=st.path,
-            language=st.language,
-            index=index,
-            open_docs=[crossfile.OpenDoc(o.path, o.text.version, o.text.text) for o in others[:8]],
-            snippets=self.snippets,
-            full_prefix=text[: min(offset, 20000)],
-        )
-        return tuple(found)
+
+        def ranked() -> list[crossfile.Candidate]:
+            return crossfile.candidates(
+                prefix=text[max(0, offset - 4000) : offset],
+                suffix=text[offset : offset + 1000],
+                path=st.path,
+                language=st.language,
+                index=index,
+                open_docs=[
+                    crossfile.OpenDoc(o.path, o.text.version, o.text.text) for o in others[:8]
+                ],
+                snippets=self.snippets,
+                full_prefix=text[: min(offset, 20000)],
+            )
+
+        found = ranked()
+        # A file not open whose entry is not what its file holds now (moved, replaced,
+        # changed with no event): read again (gone: dropped) before it feeds a prompt.
+        held = {o.path for o in documents}
+        stale = {c.path for c in found if c.path not in held and not index.matches_disk(c.path)}
+        for path in stale:
+            index.update_from_disk(path)
+        return tuple(ranked() if stale else found)

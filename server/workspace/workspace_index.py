@@ -53,6 +53,9 @@ class FileEntry:
     symbols: tuple[Symbol, ...]
     size: int  # bytes of the source
     stored: int  # bytes it costs the index, estimated (text + SYMBOL_OVERHEAD a symbol)
+    # (modification time, size) of the file when read from disk; None: from an editor
+    # buffer. A file whose stamp no longer matches is read again before it feeds a prompt.
+    stamp: tuple[int, int] | None = None
 
 
 # -- extraction ----------------------------------------------------------------------
@@ -404,8 +407,15 @@ class WorkspaceIndex:
         entry = self.files.get(path)
         return entry.symbols if entry is not None else ()
 
-    def update(self, path: str, text: str | bytes, language: str | None = None) -> bool:
-        """(Re)index one file from its text; False when a limit or its language keeps it out."""
+    def update(
+        self,
+        path: str,
+        text: str | bytes,
+        language: str | None = None,
+        stamp: tuple[int, int] | None = None,
+    ) -> bool:
+        """(Re)index one file from its text (`stamp`: the file's, when read from disk);
+        False when a limit or its language keeps it out."""
         language = language or detect_language(None, path)
         size = len(text)
         if not language or size > self.max_file_bytes:
@@ -424,7 +434,7 @@ class WorkspaceIndex:
                 return False
             if old is not None:
                 self._unlink(old)
-            entry = FileEntry(path, language, symbols, size, stored)
+            entry = FileEntry(path, language, symbols, size, stored, stamp)
             self.files[path] = entry
             self.stored += stored
             for s in symbols:
@@ -433,7 +443,8 @@ class WorkspaceIndex:
 
     def update_from_disk(self, path: str) -> bool:
         try:
-            if os.path.getsize(path) > self.max_file_bytes:
+            st = os.stat(path)
+            if st.st_size > self.max_file_bytes:
                 self.remove(path)
                 return False
             with open(path, "rb") as f:
@@ -441,7 +452,20 @@ class WorkspaceIndex:
         except OSError:
             self.remove(path)
             return False
-        return self.update(path, data)
+        return self.update(path, data, stamp=(st.st_mtime_ns, st.st_size))
+
+    def matches_disk(self, path: str) -> bool:
+        """Whether the entry of `path` (if any) was read from the file as it is now: a
+        file moved away, replaced or changed since does not (its old code must not feed
+        a prompt under this name)."""
+        entry = self.files.get(path)
+        if entry is None:
+            return True
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return False
+        return entry.stamp == (st.st_mtime_ns, st.st_size)
 
     def paths_under(self, prefix: str) -> list[str]:
         """The indexed files whose path starts with `prefix` (a folder and its '/')."""

@@ -7,8 +7,9 @@ the file system folds case) and on the path it was named by, it must:
 
 - exist now as a regular file (a moved, deleted or never-saved file is not known);
 - lie inside a workspace folder open now; with no folder open at all, inside the git
-  repository of the current file (a file in no repository and no folder: see below);
-- not be ignored by git, from any of git's sources (`gitignore.py`: libgit2);
+  repository of the current file (context), its relative `never_send` patterns then
+  matched from every folder above it (a file in no repository and no folder: see below);
+- not be ignored by git, from any of git's sources (`gitignore.py`);
 - match no `never_send` pattern, the user's or those of a folder that holds it (each
   folder's own workspace settings, `FolderRules`), and no built-in secret-file pattern;
 - lie in no folder whose settings keep everything local or are not known yet.
@@ -126,8 +127,7 @@ def private_reason(
     named = privacy.normal_path(src.path, fold=fold)
     repo = gitignore.repository_root(real, memo)
     # Where its relative patterns are anchored: the folders open now that hold it (and
-    # its repository); with no folder, the repository of the current file; with neither,
-    # every folder above it.
+    # its repository); with no folder, every folder above it (over-private is safe).
     if plan.real_roots:
         if not privacy.within(real, plan.real_roots):
             return OUTSIDE
@@ -140,8 +140,9 @@ def private_reason(
         home = repo if src.role == "window" or window is None else _repo_of(window, memo)
         if src.role == "context" and (home is None or not privacy.within(real, (home,))):
             return OUTSIDE  # with no folder, context comes only from the file's repository
-        anchors = (home,) if home is not None else _folders_above(real)
-        named_anchors = () if home is not None else _folders_above(named)
+        # Relative patterns from every folder above it: the folder they were written for
+        # is not known (it may have been removed, below the repository root).
+        anchors, named_anchors = _folders_above(real), _folders_above(named)
     mine = [f for f in plan.folders if privacy.within(real, (f.root,))]
     if any(f.closed or (f.no_context and src.role == "context") for f in mine):
         return FOLDER_CLOSED

@@ -28,6 +28,19 @@ class PlanSource:
 
 
 @attrs.frozen
+class FolderRules:
+    """A workspace folder's own privacy settings (its workspace configuration, asked with
+    the folder as `scopeUri`; tighten-only keys): they apply to the files inside it."""
+
+    root: str  # the folder, resolved (real path)
+    never_send: tuple[str, ...] = ()  # patterns beyond the user's, relative to the folder
+    secret_files: bool = False
+    # Nothing of it leaves: local_only, no remote tier, or its settings not known (yet).
+    closed: bool = False
+    no_context: bool = False  # remote.send_context off: it feeds no other file's prompt
+
+
+@attrs.frozen
 class PromptPlan:
     """The sources of one tier's prompt, and the workspace folders they are judged in."""
 
@@ -36,6 +49,7 @@ class PromptPlan:
     roots: tuple[str, ...] = ()  # workspace folders as named, normalised
     real_roots: tuple[str, ...] = ()  # the same, resolved
     folds_case: bool = False  # paths (and patterns) compared case-folded
+    folders: tuple[FolderRules, ...] = ()  # per-folder settings of the folders open now
 
     @property
     def window(self) -> PlanSource | None:

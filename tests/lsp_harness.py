@@ -15,7 +15,17 @@ from typing import Any
 from lsprotocol import types as t
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from tests import files
+
 ROOT = Path(__file__).resolve().parent.parent
+# The default workspace folder: its files exist (the egress gate sends only files that
+# exist now, inside a folder open now), and it lies in no git repository.
+WORKSPACE = Path(files.BASE) / "ws"
+
+
+def workspace_file(rel: str, text: str = "") -> Path:
+    """A file of the default workspace folder, created (empty) if missing."""
+    return Path(files.existing(f"ws/{rel}", text))
 
 
 def write_config(
@@ -73,10 +83,10 @@ async def start(
     init_options: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     configuration: Any = None,
-    root: Path = ROOT,
+    root: Path | None = WORKSPACE,
     server_args: Sequence[str] = (),
     configuration_delay_s: float = 0.0,
-    folders: Sequence[Path] = (),
+    folders: Sequence[Path] | None = None,
 ) -> tuple[LanguageClient, t.InitializeResult]:
     """`configuration` is what the client answers workspace/configuration with, from the
     server's first pull (at `initialized`) on. `root` is the workspace folder (`folders`:
@@ -112,15 +122,22 @@ async def start(
         # A slow editor: it answers workspace/configuration this much later.
         async def slow_configuration(params: t.ConfigurationParams) -> list[Any]:
             await asyncio.sleep(configuration_delay_s)
-            return [client.get_configuration(section=i.section) for i in params.items]
+            return [
+                client.get_configuration(section=i.section, scope_uri=i.scope_uri)
+                for i in params.items
+            ]
 
         client.protocol.fm.features[t.WORKSPACE_CONFIGURATION] = slow_configuration
     result = await client.initialize_session(
         t.InitializeParams(
             capabilities=caps,
             initialization_options=dict(init_options) if init_options else None,
-            root_uri=root.as_uri(),
-            workspace_folders=[t.WorkspaceFolder(f.as_uri(), f.name) for f in folders] or None,
+            root_uri=root.as_uri() if root is not None else None,
+            workspace_folders=(
+                None
+                if folders is None
+                else [t.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in folders]
+            ),
         )
     )
     return client, result

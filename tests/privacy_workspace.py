@@ -4,15 +4,19 @@ Each private source defines a function whose body holds a unique marker; the pub
 file `app.py` uses every one of those functions, so cross-file context wants them all.
 A marker in a remote body, a log or the ledger is a leak.
 
-    base/
+    base/                       a git repository (its root is above the workspace folder)
+      .gitignore                ws/above/           (a .gitignore above the folder)
+      .git/info/exclude         ws/excl/
+      .git/config               core.excludesFile = ../excludes, which lists ws/glob/
       ws/                       the workspace folder
-        .gitignore              build/
+        .gitignore              <BOM>bom/, build/, \\#hash.py (a BOM, CRLF, an escape)
         app.py                  the public current file (uses every function below)
         lib/helpers.py          public context (its marker SHOULD reach the remote)
         secrets/vault.py        never_send = ["secrets/**"]
         .env                    a built-in secret file (Python-shaped)
         build/gen.py            .gitignore'd
         hidden/deep.py          never_send = ["hidden/**"], reached only by a link
+        above/a.py, excl/e.py, glob/g.py, bom/b.py, #hash.py   ignored by those sources
         vault_alias.py  -> secrets/vault.py     symlinked file
         envconf.py      -> .env                 symlinked file onto a secret file
         ext_lib.py      -> ../outside/lib.py    symlinked file out of the workspace
@@ -25,6 +29,7 @@ A marker in a remote body, a log or the ledger is a leak.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import attrs
@@ -51,6 +56,12 @@ PRIVATE: tuple[Private, ...] = (
     Private(
         "symlink_target", "ws/hidden/deep.py", "deep_fn", "CANARY_SYMTARGET_f3a7", "deep_alias.py"
     ),
+    # Issue 34: git's other ignore sources, and the way git reads a .gitignore.
+    Private("gitignore_above", "ws/above/a.py", "above_fn", "CANARY_ABOVE_61b0", "above_alias.py"),
+    Private("info_exclude", "ws/excl/e.py", "excl_fn", "CANARY_EXCLUDE_0d9e", "excl_alias.py"),
+    Private("excludes_file", "ws/glob/g.py", "glob_fn", "CANARY_EXCLFILE_7a2c", "glob_alias.py"),
+    Private("gitignore_bom", "ws/bom/b.py", "bom_fn", "CANARY_BOM_c5e1", "bom_alias.py"),
+    Private("escaped_name", "ws/#hash.py", "hash_fn", "CANARY_ESCAPED_93f4", "hash_alias.py"),
 )
 NEVER_SEND = ["secrets/**", "hidden/**"]
 MARKERS = tuple(p.marker for p in PRIVATE)
@@ -65,28 +76,33 @@ def body(func: str, marker: str) -> str:
     )
 
 
-APP = (
-    "from vault_alias import vault_key\n"
-    "from envconf import env_token\n"
-    "from gen_alias import gen_table\n"
-    "from ext_lib import outside_fn\n"
-    "from deep_alias import deep_fn\n"
-    "from lib.helpers import public_helper\n"
-    "\n"
-    "\n"
-    "def run(x):\n"
-    "    a = vault_key(x) + env_token(x) + gen_table(x)\n"
-    "    b = outside_fn(x) + deep_fn(x) + public_helper(x)\n"
-    "    return \n"
-)
-APP_CURSOR = (11, 11)  # after "return "
+def _app() -> str:
+    mods = [p.alias.removesuffix(".py") for p in PRIVATE]
+    lines = [f"from {m} import {p.func}" for m, p in zip(mods, PRIVATE, strict=True)]
+    lines += ["from lib.helpers import public_helper", "", "", "def run(x):"]
+    lines += [f"    a{i} = {p.func}(x)" for i, p in enumerate(PRIVATE)]
+    lines += ["    b = public_helper(x)", "    return "]
+    return "\n".join(lines) + "\n"
+
+
+APP = _app()
+APP_CURSOR = (APP.count("\n") - 1, 11)  # after "return "
 # A file's text with a cursor where a completion is asked (line, character).
 PRIVATE_CURSOR = (3, 11)  # "    return value + secret" : after "return "
 
 
 def build(base: Path) -> Path:
-    """Plant the workspace under `base`; its folder (ws)."""
+    """Plant the workspace under `base` (a git repository); its folder (ws)."""
     ws = base / "ws"
+    base.mkdir(parents=True, exist_ok=True)
+    git = ["git", "-C", str(base)]
+    subprocess.run([*git, "init", "-q", "."], check=True, capture_output=True)
+    (base / ".git" / "info").mkdir(exist_ok=True)
+    (base / ".git" / "info" / "exclude").write_text("ws/excl/\n", encoding="utf-8")
+    (base.parent / "excludes").write_text("ws/glob/\n", encoding="utf-8")
+    excludes = str(base.parent / "excludes")
+    subprocess.run([*git, "config", "core.excludesFile", excludes], check=True, capture_output=True)
+    (base / ".gitignore").write_text("ws/above/\n", encoding="utf-8")
     for p in PRIVATE:
         f = base / p.rel
         f.parent.mkdir(parents=True, exist_ok=True)
@@ -95,7 +111,7 @@ def build(base: Path) -> Path:
     (ws / "lib" / "__init__.py").write_text("", encoding="utf-8")
     (ws / "lib" / "helpers.py").write_text(body("public_helper", PUBLIC_MARKER), encoding="utf-8")
     (ws / "app.py").write_text(APP, encoding="utf-8")
-    (ws / ".gitignore").write_text("build/\n", encoding="utf-8")
+    (ws / ".gitignore").write_bytes(b"\xef\xbb\xbfbom/\r\nbuild/\r\n\\#hash.py\r\n")
     for p in PRIVATE:
         os.symlink(os.path.relpath(base / p.rel, ws), ws / p.alias)
     os.symlink("ws", base / "ws_link")

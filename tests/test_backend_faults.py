@@ -37,6 +37,7 @@ from synconfroute.server.routing.request import CompletionContext
 from synconfroute.server.settings.config import Settings, merge
 from synconfroute.server.vocab.card import route_card
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
+from tests.files import existing
 
 MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
 LOCAL = "qwen2.5-coder:3b"
@@ -302,7 +303,7 @@ def ctx() -> CompletionContext:
         prefix="def add(a, b):\n    return ",
         suffix="\n\n\nprint(add(1, 2))\n",
         language="python",
-        path="/repo/app/calc.py",
+        path=existing("/repo/app/calc.py"),
     )
 
 

@@ -6,6 +6,7 @@ from synconfroute.server.routing.cache import CompletionCache
 from synconfroute.server.routing.pipeline import remote_access
 from synconfroute.server.routing.text_rules import post_process, wants_multiline
 from synconfroute.server.settings.config import Settings
+from tests.files import existing
 
 PRE, SUF = "def f(x):\n    return ", "\n"
 
@@ -64,15 +65,15 @@ def test_remote_access() -> None:
     s = Settings()
     assert remote_access(s, None, "a.py") == "not-configured"
     fake_remote = object()
-    assert remote_access(s, fake_remote, "/repo/a.py") == "ok"  # type: ignore[arg-type]
+    assert remote_access(s, fake_remote, existing("/repo/a.py")) == "ok"  # type: ignore[arg-type]
     # A path that cannot be resolved to a real one fails closed (docs/privacy.md).
     assert remote_access(s, fake_remote, "a.py") == "privacy-blocked"  # type: ignore[arg-type]
     s.privacy.never_send = ["**/secrets/**", "*.env"]
-    assert remote_access(s, fake_remote, "/repo/secrets/keys.py") == "privacy-blocked"  # type: ignore[arg-type]
-    assert remote_access(s, fake_remote, "/repo/prod.env") == "privacy-blocked"  # type: ignore[arg-type]
-    assert remote_access(s, fake_remote, "/repo/app.py") == "ok"  # type: ignore[arg-type]
+    assert remote_access(s, fake_remote, existing("/repo/secrets/keys.py")) == "privacy-blocked"  # type: ignore[arg-type]
+    assert remote_access(s, fake_remote, existing("/repo/prod.env")) == "privacy-blocked"  # type: ignore[arg-type]
+    assert remote_access(s, fake_remote, existing("/repo/app.py")) == "ok"  # type: ignore[arg-type]
     s.privacy.local_only = True
-    assert remote_access(s, fake_remote, "/repo/app.py") == "local-only"  # type: ignore[arg-type]
+    assert remote_access(s, fake_remote, existing("/repo/app.py")) == "local-only"  # type: ignore[arg-type]
 
 
 def test_post_process_cuts_fences_and_double_blank_lines() -> None:

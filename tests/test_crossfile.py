@@ -18,6 +18,7 @@ from synconfroute.server.syntax.languages import LANGUAGES
 from synconfroute.server.workspace import crossfile
 from synconfroute.server.workspace.workspace_index import WorkspaceIndex, extract, source_files
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
+from tests.files import existing
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -154,7 +155,10 @@ def test_index_memory_and_file_bounds(tmp_path: Path) -> None:
     assert len(few) == 3 and few.skipped == 7
 
 
-WS = "/w"
+# The workspace folder: its files exist (the egress gate sends only files that exist).
+WS = str(Path(existing("w/app/main.py")).parent.parent)
+for _rel in ("app/util.py", "vendor/other.py", ".env", "a.py", "secret.py", "b.py", "c.py"):
+    existing(f"w/{_rel}")
 UTIL = "def sign_request(req, key):\n    '''Sign with HMAC.'''\n    return hmac(key, req)\n"
 OTHER = "def sign_request(a):\n    return None\n"
 CUR = "from app.util import sign_request\n\ndef send(req):\n    key = load()\n    return "
@@ -398,11 +402,12 @@ def test_secret_files_never_escalate(path: str, blocked: bool) -> None:
 
     s = Settings()
     remote = OpenAIBackend(["http://127.0.0.1:9/v1"], "m", api_key_env=None)
-    assert (remote_access(s, remote, path, ("/w",)) == "privacy-blocked") is blocked
+    inside = path.startswith("/w/")
+    path = existing(path)  # the file exists (the gate asks), /w is the folder WS
+    assert (remote_access(s, remote, path, (WS,)) == "privacy-blocked") is blocked
     s.privacy.secret_files = False
     # Outside every workspace folder, a file stays on the machine anyway (issue 27).
-    inside = path.startswith("/w/")
-    assert (remote_access(s, remote, path, ("/w",)) == "ok") is inside
+    assert (remote_access(s, remote, path, (WS,)) == "ok") is inside
 
 
 # -- the session keeps the index current ------------------------------------------------

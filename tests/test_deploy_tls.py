@@ -40,13 +40,14 @@ from tests.lsp_harness import (
     open_doc,
     start,
     stop,
+    workspace_file,
     write_config,
 )
 
 pytestmark = pytest.mark.timeout(180)
 
 TEXT = "def add(a, b):\n    return \n"
-URI = (ROOT / "src" / "calc.py").as_uri()
+URI = workspace_file("src/calc.py").as_uri()  # a file that exists: the gate sends no other
 CURSOR = t.Position(1, 11)
 UNSURE = TokenScript.of(" a", " * 2", logprob=-4.0)  # escalates
 REMOTE = TokenScript.of(" a", " + b", logprob=-0.01)

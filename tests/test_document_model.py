@@ -336,6 +336,12 @@ async def test_percent_encoded_uris_through_the_server(tmp_path: Path, local: Fa
         ws = tmp_path / "ws"
         ws.mkdir()
         base = ws.as_uri()
+        # The files exist (the egress gate sends only files that exist now).
+        for rel in ("My Project/a.py", "c:/Users/me/b.py", "node_modules/@types/c.py"):
+            (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+            (ws / rel).write_text("\n", encoding="utf-8")
+        (ws / "My Project" / "secret").mkdir()
+        (ws / "My Project" / "secret" / "k.py").write_text("\n", encoding="utf-8")
         client, _ = await start_server(
             cfg, capabilities("visual-studio-code", inline=True), root=ws
         )
@@ -541,6 +547,8 @@ async def test_prompt_is_bounded(tmp_path: Path, local: FakeOllama) -> None:
         )
         ws = tmp_path / "w"  # the documents' folder: outside it nothing escalates
         ws.mkdir()
+        for name in ("lf.py", "cr.py", "u2028.py", "big.js"):  # they exist (the gate asks)
+            (ws / name).write_text("\n", encoding="utf-8")
         client, _ = await start_server(
             cfg,
             capabilities("visual-studio-code", inline=True),

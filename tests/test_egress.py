@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import ast
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from synconfroute.clients.errors import EgressRefused
 from synconfroute.clients.openai import OpenAIBackend
-from synconfroute.clients.plan import PlanSource, PromptPlan, dataset_plan
+from synconfroute.clients.plan import FolderRules, PlanSource, PromptPlan, dataset_plan
 from synconfroute.server.routing.backends import make_remote
 from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.settings.config import PrivacySettings, RemoteSettings, Settings
@@ -35,6 +36,11 @@ def test_every_private_kind_by_every_name(tmp_path: Path) -> None:
         "gitignored": egress.GITIGNORED,
         "outside": egress.OUTSIDE,
         "symlink_target": egress.NEVER_SEND,
+        "gitignore_above": egress.GITIGNORED,
+        "info_exclude": egress.GITIGNORED,
+        "excludes_file": egress.GITIGNORED,
+        "gitignore_bom": egress.GITIGNORED,
+        "escaped_name": egress.GITIGNORED,
     }
     for p in pw.PRIVATE:
         real = base / p.rel
@@ -55,9 +61,14 @@ def test_unresolvable_and_no_folder(tmp_path: Path) -> None:
     assert _reason("untitled:Untitled-1", [tmp_path]) == egress.UNRESOLVABLE
     assert _reason("relative/file.py", [tmp_path]) == egress.UNRESOLVABLE
     assert _reason(f"{tmp_path}/a\x00b.py", [tmp_path]) == egress.UNRESOLVABLE
-    # No workspace folder: the current file is judged by its patterns, context never goes.
+    # Allow-list: a file that does not exist (moved, deleted, never saved) is not known.
+    assert _reason(tmp_path / "a.py", []) == egress.NOT_A_FILE
+    (tmp_path / "a.py").write_text("x = 1\n", encoding="utf-8")
+    # No workspace folder and no repository: the current file is judged by its patterns,
+    # context never goes.
     assert _reason(tmp_path / "a.py", []) is None
     assert _reason(tmp_path / "a.py", [], "context") == egress.OUTSIDE
+    (tmp_path / ".env").write_text("x = 1\n", encoding="utf-8")
     assert _reason(tmp_path / ".env", []) == egress.SECRET_FILE
 
 
@@ -87,6 +98,9 @@ def test_case_folding_logic(tmp_path: Path) -> None:
     (tmp_path / "Secrets").mkdir()
     real = tmp_path / "Secrets" / "Vault.py"
     real.write_text("x = 1\n", encoding="utf-8")
+    # The folded name exists too, as on a folding file system (the gate asks it exists).
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "vault.py").write_text("x = 1\n", encoding="utf-8")
     plan = egress.make_plan("remote", str(real), [str(tmp_path).upper()], fold=True)
     assert plan.folds_case and plan.window is not None
     assert plan.window.real == str(real).casefold()
@@ -267,3 +281,106 @@ def test_workspace_may_tighten_every_allowed_key_and_nothing_else() -> None:
         "remote.model",
     }
     assert config.merge(user, {})[0] == ws  # every refused value is the user's again
+
+
+# -- issue 34: the allow-list ------------------------------------------------------------
+
+
+def test_allow_list_unknown_is_private(tmp_path: Path) -> None:
+    """Moved, deleted, never saved, not a regular file, in a closed folder: private."""
+    ws = tmp_path / "ws"
+    (ws / "lib").mkdir(parents=True)
+    f = ws / "lib" / "a.py"
+    f.write_text("x = 1\n", encoding="utf-8")
+    settings = PrivacySettings()
+    assert egress.check_path(str(f), [str(ws)], settings, "context") is None
+    assert egress.check_path(str(ws / "lib"), [str(ws)], settings) == egress.NOT_A_FILE
+    assert egress.check_path(str(ws / "gone.py"), [str(ws)], settings) == egress.NOT_A_FILE
+    os.mkfifo(ws / "pipe.py")
+    assert egress.check_path(str(ws / "pipe.py"), [str(ws)], settings) == egress.NOT_A_FILE
+    # A plan made before the file moved: at the gate, the source no longer exists.
+    plan = egress.make_plan("remote", str(f), [str(ws)])
+    f.rename(ws / "b.py")
+    assert plan.window is not None
+    assert egress.private_reason(plan.window, plan, settings) == egress.NOT_A_FILE
+    # A folder whose settings are not known yet, or keep it local.
+    (ws / "b.py").rename(f)
+    closed = FolderRules(root=str(ws), closed=True)
+    assert egress.check_path(str(f), [str(ws)], settings, folders=[closed]) == egress.FOLDER_CLOSED
+    no_ctx = FolderRules(root=str(ws), no_context=True)
+    assert egress.check_path(str(f), [str(ws)], settings, folders=[no_ctx]) is None
+    assert (
+        egress.check_path(str(f), [str(ws)], settings, "context", folders=[no_ctx])
+        == egress.FOLDER_CLOSED
+    )
+
+
+def test_each_folders_rules_apply_to_its_files_only(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        (d / "private").mkdir(parents=True)
+        (d / "private" / "p.py").write_text("x = 1\n", encoding="utf-8")
+    rules = [FolderRules(root=str(b), never_send=("private/**",))]
+    roots = [str(a), str(b)]
+    settings = PrivacySettings()
+    got = {
+        d.name: egress.check_path(str(d / "private" / "p.py"), roots, settings, folders=rules)
+        for d in (a, b)
+    }
+    assert got == {"a": None, "b": egress.NEVER_SEND}
+
+
+def test_roots_when_no_folder_is_open(tmp_path: Path) -> None:
+    """No folder: the repository stands in (context only from it); no repository either:
+    relative patterns and .gitignore files from every folder above the file."""
+    repo, lone = tmp_path / "repo", tmp_path / "lone"
+    for d in (repo / "secrets", repo / "lib", lone / "secrets"):
+        d.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (lone / ".gitignore").write_text("gen.py\n", encoding="utf-8")
+    files = {
+        "repo-app": repo / "app.py",
+        "repo-lib": repo / "lib" / "l.py",
+        "repo-secret": repo / "secrets" / "s.py",
+        "lone-secret": lone / "secrets" / "k.py",
+        "lone-gen": lone / "gen.py",
+        "lone-app": lone / "app.py",
+    }
+    for f in files.values():
+        f.write_text("x = 1\n", encoding="utf-8")
+    s = PrivacySettings(never_send=["secrets/**"])
+    window = {k: egress.check_path(str(f), [], s) for k, f in files.items()}
+    assert window == {
+        "repo-app": None,
+        "repo-lib": None,
+        "repo-secret": egress.NEVER_SEND,
+        "lone-secret": egress.NEVER_SEND,
+        "lone-gen": egress.GITIGNORED,
+        "lone-app": None,
+    }
+    app, lone_app = str(files["repo-app"]), str(files["lone-app"])
+    ctx = egress.check_path(str(files["repo-lib"]), [], s, "context", window=app)
+    assert ctx is None  # context from the window's own repository
+    far = egress.check_path(str(files["lone-app"]), [], s, "context", window=app)
+    assert far == egress.OUTSIDE
+    none = egress.check_path(str(files["repo-lib"]), [], s, "context", window=lone_app)
+    assert none == egress.OUTSIDE  # no folder, no repository: context never goes
+
+
+def test_never_send_is_anchored_at_the_repository_too(tmp_path: Path) -> None:
+    """A folder opened below the repository root (an editor's fallback to the file's own
+    folder) does not un-anchor `secrets/**`."""
+    (tmp_path / "secrets").mkdir()
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    k = tmp_path / "secrets" / "k.py"
+    k.write_text("x = 1\n", encoding="utf-8")
+    s = PrivacySettings(never_send=["secrets/**"])
+    assert egress.check_path(str(k), [str(tmp_path / "secrets")], s) == egress.NEVER_SEND
+
+
+def test_a_broken_git_link_is_unreadable(tmp_path: Path) -> None:
+    (tmp_path / ".git").write_text("not a gitdir line\n", encoding="utf-8")
+    f = tmp_path / "a.py"
+    f.write_text("x = 1\n", encoding="utf-8")
+    got = egress.check_path(str(f), [str(tmp_path)], PrivacySettings())
+    assert got == egress.GIT_UNREADABLE

@@ -18,18 +18,18 @@ from synconfroute.server.commands.cli import main
 from synconfroute.server.routing.router import Reason
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import (
-    ROOT,
     capabilities,
     inline_request,
     open_doc,
     start,
     stop,
+    workspace_file,
     write_config,
 )
 
 pytestmark = pytest.mark.timeout(120)
 
-URI = (ROOT / "project" / "secret_module" / "calc.py").as_uri()
+URI = workspace_file("project/secret_module/calc.py").as_uri()
 TEXT = "def add(a, b):\n    return \n\n\nprint(add(1, 2))\n"
 CONFIDENT = TokenScript.of(" a", " +", " b", logprob=-0.05)
 UNSURE = TokenScript.of(" a", " -", " b", logprob=-3.0)

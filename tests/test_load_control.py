@@ -18,6 +18,7 @@ from synconfroute.server.routing.request import CompletionContext
 from synconfroute.server.settings.config import Settings, merge
 from synconfroute.server.vocab.card import route_card
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
+from tests.files import existing
 
 _N = iter(range(10**6))
 
@@ -29,7 +30,7 @@ def ctx() -> CompletionContext:
         prefix=f"def add{n}(a, b):\n    return ",
         suffix=f"\n\n\nprint(add{n}(1, 2))\n",
         language="python",
-        path="/repo/app/calc.py",
+        path=existing("/repo/app/calc.py"),
     )
 
 

@@ -21,16 +21,16 @@ from pytest_lsp import LanguageClient
 
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 from tests.lsp_harness import (
-    ROOT,
     capabilities,
     inline_request,
     open_doc,
     start,
     stop,
+    workspace_file,
     write_config,
 )
 
-URI = (ROOT / "project" / "calc.py").as_uri()  # inside the workspace folder
+URI = workspace_file("project/calc.py").as_uri()  # inside the workspace folder
 TEXT = "def add(a, b):\n    return \n\n\nprint(add(1, 2))\n"
 CURSOR = t.Position(1, 11)
 VALID = TokenScript.of(" a", " +", " b", logprob=-0.05)
@@ -405,7 +405,7 @@ async def test_embedded_smollm2_default(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, local_backend="embedded")
     client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
     try:
-        uri = (ROOT / "project" / "add.py").as_uri()
+        uri = workspace_file("project/add.py").as_uri()
         open_doc(client, uri, "def add(a, b):\n    return\n")
         result = await client.text_document_inline_completion_async(
             inline_params(t.Position(1, 10), uri=uri)

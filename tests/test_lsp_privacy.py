@@ -17,18 +17,18 @@ from lsprotocol import types as t
 
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import (
-    ROOT,
     capabilities,
     inline_request,
     open_doc,
     start,
     stop,
+    workspace_file,
     write_config,
 )
 
 TEXT = "def add(a, b):\n    return \n\n\nprint(add(1, 2))\n"
 CURSOR = t.Position(1, 11)
-URI = (ROOT / "src" / "calc.py").as_uri()
+URI = workspace_file("src/calc.py").as_uri()
 INVALID = TokenScript.of(" a", " +", " (b", logprob=-0.05)
 REMOTE = TokenScript.of(" a", " + ", "b", logprob=-0.01)
 
@@ -228,10 +228,10 @@ async def test_never_send_patterns_are_relative_to_the_workspace_folder(
         remote_url=remote.base_url,
         extra='[privacy]\nnever_send = ["secrets/**", "**/keys/**"]',
     )
-    client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))  # root: ROOT
+    client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))  # root: WORKSPACE
     try:
         for rel in ("secrets/key.py", "secrets/deep/key.py", "src/keys/k.py"):
-            uri = (ROOT / rel).as_uri()
+            uri = workspace_file(rel).as_uri()
             open_doc(client, uri, TEXT)
             await client.text_document_inline_completion_async(inline_request(uri, CURSOR))
         assert calls(remote) == 0

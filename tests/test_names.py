@@ -23,6 +23,7 @@ from synconfroute.server.syntax.names import undefined_names
 from synconfroute.server.vocab.card import route_card
 from synconfroute.server.vocab.verdict import Verdict
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
+from tests.files import existing
 
 
 def names(prefix: str, completion: str, suffix: str = "\n") -> list[str]:
@@ -241,7 +242,7 @@ async def test_pipeline_escalates_an_undefined_name(
         prefix=PREFIX,
         suffix=SUFFIX,
         language="python",
-        path="/repo/calc.py",
+        path=existing("/repo/calc.py"),
         document=Anchor(doc, doc.position(len(PREFIX))) if anchored else None,
     )
     local_fake.script(GUESSED)

@@ -18,6 +18,7 @@ from synconfroute.server.syntax._compilers import DEFAULT_CONFIG, run_checker
 from synconfroute.server.syntax._cxxlibrary import HEADERS, NAMES
 from synconfroute.server.vocab.card import route_card
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
+from tests.files import existing
 from tests.test_pipeline import pipeline
 
 
@@ -185,7 +186,7 @@ async def test_pipeline_escalates_a_dropped_declaration(
         prefix=DIJKSTRA_PRE,
         suffix=DIJKSTRA_SUF,
         language="cpp",
-        path="/repo/main.cpp",
+        path=existing("/repo/main.cpp"),
         document=Anchor(doc, doc.position(len(DIJKSTRA_PRE))),
     )
     rec = await pipeline(local_fake.url, remote_fake.base_url, Settings()).complete(ctx)

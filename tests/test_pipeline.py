@@ -18,6 +18,7 @@ from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.routing.request import CompletionContext
 from synconfroute.server.settings.config import Settings
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
+from tests.files import existing
 
 LOCAL_MODEL = "qwen2.5-coder:3b"
 REMOTE_MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
@@ -25,7 +26,7 @@ CTX = CompletionContext(
     prefix="def add(a, b):\n    return ",
     suffix="\n\n\nprint(add(1, 2))\n",
     language="python",
-    path="/repo/app/calc.py",
+    path=existing("/repo/app/calc.py"),
 )
 VALID = TokenScript.of(" a", " +", " b", logprob=-0.05)
 INVALID = TokenScript.of(" a", " +", " (b", logprob=-0.05)

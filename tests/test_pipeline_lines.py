@@ -21,19 +21,20 @@ from synconfroute.server.settings.config import Settings
 from synconfroute.server.vocab.card import route_card
 from synconfroute.server.vocab.record import Truncation
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
+from tests.files import existing
 
 SINGLE = CompletionContext(
     prefix="def add(a, b):\n    return ",
     suffix="\n\n\nprint(add(1, 2))\n",
     language="python",
-    path="/repo/app/calc.py",
+    path=existing("/repo/app/calc.py"),
 )
 # A blank line inside a function: a block may start, several lines are allowed.
 MULTI = CompletionContext(
     prefix="def total(xs):\n",
     suffix="\n\n\nprint(total([1, 2]))\n",
     language="python",
-    path="/repo/app/total.py",
+    path=existing("/repo/app/total.py"),
 )
 INVALID = TokenScript.of(" a", " +", " (b", logprob=-0.05)
 

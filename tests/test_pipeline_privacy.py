@@ -20,12 +20,13 @@ from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.routing.request import CompletionContext
 from synconfroute.server.settings.config import PrivacySettings, Settings
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
+from tests.files import existing
 
 CTX = CompletionContext(
     prefix="def add(a, b):\n    return ",
     suffix="\n\n\nprint(add(1, 2))\n",
     language="python",
-    path="/repo/app/calc.py",
+    path=existing("/repo/app/calc.py"),
 )
 VALID = TokenScript.of(" a", " +", " b", logprob=-0.05)
 INVALID = TokenScript.of(" a", " +", " (b", logprob=-0.05)

@@ -119,6 +119,8 @@ async def test_a_private_files_edit_never_reaches_the_remote(tmp_path: Path) -> 
     with FakeOllama() as local, FakeOpenAI() as remote:
         remote.script(TokenScript.of("1", logprob=-0.01), always=True)
         session = _session(tmp_path, local, remote, s)
+        for n in ("keys.py", "pub.py", "b.py"):  # files that exist (the gate asks)
+            (tmp_path / n).write_text("\n", encoding="utf-8")
         keys, pub, b = ((tmp_path / n).as_uri() for n in ("keys.py", "pub.py", "b.py"))
         session.open(keys, "SALT = 'x'\n", "python")
         session.open(pub, "P = 1\n", "python")
@@ -140,6 +142,8 @@ async def test_without_send_context_no_edit_leaves_the_machine(tmp_path: Path) -
     with FakeOllama() as local, FakeOpenAI() as remote:
         remote.script(TokenScript.of("1", logprob=-0.01), always=True)
         session = _session(tmp_path, local, remote, config.Settings())  # the defaults
+        for n in ("pub.py", "b.py"):  # files that exist (the gate asks)
+            (tmp_path / n).write_text("\n", encoding="utf-8")
         pub, b = (tmp_path / "pub.py").as_uri(), (tmp_path / "b.py").as_uri()
         session.open(pub, "P = 1\n", "python")
         session.open(b, B, "python")

@@ -13,12 +13,15 @@ from synconfroute.server.routing.pipeline import CompletionContext
 from synconfroute.server.routing.text_rules import open_at_cut
 from synconfroute.server.vocab.card import route_card
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
+from tests.files import existing
 from tests.test_pipeline_lines import pipeline
 
 # The cursor is on the blank line in the `if` block's body; the `elif` follows it.
 PREFIX = "def sign(x):\n    if x > 0:\n"
 SUFFIX = "    elif x < 0:\n        return -1\n    return 0\n"
-CTX = CompletionContext(prefix=PREFIX, suffix=SUFFIX, language="python", path="/repo/sign.py")
+CTX = CompletionContext(
+    prefix=PREFIX, suffix=SUFFIX, language="python", path=existing("/repo/sign.py")
+)
 BROKEN_LOCAL = TokenScript.of("        y = (", logprob=-0.05)  # invalid: escalates
 
 # Remote answers cut by max_tokens: (tokens, what may be shown, how it is recorded).

@@ -17,6 +17,7 @@ from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.routing.request import CompletionContext
 from synconfroute.server.settings.config import Settings, merge
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
+from tests.files import existing
 
 REMOTE_MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
 
@@ -155,7 +156,9 @@ async def test_a_large_files_remote_window_keeps_its_start_while_the_cursor_move
     for prefix in (first, second):
         local_fake.script(TokenScript.of(" a", " +", " (b", logprob=-0.05))  # invalid
         remote_fake.script(TokenScript.of(" a", " + ", "b", logprob=-0.01))
-        ctx = CompletionContext(prefix=prefix, suffix="\n", language="python", path="/r/big.py")
+        ctx = CompletionContext(
+            prefix=prefix, suffix="\n", language="python", path=existing("/r/big.py")
+        )
         assert (await p.complete(ctx)).route == "remote"
     sent = [r.json()["prompt"] for r in remote_fake.received("/v1/completions")]
     pre = [x.split("<|fim_prefix|>", 1)[1].split("<|fim_suffix|>", 1)[0] for x in sent]

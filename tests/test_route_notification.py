@@ -15,16 +15,16 @@ from lsprotocol import types as t
 
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import (
-    ROOT,
     capabilities,
     inline_request,
     open_doc,
     start,
     stop,
+    workspace_file,
     write_config,
 )
 
-URI = (ROOT / "project" / "calc.py").as_uri()  # inside the workspace folder
+URI = workspace_file("project/calc.py").as_uri()  # inside the workspace folder
 TEXT = "def add(a, b):\n    return \n\n\nprint(add(1, 2))\n"
 CURSOR = t.Position(1, 11)
 

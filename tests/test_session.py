@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from synconfroute.server.settings import config
 from synconfroute.server.syntax import SyntaxDocument
 from synconfroute.server.workspace.documents import _TREES_KEPT
 from tests.fakes import FakeOllama, TokenScript
+from tests.files import existing
 
 TEXT = "def f(x):\n    return \n"
 
@@ -230,7 +232,7 @@ async def test_speculative_local_start_shows_nothing_before_the_debounce(
     settings.editor.speculative = speculative
 
     session = _session(fake, settings)
-    uri = "file:///spec.py"
+    uri = Path(existing("spec.py")).as_uri()  # a file that exists (the gate asks)
     session.open(uri, TEXT, "python", None)
     loop = asyncio.get_running_loop()
     t0 = loop.time()

@@ -21,19 +21,19 @@ from synconfroute.server.syntax.cursor_scope import scope_at
 from synconfroute.server.syntax.document import SyntaxDocument
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 from tests.lsp_harness import (
-    ROOT,
     capabilities,
     inline_request,
     open_doc,
     start,
     stop,
+    workspace_file,
     write_config,
 )
 
 pytestmark = pytest.mark.timeout(120)
 
 TEXT = 'def add(a, b):\n    # add the two \n    s = "a string here"\n    return \n'
-URI = (ROOT / "src" / "where.py").as_uri()
+URI = workspace_file("src/where.py", TEXT).as_uri()  # a file that exists: the gate sends no other
 IN_COMMENT = [t.Position(1, 10), t.Position(1, 18)]  # inside, and at the comment's end
 IN_STRING = t.Position(2, 12)
 IN_CODE = t.Position(3, 11)
@@ -173,7 +173,7 @@ async def test_languages_allow_list_asks_no_model(
         before = await settled(lambda: len(local.received("/api/generate")))
         open_doc(client, URI, TEXT)
         got = await client.text_document_inline_completion_async(inline_request(URI, IN_CODE))
-        java = (ROOT / "src" / "A.java").as_uri()
+        java = workspace_file("src/A.java").as_uri()
         open_doc(client, java, "class A {\n  int f() { return ; }\n}\n", language="java")
         ok = await client.text_document_inline_completion_async(
             inline_request(java, t.Position(1, 19))

@@ -16,7 +16,7 @@ from pygls.protocol.language_server import lsp_method
 
 from .. import __version__
 from ..learning.ledger import Ledger
-from ..session.session import Completed, DocumentNotOpen, Edit, Session
+from ..session.session import Completed, DocumentNotOpen, Edit, Session, path_of
 from ..settings import config
 from ..syntax.languages import LANGUAGES
 from ..vocab.card import route_card, summary
@@ -110,6 +110,9 @@ class _Protocol(TransportProtocol):
 class SynConfRouteServer(LanguageServer):
     session: Session
     watching: bool = False  # registered for workspace/didChangeWatchedFiles
+    # The client manages workspace folders (it sent `workspaceFolders`, or changed them):
+    # then only the folders open now are roots, never the initial rootUri.
+    folders_managed: bool = False
     # `serve --tcp` with a token: the client must name it in initializationOptions
     # (`tcpToken`), or it is refused and the server ends (its settings are user scope).
     tcp_token: str | None = None
@@ -189,6 +192,12 @@ def create_server(
     server.feature(t.TEXT_DOCUMENT_DID_SAVE)(did_save)
     server.feature(t.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
     server.feature(t.TEXT_DOCUMENT_DID_CLOSE)(did_close)
+    server.feature(t.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)(did_change_workspace_folders)
+    every_file = t.FileOperationRegistrationOptions(
+        filters=[t.FileOperationFilter(pattern=t.FileOperationPattern(glob="**/*"), scheme="file")]
+    )
+    server.feature(t.WORKSPACE_DID_RENAME_FILES, every_file)(did_rename_files)
+    server.feature(t.WORKSPACE_DID_DELETE_FILES, every_file)(did_delete_files)
     server.feature(CURSOR_NOTIFICATION)(cursor)
     server.feature(t.TEXT_DOCUMENT_INLINE_COMPLETION, t.InlineCompletionOptions())(
         inline_completion
@@ -218,9 +227,12 @@ def initialize(ls: SynConfRouteServer, params: t.InitializeParams) -> None:
         raise JsonRpcInvalidRequest("synconfroute: this server wants its TCP token (tcpToken)")
     issues = ls.session.apply_overrides(init=_options(options) or {})
     _report_issues(ls, ls.session.settings_state.load_issues + issues)
+    ls.folders_managed = params.workspace_folders is not None
     ws_caps = params.capabilities.workspace
     if ws_caps is not None and ws_caps.configuration:
         ls.session.expect_workspace_configuration()  # pulled at `initialized`
+        if ls.folders_managed:  # each folder's own, asked with its scopeUri
+            ls.session.expect_folder_configuration([p for _, p in _folders(ls)])
     caps = params.capabilities.text_document
     if caps is None or caps.inline_completion is None:
         # Emacs/eglot, Helix, Neovim < 0.12: offer the same completion through
@@ -245,6 +257,28 @@ async def did_change_configuration(
         await _pull_configuration(ls)
     ls.session.start_index()  # when the context setting just became "workspace"
     await _watch_files(ls)
+
+
+async def did_change_workspace_folders(
+    ls: SynConfRouteServer, params: t.DidChangeWorkspaceFoldersParams
+) -> None:
+    """pygls has updated its folder list: removed folders stop being roots now; added
+    ones keep their files local until their configuration has been read."""
+    ls.folders_managed = True
+    roots = [p for _, p in _folders(ls)]
+    ls.session.folders_changed(roots)
+    caps = ls.client_capabilities.workspace
+    if caps is not None and caps.configuration:
+        ls.session.expect_folder_configuration(roots)
+        await _pull_configuration(ls)
+
+
+def did_rename_files(ls: SynConfRouteServer, params: t.RenameFilesParams) -> None:
+    ls.session.files_moved([(f.old_uri, f.new_uri) for f in params.files])
+
+
+def did_delete_files(ls: SynConfRouteServer, params: t.DeleteFilesParams) -> None:
+    ls.session.files_deleted([f.uri for f in params.files])
 
 
 def did_open(ls: SynConfRouteServer, params: t.DidOpenTextDocumentParams) -> None:
@@ -415,16 +449,22 @@ async def shutdown(ls: SynConfRouteServer, params: None) -> None:
 
 
 def _workspace_roots(ls: LanguageServer) -> list[str]:
-    """The workspace folders' URIs (pygls keeps them current through
-    didChangeWorkspaceFolders), and the root URI of clients that send only that."""
+    """The URIs of the workspace folders open now (pygls keeps them current through
+    didChangeWorkspaceFolders); the root URI only for clients that never sent folders
+    (once the client manages folders, the initial root is not a root)."""
     try:
         ws = ls.workspace
     except RuntimeError:  # before initialize
         return []
     uris = [f.uri for f in ws.folders.values()]
-    if ws.root_uri and ws.root_uri not in uris:
+    if not getattr(ls, "folders_managed", False) and ws.root_uri and ws.root_uri not in uris:
         uris.append(ws.root_uri)
     return uris
+
+
+def _folders(ls: SynConfRouteServer) -> list[tuple[str, str]]:
+    """(URI, path) of each workspace folder open now (file URIs only)."""
+    return [(u, path_of(u)) for u in _workspace_roots(ls) if u.startswith("file:")]
 
 
 async def _watch_files(ls: SynConfRouteServer) -> None:
@@ -459,16 +499,24 @@ async def _pull_configuration(ls: SynConfRouteServer) -> None:
     caps = ls.client_capabilities.workspace
     if caps is None or not caps.configuration:
         return
+    # The window's scope, then each folder's own (VS Code answers an item without a
+    # scopeUri from the window's scope only: a folder's settings need its scopeUri).
+    folders = _folders(ls) if ls.folders_managed else []
+    items = [t.ConfigurationItem(section=SECTION)]
+    items += [t.ConfigurationItem(scope_uri=uri, section=SECTION) for uri, _ in folders]
     try:
-        result = await ls.workspace_configuration_async(
-            t.ConfigurationParams(items=[t.ConfigurationItem(section=SECTION)])
-        )
+        result = await ls.workspace_configuration_async(t.ConfigurationParams(items=items))
     except Exception as exc:  # a client that fails the request must not stop us
         log.warning("workspace/configuration failed: %s; no workspace settings apply", exc)
         ls.session.apply_overrides(workspace={})
-        return
+        return  # the folders' settings stay unknown: their files stay local
+    result = list(result or [])
     pulled = _options(result[0]) if result else None
-    _report_issues(ls, ls.session.apply_overrides(workspace=pulled or {}))
+    issues = ls.session.apply_overrides(workspace=pulled or {})
+    for i, (_, path) in enumerate(folders, start=1):
+        if i < len(result):
+            issues += ls.session.apply_folder_configuration(path, _options(result[i]) or {})
+    _report_issues(ls, list({str(i): i for i in issues}.values()))
 
 
 def _doc_formats(ls: LanguageServer) -> Any:

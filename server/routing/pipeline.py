@@ -15,7 +15,7 @@ import attrs
 
 from synconfroute.clients._speed import Rates
 from synconfroute.clients.errors import BackendError, BackendTimeout
-from synconfroute.clients.plan import PromptPlan
+from synconfroute.clients.plan import FolderRules, PromptPlan
 from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
 
 from ..settings.config import PrivacySettings, Settings
@@ -54,13 +54,17 @@ log = logging.getLogger(__name__)
 
 
 def remote_access(
-    settings: Settings, remote: Backend | None, path: str, roots: tuple[str, ...] = ()
+    settings: Settings,
+    remote: Backend | None,
+    path: str,
+    roots: tuple[str, ...] = (),
+    folders: Sequence[FolderRules] = (),
 ) -> RemoteAccess:
     if remote is None:
         return "not-configured"
     if settings.privacy.local_only:
         return "local-only"
-    if egress.check_path(path, roots, settings.privacy) is not None:
+    if egress.check_path(path, roots, settings.privacy, folders=folders) is not None:
         return "privacy-blocked"
     return "ok"
 
@@ -229,7 +233,7 @@ class Pipeline:
         """May `ctx` go to the remote tier, under the privacy settings of right now?"""
         if self.remote_revoked:
             return "not-configured"
-        return remote_access(self.settings, self.remote, ctx.path, ctx.roots)
+        return remote_access(self.settings, self.remote, ctx.path, ctx.roots, ctx.folders)
 
     def update_privacy(self, privacy: PrivacySettings, *, remote_revoked: bool = False) -> None:
         """New privacy settings, for the requests in flight too: each is checked again
@@ -260,7 +264,9 @@ class Pipeline:
         if self.settings.privacy.local_only or not self.settings.remote.send_context:
             return lambda f: False
         p = self.settings.privacy
-        return lambda f: not egress.check_path(f, ctx.roots, p, "context")
+        return lambda f: (
+            not egress.check_path(f, ctx.roots, p, "context", window=ctx.path, folders=ctx.folders)
+        )
 
     def tier_prompt(
         self, ctx: CompletionContext, tier: str, total_chars: int
@@ -370,6 +376,7 @@ class Pipeline:
                 ctx.roots,
                 window_chars=len(prefix) + len(suffix),
                 context=[(f.path, len(f.text)) for f in files],
+                folders=ctx.folders,
             ),
         )
 

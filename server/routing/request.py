@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
+from synconfroute.clients.plan import FolderRules
+
 from ..syntax import Position, SyntaxDocument
 from ..vocab.verdict import Verdict
 
@@ -37,6 +39,7 @@ class CompletionContext:
     path: str = ""
     document: Anchor | None = None  # the open document, for an incremental gate check
     roots: tuple[str, ...] = ()  # workspace folders (paths): never_send is relative to them
+    folders: tuple[FolderRules, ...] = ()  # each open folder's own privacy settings
     # Cross-file context candidates, ranked, not yet filtered by privacy nor cut to a
     # budget (completion.context = "workspace"); `repo` names the workspace folder.
     crossfile: tuple[Candidate, ...] = ()

@@ -9,11 +9,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
+
+from synconfroute.clients.plan import FolderRules
 
 from ..routing.context import make_context
 from ..routing.request import Anchor, CompletionContext
@@ -64,10 +68,14 @@ class ContextBuilder:
         docs: DocumentStore,
         roots: Callable[[], Sequence[str]],  # workspace folder URIs
         spawn: Spawn,
+        folders: Callable[[Sequence[str]], tuple[FolderRules, ...]] = lambda roots: (),
     ) -> None:
         self._docs = docs
         self._roots = roots  # never_send patterns are relative to these folders
         self._spawn = spawn
+        self._folders = folders  # each folder's own privacy settings, by folder path
+        self._closed: list[str] = []  # paths closed lately (a didOpen may be their move)
+        self._disk: dict[tuple[str, int, int], str] = {}  # closed files' text, by stat
         # Cross-file context (completion.context = "workspace"): built on first need.
         self.index: WorkspaceIndex | None = None
         self._index_stop = threading.Event()
@@ -110,7 +118,7 @@ class ContextBuilder:
             anchor_doc = SyntaxDocument(copy, st.language or None, lazy=True)
         ctx = attrs.evolve(window, document=Anchor(anchor_doc, position))
         roots = self.roots()
-        ctx = attrs.evolve(ctx, roots=roots)
+        ctx = attrs.evolve(ctx, roots=roots, folders=self._folders(roots))
         if settings.completion.context == "workspace":
             try:
                 cands = self._crossfile(st, text, offset, settings)
@@ -119,7 +127,8 @@ class ContextBuilder:
                 cands = ()
             ctx = attrs.evolve(ctx, crossfile=cands)
         if settings.completion.recent_edits:
-            ctx = attrs.evolve(ctx, recent_edits=tuple(self.recent.recent(exclude=st.path)))
+            chunks = [c for c in self.recent.recent(exclude=st.path) if self._still_holds(c)]
+            ctx = attrs.evolve(ctx, recent_edits=tuple(chunks))
         if ctx.crossfile or ctx.recent_edits:
             repo = roots[0].rstrip("/").rsplit("/", 1)[-1] if roots else ""
             ctx = attrs.evolve(ctx, repo=repo)
@@ -139,6 +148,27 @@ class ContextBuilder:
             else:
                 first, last = recent_edits.lines_of_range_edit(e.start[0], e.text)
             self.recent.note(st.path, new, first, last)
+
+    def _still_holds(self, chunk: recent_edits.EditChunk) -> bool:
+        """A recent edit of a file the editor no longer holds open feeds prompts only
+        while the file on disk still holds it: moved, deleted or replaced, its chunks go
+        (the content may now live under a private name)."""
+        if self._docs.document(Path(chunk.path).as_uri()) is not None:
+            return True
+        try:
+            st = os.stat(chunk.path)
+            key = (chunk.path, st.st_mtime_ns, st.st_size)
+            text = self._disk.get(key)
+            if text is None:
+                with open(chunk.path, encoding="utf-8", errors="replace") as f:
+                    text = f.read(4 * 2**20)
+                self._disk = {key: text, **dict(list(self._disk.items())[:15])}
+        except OSError:
+            text = ""
+        if chunk.text in text:
+            return True
+        self.recent.forget(chunk.path)
+        return False
 
     def roots(self) -> tuple[str, ...]:
         return tuple(path_of(u) for u in self._roots() if u.startswith("file:"))
@@ -176,8 +206,38 @@ class ContextBuilder:
         return not roots or egress.in_workspace(path, roots)
 
     def opened(self, st: DocState) -> None:
+        # A new path opened while an old one was closed and is gone from disk: the editor
+        # moved the file (no file events). The old name's code is forgotten.
+        gone = [p for p in self._closed if p != st.path and not os.path.lexists(p)]
+        self._closed = [p for p in self._closed if p not in gone]
+        self.forget(gone)
         if self.index is not None and self._indexable(st.path):
             self.index.update(st.path, st.text.text, st.language or None)
+
+    def forget(self, paths: Iterable[str]) -> None:
+        """Files (or folders) moved or deleted: their index entries and recent-edit chunks
+        go (what the old name held must not feed a prompt under it)."""
+        for path in paths:
+            prefix = path.rstrip("/") + "/"
+            self.recent.forget(path)
+            for chunk in self.recent.recent():
+                if chunk.path.startswith(prefix):
+                    self.recent.forget(chunk.path)
+            if self.index is not None:
+                self.index.remove(path)
+                for known in self.index.paths_under(prefix):
+                    self.index.remove(known)
+
+    def renamed(self, moves: Sequence[tuple[str, str]]) -> None:
+        """Files or folders renamed (old path, new path): the old names are forgotten,
+        the new files read from disk where the editor does not hold them."""
+        self.forget(old for old, _ in moves)
+        if self.index is None:
+            return
+        for _, new in moves:
+            held = self._docs.document(Path(new).as_uri()) is not None
+            if not held and os.path.isfile(new) and self._indexable(new):
+                self.index.update_from_disk(new)
 
     def saved(self, st: DocState) -> None:
         if self.index is not None and self._indexable(st.path):
@@ -185,12 +245,14 @@ class ContextBuilder:
             st.index_stale = False
 
     def closed(self, st: DocState) -> None:
+        self._closed = [*self._closed[-15:], st.path]
         if self.index is not None and st.index_stale and self._indexable(st.path):
             self.index.update_from_disk(st.path)  # edits not saved are gone: disk is right
 
     async def files_changed(self, changes: Sequence[tuple[str, bool]]) -> None:
         """Watched files (uri, deleted?) changed on disk: re-read those the editor does
         not hold open (its text is newer), in a worker thread."""
+        self.forget(path_of(u) for u, gone in changes if gone)
         index = self.index
         if index is None:
             return
@@ -229,14 +291,26 @@ class ContextBuilder:
             if o.index_stale and self._indexable(o.path):
                 index.update(o.path, o.text.text, o.language or None)
                 o.index_stale = False
-        found = crossfile.candidates(
-            prefix=text[max(0, offset - 4000) : offset],
-            suffix=text[offset : offset + 1000],
-            path=st.path,
-            language=st.language,
-            index=index,
-            open_docs=[crossfile.OpenDoc(o.path, o.text.version, o.text.text) for o in others[:8]],
-            snippets=self.snippets,
-            full_prefix=text[: min(offset, 20000)],
-        )
-        return tuple(found)
+
+        def ranked() -> list[crossfile.Candidate]:
+            return crossfile.candidates(
+                prefix=text[max(0, offset - 4000) : offset],
+                suffix=text[offset : offset + 1000],
+                path=st.path,
+                language=st.language,
+                index=index,
+                open_docs=[
+                    crossfile.OpenDoc(o.path, o.text.version, o.text.text) for o in others[:8]
+                ],
+                snippets=self.snippets,
+                full_prefix=text[: min(offset, 20000)],
+            )
+
+        found = ranked()
+        # A file not open whose entry is not what its file holds now (moved, replaced,
+        # changed with no event): read again (gone: dropped) before it feeds a prompt.
+        held = {o.path for o in documents}
+        stale = {c.path for c in found if c.path not in held and not index.matches_disk(c.path)}
+        for path in stale:
+            index.update_from_disk(path)
+        return tuple(ranked() if stale else found)

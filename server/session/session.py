@@ -51,6 +51,7 @@ from ..workspace.documents import (
 )
 from ..workspace.workspace_index import WorkspaceIndex
 from .context_builder import ContextBuilder
+from .folders import FolderSettings, rules_of
 from .prefill import Prefiller, rest_after
 from .tracker import RequestTracker, Ticket
 from .where import completion_off
@@ -112,7 +113,10 @@ class Session:
         # last request): reopened, the document is prefilled there.
         self._cursors: dict[str, tuple[int, int]] = {}
         self._cursor_reported = False  # the editor sends `synconfroute/cursor` itself
-        self.context = ContextBuilder(self.docs, roots, self._spawn)
+        self.folder_settings = FolderSettings()
+        self.context = ContextBuilder(
+            self.docs, roots, self._spawn, folders=self.folder_settings.current
+        )
         self._sync_adaptive()
 
     @property
@@ -151,6 +155,32 @@ class Session:
             self._push_privacy(old)
             self._sync_adaptive()
         return issues
+
+    def expect_folder_configuration(self, roots: Sequence[str]) -> None:
+        """The editor will answer each of these folders' configuration (asked with the
+        folder as scopeUri): until it has, their files stay on the machine."""
+        self.folder_settings.expect(roots)
+
+    def apply_folder_configuration(
+        self, root: str, options: Mapping[str, Any]
+    ) -> list[config.SettingsIssue]:
+        """One folder's workspace configuration: its tighten-only privacy keys apply to
+        the files inside it (at the egress gate), on top of everything else."""
+        folder, issues = self.settings_state.folder(options)
+        self.folder_settings.applied(rules_of(root, folder, self.settings, issues))
+        return issues
+
+    def folders_changed(self, roots: Sequence[str]) -> None:
+        """The workspace folders open now (didChangeWorkspaceFolders): removed ones stop
+        being roots and lose their settings."""
+        self.folder_settings.keep_only(roots)
+
+    def files_moved(self, moves: Sequence[tuple[str, str]]) -> None:
+        """didRenameFiles (old URI, new URI): the old names' code is forgotten."""
+        self.context.renamed([(path_of(a), path_of(b)) for a, b in moves])
+
+    def files_deleted(self, uris: Sequence[str]) -> None:
+        self.context.forget(path_of(u) for u in uris)
 
     def expect_workspace_configuration(self) -> None:
         """The editor answers workspace/configuration: until its first answer is applied,

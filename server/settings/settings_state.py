@@ -68,6 +68,20 @@ class SettingsState:
         self.current = settings
         return issues
 
+    def folder(
+        self, options: Mapping[str, Any]
+    ) -> tuple[config.Settings, list[config.SettingsIssue]]:
+        """One workspace folder's settings: the user's, with that folder's workspace
+        configuration over them (tighten-only keys, as for the window's). A refused value
+        is logged once."""
+        user, _ = config.merge(self.base, self.init_options)
+        settings, issues = config.merge_workspace(user, options)
+        for issue in issues:
+            if issue.message.startswith("refused:") and str(issue) not in self._refusals_shown:
+                self._refusals_shown.add(str(issue))
+                log.warning("%s", issue)
+        return settings, issues
+
     def expect_workspace(self) -> None:
         """The editor will send workspace configuration: nothing escalates until then."""
         self.awaiting_workspace = True

@@ -1,17 +1,24 @@
 """The one privacy question, and the egress gate that asks it before every remote send.
 
-A source of a prompt (the current file's window, or another file's code as context) is
-private when, judged on its resolved real path (symlinks followed, `.`/`..` removed,
-case-folded where the file system folds case) and on the path it was named by:
+Privacy by allow-list: a source of a prompt (the current file's window, or another file's
+code as context) may leave only when, at the moment of sending, it is known to be public.
+Judged on its resolved real path (symlinks followed, `.`/`..` removed, case-folded where
+the file system folds case) and on the path it was named by, it must:
 
-- it matches a `privacy.never_send` pattern, or a built-in secret-file pattern
-  (`privacy.secret_files`);
-- a `.gitignore` in its workspace folder excludes it (generated or machine-local files);
-- it lies outside every workspace folder (context: always, even with no folder open;
-  the window: when the editor has workspace folders);
-- it cannot be resolved (not an absolute file path: `untitled:` buffers, notebook
-  cells). A window with no path at all (text given directly, as the CLI does) has no
-  file to match and is judged by `local_only` alone.
+- exist now as a regular file (a moved, deleted or never-saved file is not known);
+- lie inside a workspace folder open now; with no folder open at all, inside the git
+  repository of the current file (context), its relative `never_send` patterns then
+  matched from every folder above it (a file in no repository and no folder: see below);
+- not be ignored by git, from any of git's sources (`gitignore.py`);
+- match no `never_send` pattern, the user's or those of a folder that holds it (each
+  folder's own workspace settings, `FolderRules`), and no built-in secret-file pattern;
+- lie in no folder whose settings keep everything local or are not known yet.
+
+Anything else is private, with a named reason. A window with no path at all (text given
+directly, as the CLI does) has no file to match and is judged by `local_only` alone. A
+file in no repository with no folder open may still escalate under the user's own rules:
+its relative `never_send` patterns and the `.gitignore` files are matched from every
+folder above it (over-private, never under-private).
 
 `make_plan` resolves each source once per request and tier (a `PromptPlan`);
 `EgressGate` is installed on the remote client and checks the plan at the moment the
@@ -20,19 +27,19 @@ request is sent, under the settings of that moment.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-import re
+import posixpath
+import stat
 from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
 from synconfroute.clients.errors import EgressRefused
-from synconfroute.clients.plan import PlanSource, PromptPlan, Role
+from synconfroute.clients.plan import FolderRules, PlanSource, PromptPlan, Role
 
 from ..settings.config import PrivacySettings, Settings
-from . import files, privacy
+from . import gitignore, privacy
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +49,10 @@ GITIGNORED = "gitignored"
 OUTSIDE = "outside-workspace"
 UNRESOLVABLE = "unresolvable"
 LOCAL_ONLY = "local-only"
+NOT_A_FILE = "not-a-file"  # missing (moved, deleted, never saved) or not a regular file
+NO_ROOT = "no-root"  # no folder open and no git repository to stand in for one
+FOLDER_CLOSED = "folder-settings"  # its folder keeps it local, or its settings are unknown
+GIT_UNREADABLE = "git-unreadable"  # its repository exists but cannot be read
 
 
 # -- resolving ---------------------------------------------------------------------------
@@ -62,19 +73,27 @@ def make_plan(
     window_chars: int = 0,
     context: Iterable[tuple[str, int]] = (),
     fold: bool | None = None,
+    folders: Sequence[FolderRules] = (),
 ) -> PromptPlan:
     """The plan of one tier's prompt: the window of `path`, then each context file
-    (path, characters), every one with its resolved real path."""
+    (path, characters), every one with its resolved real path; `roots` are the workspace
+    folders open now, `folders` their own settings (roots as named; resolved here)."""
     folds = _folds(path, roots) if fold is None else fold
     sources = [source("window", path, window_chars, fold=folds)]
     sources += [source("context", p, n, fold=folds) for p, n in context]
     real_roots = tuple(r for r in (privacy.real_path(x, fold=folds) for x in roots) if r)
+    rules = []
+    for f in folders:
+        real = privacy.real_path(f.root, fold=folds)
+        if real is not None:
+            rules.append(attrs.evolve(f, root=real))
     return PromptPlan(
         tier=tier,
         sources=tuple(sources),
         roots=tuple(privacy.normal_path(r, fold=folds).rstrip("/") for r in roots),
         real_roots=real_roots,
         folds_case=folds,
+        folders=tuple(rules),
     )
 
 
@@ -86,31 +105,100 @@ def _folds(path: str, roots: Sequence[str]) -> bool:
 # -- the question --------------------------------------------------------------------------
 
 
-def private_reason(src: PlanSource, plan: PromptPlan, settings: PrivacySettings) -> str | None:
-    """Why `src` may not leave the machine under `settings`, or None when it may."""
+def private_reason(
+    src: PlanSource,
+    plan: PromptPlan,
+    settings: PrivacySettings,
+    *,
+    memo: gitignore.Memo | None = None,
+) -> str | None:
+    """Why `src` may not leave the machine under `settings`, or None when it is known to
+    be public now (the allow-list in the module's docstring). `memo`: what an earlier
+    question of the same check read (the same moment), shared across its sources."""
+    memo = {} if memo is None else memo
     if src.role == "window" and not src.path:
         return None  # text with no file behind it (the CLI's stdin): nothing to match
     if src.real is None:
         return UNRESOLVABLE
-    if (src.role == "context" or plan.real_roots) and not privacy.within(src.real, plan.real_roots):
-        return OUTSIDE
+    real = src.real
+    if not _regular_file(real):
+        return NOT_A_FILE
     fold = plan.folds_case
     named = privacy.normal_path(src.path, fold=fold)
+    repo = gitignore.repository_root(real, memo)
+    # Where its relative patterns are anchored: the folders open now that hold it (and
+    # its repository); with no folder, every folder above it (over-private is safe).
+    if plan.real_roots:
+        if not privacy.within(real, plan.real_roots):
+            return OUTSIDE
+        # The repository's root anchors them too: a folder opened below it (an editor
+        # that took the file's own folder as root) must not un-anchor `secrets/**`.
+        anchors = (*plan.real_roots, repo) if repo is not None else plan.real_roots
+        named_anchors = plan.roots
+    else:
+        window = plan.window
+        home = repo if src.role == "window" or window is None else _repo_of(window, memo)
+        if src.role == "context" and (home is None or not privacy.within(real, (home,))):
+            return OUTSIDE  # with no folder, context comes only from the file's repository
+        # Relative patterns from every folder above it: the folder they were written for
+        # is not known (it may have been removed, below the repository root).
+        anchors, named_anchors = _folders_above(real), _folders_above(named)
+    mine = [f for f in plan.folders if privacy.within(real, (f.root,))]
+    if any(f.closed or (f.no_context and src.role == "context") for f in mine):
+        return FOLDER_CLOSED
+    never = (*settings.never_send, *(p for f in mine for p in f.never_send))
+    secret = settings.secret_files or any(f.secret_files for f in mine)
+    # Each name of it, relative to each anchor and absolute (real and named are often one).
+    names = {
+        real,
+        named,
+        *privacy.relative_paths(real, anchors),
+        *privacy.relative_paths(named, named_anchors),
+    }
 
     def covered(patterns: Sequence[str]) -> bool:
         pats = tuple(p.casefold() for p in patterns) if fold else tuple(patterns)
-        return privacy.never_send(pats, src.real or "", plan.real_roots) or privacy.never_send(
-            pats, named, plan.roots
-        )
+        return any(privacy.never_send(pats, name) for name in names)
 
-    if covered(settings.never_send):
-        return NEVER_SEND
-    if settings.secret_files and covered(privacy.SECRET_PATTERNS):
+    # One pass over both lists; only a hit asks which list it was.
+    if covered((*never, *privacy.SECRET_PATTERNS) if secret else never):
+        if covered(never):
+            return NEVER_SEND
         return SECRET_FILE
-    root = _root_of(src.real, plan.real_roots)
-    if root is not None and gitignored(src.real, root, fold=fold):
-        return GITIGNORED
+    if repo is not None:
+        try:
+            if gitignore.ignored_in_repository(real, repo, fold=fold, memo=memo):
+                return GITIGNORED
+        except gitignore.GitUnreadable as exc:
+            log.info("egress gate: %s", exc)
+            return GIT_UNREADABLE
+    else:
+        tops = [r for r in anchors if privacy.within(real, (r,))] or ["/"]
+        if any(gitignore.ignored_below(real, top, fold=fold, memo=memo) for top in tops):
+            return GITIGNORED
     return None
+
+
+def _regular_file(real: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(real).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _repo_of(src: PlanSource, memo: gitignore.Memo) -> str | None:
+    return gitignore.repository_root(src.real, memo) if src.real else None
+
+
+def _folders_above(path: str) -> tuple[str, ...]:
+    """Every folder above `path` (no folder and no repository: a relative pattern may be
+    meant from any of them, so it is matched from each)."""
+    out = []
+    d = posixpath.dirname(path)
+    while d and d != "/":
+        out.append(d)
+        d = posixpath.dirname(d)
+    return tuple(out)
 
 
 def refusal(plan: PromptPlan | None, settings: Settings) -> str | None:
@@ -121,20 +209,31 @@ def refusal(plan: PromptPlan | None, settings: Settings) -> str | None:
         return LOCAL_ONLY
     if plan is None or plan.window is None:
         return UNRESOLVABLE  # a request that does not say what it holds is not sent
+    memo: gitignore.Memo = {}  # one moment: each folder's files are read once
     for src in plan.sources:
-        why = private_reason(src, plan, settings.privacy)
+        why = private_reason(src, plan, settings.privacy, memo=memo)
         if why is not None:
             return f"{why} ({src.role})"
     return None
 
 
 def check_path(
-    path: str, roots: Sequence[str], settings: PrivacySettings, role: Role = "window"
+    path: str,
+    roots: Sequence[str],
+    settings: PrivacySettings,
+    role: Role = "window",
+    *,
+    window: str = "",
+    folders: Sequence[FolderRules] = (),
 ) -> str | None:
-    """`private_reason` for one path, resolved now (the pipeline's early questions)."""
-    plan = make_plan("remote", path, roots)
-    src = plan.sources[0] if role == "window" else attrs.evolve(plan.sources[0], role=role)
-    return private_reason(src, plan, settings)
+    """`private_reason` for one path, resolved now (the pipeline's early questions);
+    `window`: the current file, whose repository stands in for a folder when none is
+    open (a context file's question)."""
+    if role == "window":
+        plan = make_plan("remote", path, roots, folders=folders)
+        return private_reason(plan.sources[0], plan, settings)
+    plan = make_plan("remote", window, roots, context=[(path, 0)], folders=folders)
+    return private_reason(plan.sources[1], plan, settings)
 
 
 def in_workspace(path: str, roots: Sequence[str]) -> bool:
@@ -184,67 +283,7 @@ def guard(remote: object, settings: Callable[[], Settings]) -> EgressGate | None
 # -- .gitignore ------------------------------------------------------------------------
 
 
-def _root_of(real: str, roots: Sequence[str]) -> str | None:
-    inside = [r for r in roots if privacy.within(real, (r,))]
-    return max(inside, key=len) if inside else None
-
-
-@functools.lru_cache(maxsize=1024)
-def _rules(
-    folder: str, mtime_ns: int, fold: bool
-) -> tuple[tuple[re.Pattern[str], bool, bool], ...]:
-    """(regex, folder-only, negated) per line of `folder`/.gitignore (cached by mtime)."""
-    try:
-        text = files.read_regular_text(
-            os.path.join(folder, ".gitignore"), files.GITIGNORE_MAX_BYTES
-        )
-    except (files.NotRegular, files.TooLarge):  # a FIFO, a device: its rules are unknown,
-        return ((re.compile(".*", re.DOTALL), False, False),)  # so all below is private
-    except OSError:
-        return ()
-    lines = text.splitlines()
-    out = []
-    for line in lines:
-        if not line.strip() or line.startswith("#"):
-            continue
-        negate = line.startswith("!")
-        body = line[1:] if negate else line
-        compiled = privacy._compile(body.casefold() if fold else body)
-        if compiled is not None:
-            out.append((compiled[0], compiled[1], negate))
-    return tuple(out)
-
-
-def _folder_rules(folder: str, fold: bool) -> tuple[tuple[re.Pattern[str], bool, bool], ...]:
-    try:
-        mtime = os.stat(os.path.join(folder, ".gitignore")).st_mtime_ns
-    except (OSError, ValueError):
-        return ()
-    return _rules(folder, mtime, fold)
-
-
 def gitignored(real: str, root: str, *, fold: bool = False) -> bool:
-    """Whether the `.gitignore` files from `root` down to `real`'s folder exclude `real`
-    (or a folder above it), with git's rules: the last matching line wins, `!` negates,
-    patterns are relative to the folder of their .gitignore."""
-    rel = real[len(root.rstrip("/")) + 1 :] if real != root else ""
-    if not rel:
-        return False
-    parts = rel.split("/")
-    top = root.rstrip("/")
-    # The .gitignore of each folder from the root down (one stat each).
-    rules = [_folder_rules("/".join([top, *parts[:i]]), fold) for i in range(len(parts))]
-    for depth in range(1, len(parts) + 1):  # each folder above the file, then the file
-        is_dir = depth < len(parts)
-        target = parts[:depth]
-        ignored = False
-        for base_depth in range(depth):
-            sub = "/".join(target[base_depth:])
-            for regex, dir_only, negate in rules[base_depth]:
-                if dir_only and not is_dir:
-                    continue
-                if regex.fullmatch(sub):
-                    ignored = not negate
-        if ignored:
-            return True  # git does not look inside an ignored folder
-    return False
+    """Whether the `.gitignore` files from `root` down exclude `real` (outside a git
+    repository; inside one, git's own answer is asked: `gitignore.py`)."""
+    return gitignore.ignored_below(real, root, fold=fold)

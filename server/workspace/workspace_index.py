@@ -56,6 +56,9 @@ class FileEntry:
     symbols: tuple[Symbol, ...]
     size: int  # bytes of the source
     stored: int  # bytes it costs the index, estimated (text + SYMBOL_OVERHEAD a symbol)
+    # (modification time, size) of the file when read from disk; None: from an editor
+    # buffer. A file whose stamp no longer matches is read again before it feeds a prompt.
+    stamp: tuple[int, int] | None = None
 
 
 # -- extraction ----------------------------------------------------------------------
@@ -419,8 +422,15 @@ class WorkspaceIndex:
         entry = self.files.get(path)
         return entry.symbols if entry is not None else ()
 
-    def update(self, path: str, text: str | bytes, language: str | None = None) -> bool:
-        """(Re)index one file from its text; False when a limit or its language keeps it out."""
+    def update(
+        self,
+        path: str,
+        text: str | bytes,
+        language: str | None = None,
+        stamp: tuple[int, int] | None = None,
+    ) -> bool:
+        """(Re)index one file from its text (`stamp`: the file's, when read from disk);
+        False when a limit or its language keeps it out."""
         language = language or detect_language(None, path)
         size = len(text)
         if not language or size > self.max_file_bytes:
@@ -439,7 +449,7 @@ class WorkspaceIndex:
                 return False
             if old is not None:
                 self._unlink(old)
-            entry = FileEntry(path, language, symbols, size, stored)
+            entry = FileEntry(path, language, symbols, size, stored, stamp)
             self.files[path] = entry
             self.stored += stored
             for s in symbols:
@@ -450,6 +460,7 @@ class WorkspaceIndex:
         """(Re)index one file from disk; False when it is gone, too large, unreadable or
         not a regular file (a FIFO, a device, a socket: skipped unread, counted)."""
         try:
+            st = os.stat(path)  # before the read: a change after it makes the stamp stale
             data = read_regular(path, self.max_file_bytes)
         except NotRegular as exc:
             self.remove(path)
@@ -457,12 +468,30 @@ class WorkspaceIndex:
                 if exc.kind != "folder" and len(self.special) < self.max_files:
                     self.special.add(path)
             return False
-        except OSError:  # gone, no permission, over max_file_bytes
+        except (OSError, ValueError):  # gone, no permission, over max_file_bytes
             self.remove(path)
             return False
         with self._lock:
             self.special.discard(path)
-        return self.update(path, data)
+        return self.update(path, data, stamp=(st.st_mtime_ns, st.st_size))
+
+    def matches_disk(self, path: str) -> bool:
+        """Whether the entry of `path` (if any) was read from the file as it is now: a
+        file moved away, replaced or changed since does not (its old code must not feed
+        a prompt under this name)."""
+        entry = self.files.get(path)
+        if entry is None:
+            return True
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return False
+        return entry.stamp == (st.st_mtime_ns, st.st_size)
+
+    def paths_under(self, prefix: str) -> list[str]:
+        """The indexed files whose path starts with `prefix` (a folder and its '/')."""
+        with self._lock:
+            return [p for p in self.files if p.startswith(prefix)]
 
     def remove(self, path: str) -> None:
         with self._lock:

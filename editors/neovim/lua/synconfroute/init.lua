@@ -171,11 +171,15 @@ local function server_config(opts)
   }
 end
 
--- Root directory of `path`: the closest parent holding one of the markers.
-local function find_root(path, markers)
+-- The closest folder above `path` holding one of `names` (vim.fs.root where Neovim has
+-- it, 0.10+; the same upward search on older ones), or nil.
+local function upward(path, names)
+  if vim.fs and vim.fs.root then
+    return vim.fs.root(path, names)
+  end
   local dir = vim.fn.fnamemodify(path, ":p:h")
   while dir and dir ~= "" do
-    for _, m in ipairs(markers) do
+    for _, m in ipairs(names) do
       if vim.loop.fs_stat(dir .. "/" .. m) then
         return dir
       end
@@ -186,7 +190,16 @@ local function find_root(path, markers)
     end
     dir = parent
   end
-  return vim.fn.fnamemodify(path, ":p:h")
+  return nil
+end
+
+-- Root directory of `path`, found as vim.fs.root finds it: the closest parent holding one
+-- of the markers, else the git repository's root; nil (no workspace folder: the server
+-- then takes the file's repository, or matches from every folder above) when neither.
+-- Never the file's own folder: as a root, a folder named secrets/ would make the
+-- user's never_send `secrets/**` match nothing inside it.
+function M.root_of(path, markers)
+  return upward(path, markers or M.config.root_markers) or upward(path, { ".git" })
 end
 
 local started = {} -- Neovim 0.7: root_dir -> client id
@@ -219,12 +232,12 @@ local function start(bufnr)
     return
   end
   local cfg = server_config(opts)
-  cfg.root_dir = find_root(path, opts.root_markers)
+  cfg.root_dir = M.root_of(path, opts.root_markers)
   if vim.lsp.start then -- 0.8+: reuses a client with the same name and root
     vim.lsp.start(cfg, { bufnr = bufnr })
     return
   end
-  local id = started[cfg.root_dir]
+  local id = started[cfg.root_dir or ""] -- "": the client of files with no root
   local client = id and vim.lsp.get_client_by_id(id)
   if not client or client.is_stopped() then
     id = vim.lsp.start_client(cfg)
@@ -232,7 +245,7 @@ local function start(bufnr)
       notify("synconfroute: the language server did not start; see :LspLog", vim.log.levels.ERROR)
       return
     end
-    started[cfg.root_dir] = id
+    started[cfg.root_dir or ""] = id
   end
   vim.lsp.buf_attach_client(bufnr, id)
 end
@@ -709,7 +722,10 @@ function M.setup(opts)
     executable(cfg.cmd)
     local c = server_config(cfg)
     c.filetypes = cfg.filetypes
-    c.root_markers = cfg.root_markers
+    -- Markers, then the git root, never the file's own folder (no root: on_dir(nil)).
+    c.root_dir = function(bufnr, on_dir)
+      on_dir(M.root_of(vim.api.nvim_buf_get_name(bufnr), cfg.root_markers))
+    end
     vim.lsp.config(NAME, c)
     vim.lsp.enable(NAME)
     return

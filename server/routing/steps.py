@@ -15,6 +15,7 @@ from synconfroute.clients.errors import BackendError
 from ..vocab.kinds import Reason, Route
 from ..vocab.record import Latency, Problem, RouteDecision, Truncation
 from ..vocab.verdict import Verdict
+from .cache import Hit
 from .request import CompletionContext
 from .router import LocalEvidence, Rules, Ruling
 
@@ -91,6 +92,9 @@ class RemoteStep:
     total_ms: float = 0.0
     first_token_ms: float | None = None
     gate_ms: float | None = None
+    # The egress gate's verdict on the planned request: "passed", "refused: <why>", or
+    # "revoked in flight" (a privacy change cancelled it after it passed).
+    egress: str = ""
 
     @property
     def ok(self) -> bool:
@@ -173,7 +177,39 @@ def decision(
         context_files=(*local_context, *(remote.context if remote else ())),
         context_bytes_sent=remote.context_bytes if remote else 0,
         context_sharing=context_sharing,
+        egress=remote.egress if remote else "",
         language=ctx.language,
         path=ctx.path,
         problems=tuple(problems),
+    )
+
+
+def cached_decision(
+    hit: Hit,
+    ctx: CompletionContext,
+    rules: Rules,
+    models: tuple[str | None, str | None],
+    *,
+    total_ms: float,
+    context_sharing: str,
+) -> RouteDecision:
+    """The record of a request the cache answered: what the original decision knew, so
+    the card still explains the route."""
+    origin = hit.entry.origin if isinstance(hit.entry.origin, RouteDecision) else None
+    return RouteDecision(
+        completion=hit.completion,
+        route=hit.entry.route,  # type: ignore[arg-type]
+        reasons=(Reason.CACHE_HIT, *hit.entry.reasons),
+        policy=rules.policy,
+        confidence=origin.confidence if origin else None,
+        threshold=rules.threshold,
+        syntax=origin.syntax if origin else None,
+        local_model=models[0],
+        remote_model=models[1],
+        local_completion=origin.local_completion if origin else "",
+        cache_hit=True,
+        latency=Latency(total=total_ms),
+        language=ctx.language,
+        path=ctx.path,
+        context_sharing=context_sharing,
     )

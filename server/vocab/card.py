@@ -111,6 +111,8 @@ def route_card(rec: RouteDecision, *, markdown: bool = True) -> str:
             f"{what} dropped to keep whole lines"
         )
     lines.append(f"- sent off this machine: {rec.bytes_sent:,} bytes")
+    if rec.egress:
+        lines.append(f"- egress gate: {rec.egress}")
     if rec.context_files:
         fed: dict[str, tuple[int, list[str]]] = {}
         for path, size, tier in rec.context_files:

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import attrs
 
 from synconfroute.clients.errors import BackendError, BackendTimeout
-from synconfroute.clients.types import Backend, Chunk, line_end
+from synconfroute.clients.types import Backend, Chunk, CompletionRequest, line_end
 
 from ..settings.config import LocalSettings
-from . import router
-from .planner import TierRequest
+from . import kv_window, router
+from .planner import Planning, TierRequest, kv_cap, plan_local, plan_tier
+from .request import CompletionContext
 from .router import RemoteAccess, Rules
 from .steps import LocalRun
 
@@ -147,4 +148,23 @@ async def run_local(local: Backend | None, treq: TierRequest | None, lim: LocalL
     return run.frozen()
 
 
-__all__ = ["PREDICT_SLACK_S", "LocalLimits", "run_local"]
+async def prefill(
+    fill: Callable[[CompletionRequest], Awaitable[dict[str, object]]],
+    ctx: CompletionContext,
+    env: Planning,
+) -> dict[str, object]:
+    """Evaluate the prompt the next local request at `ctx` would send (planned as it
+    will be), then, still at low priority while the cursor rests, larger windows into
+    the spare cache: the next request takes the largest one that is warm (`kv_window`)."""
+    planned = plan_local(ctx, env, deadline=None)
+    budget, single_line = planned.budget, planned.request.single_line
+    assert budget is not None
+    stats = await fill(planned.request)
+    while stats.get("outcome") == "done" and (grow := kv_window.grow_size(budget, kv_cap(env))):
+        budget = attrs.evolve(budget, prompt_chars=grow)
+        grown = plan_tier(ctx, "local", budget, env, deadline=None, single_line=single_line)
+        stats = await fill(grown.request)
+    return stats
+
+
+__all__ = ["PREDICT_SLACK_S", "LocalLimits", "prefill", "run_local"]

@@ -24,20 +24,18 @@ from synconfroute.clients.types import Backend
 from ..settings.config import PrivacySettings, Settings
 from ..vocab.record import Problem, RouteDecision
 from ..workspace import egress, prompt_split
-from . import kv_window, router
+from . import router, sequence
 from .backends import Tiers
 from .backpressure import Backpressure, EscalationBudget, Limits, Pressure, load_hold
 from .cache import CompletionCache
 from .gate import SyntaxGate, make_gate
 from .gated import GatedRemote, gated
 from .gating import Gating, gate_local
-from .local_run import LocalLimits, run_local
+from .local_run import LocalLimits, prefill, run_local
 from .planner import (
     Planning,
     TierRequest,
     display_path,
-    kv_cap,
-    plan_local,
     plan_tier,
     sized_budget,
 )
@@ -45,6 +43,7 @@ from .remote_call import InFlight, call_remote
 from .request import CompletionContext, Gate
 from .router import LocalEvidence, Reason, RemoteAccess, Rules
 from .rules import resolve_rules
+from .sequence import Req
 from .steps import (
     Gated,
     LocalStep,
@@ -52,7 +51,6 @@ from .steps import (
     RemoteStep,
     cached_decision,
     decision,
-    local_outcome,
 )
 from .text_rules import shown_text
 from .time_budget import TierBudget
@@ -70,19 +68,6 @@ def remote_access(
     if egress.check_path(path, roots, settings.privacy) is not None:
         return "privacy-blocked"
     return "ok"
-
-
-@attrs.frozen(kw_only=True)
-class _Req:
-    """One request's constants, fixed when it starts."""
-
-    ctx: CompletionContext
-    rules: Rules
-    models: tuple[str | None, str | None]  # (local, remote) as the request saw them
-    t0: float
-    deadline: float
-    local: TierRequest | None  # the local tier's request, planned once (None: no local tier)
-    multiline: bool
 
 
 def build_pipeline(settings: Settings, tiers: Tiers) -> Pipeline:
@@ -238,18 +223,7 @@ class Pipeline:
         fill = getattr(self.local, "prefill", None)
         if fill is None:
             return None
-        env = self.planning()
-        planned = plan_local(ctx, env, deadline=None)
-        budget, single_line = planned.budget, planned.request.single_line
-        assert budget is not None
-        stats: dict[str, object] = await fill(planned.request)
-        # Then, still at low priority, larger windows into the spare cache while the
-        # cursor rests: the next request takes the largest one that is warm (`kv_window`).
-        while stats.get("outcome") == "done" and (grow := kv_window.grow_size(budget, kv_cap(env))):
-            budget = attrs.evolve(budget, prompt_chars=grow)
-            grown = plan_tier(ctx, "local", budget, env, deadline=None, single_line=single_line)
-            stats = await fill(grown.request)
-        return stats
+        return await prefill(fill, ctx, self.planning())
 
     # -- the sequence ----------------------------------------------------------
     async def complete(self, ctx: CompletionContext, rules: Rules | None = None) -> RouteDecision:
@@ -274,49 +248,15 @@ class Pipeline:
             return cached_decision(
                 hit, ctx, rules, models, total_ms=total_ms, context_sharing=sharing
             )
-        req = self._plan(ctx, rules, models, t0)
-        # Local tier, cut short as soon as k tokens say "escalate" (or, single-line, as
-        # soon as the line ends); the gate only when the verdict depends on it.
-        first = await self._local_step(req, access)
-        problems = [] if first.run.error is None else [Problem.of("local", first.run.error)]
-        ev, gated_ = first.evidence(), None
-        if router.needs_syntax(ev, rules, access) and not first.run.cut:
-            gated_ = await self._gate(req, first, ev)
-            ev = gated_.evidence
-        verdict = router.decide(ev, rules, access)
-        cacheable = True
-        if verdict.action == "escalate":
-            rec, cacheable = await self._escalate(req, verdict, (first, gated_, ev), problems)
-        else:
-            outcome = local_outcome(verdict, gated_.text if gated_ else first.text)
-            rec = self._record(req, outcome, (first, first, gated_), None, problems)
+        req = sequence.plan(ctx, rules, models, t0, self.planning())
+        rec, cacheable = await sequence.run(self, req, access)
         if cacheable and rec.route != "none" and rec.completion:
             self.cache.put(
                 cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, rec.reasons, rec
             )
         return rec
 
-    def _plan(
-        self,
-        ctx: CompletionContext,
-        rules: Rules,
-        models: tuple[str | None, str | None],
-        t0: float,
-    ) -> _Req:
-        """Plan: the local tier's request, once, with its KV-aware size."""
-        deadline = t0 + self.settings.completion.deadline_ms / 1000
-        local = None if self.local is None else plan_local(ctx, self.planning(), deadline=deadline)
-        return _Req(
-            ctx=ctx,
-            rules=rules,
-            models=models,
-            t0=t0,
-            deadline=deadline,
-            local=local,
-            multiline=local is not None and not local.request.single_line,
-        )
-
-    async def _local_step(self, req: _Req, access: RemoteAccess) -> LocalStep:
+    async def local_step(self, req: Req, access: RemoteAccess) -> LocalStep:
         """Local: the planned request streamed, and its text as judged and shown."""
         lim = LocalLimits(
             settings=self.settings.local,
@@ -331,89 +271,20 @@ class Pipeline:
         text, cut = shown_text(run.text, run.finish_reason, req.ctx.suffix, multiline=req.multiline)
         return LocalStep(run, text, cut)
 
-    def _gating(self, req: _Req) -> Gating:
+    def now(self) -> float:
+        return self._clock()
+
+    def escalated(self, confidence: float | None, sent: bool) -> None:
+        self.budget.record(self._clock(), confidence, sent)
+
+    def _gating(self, req: Req) -> Gating:
         return Gating(self.gate, req.deadline, self._clock)
 
-    async def _gate(self, req: _Req, local: LocalStep, ev: LocalEvidence) -> Gated:
+    async def gate_step(self, req: Req, local: LocalStep, ev: LocalEvidence) -> Gated:
         """Gate: the local text judged (and trimmed to whole lines the gate accepts)."""
         return await gate_local(self._gating(req), req.ctx, local, ev, req.multiline)
 
-    async def _escalate(
-        self,
-        req: _Req,
-        verdict: router.Ruling,
-        local: tuple[LocalStep, Gated | None, LocalEvidence],  # the run, its gate, evidence
-        problems: list[Problem],
-    ) -> tuple[RouteDecision, bool]:
-        """Remote, if privacy still allows it at this moment: local-only may have been
-        switched on (or the settings changed) while the local tier ran. The decision,
-        and whether it may be cached."""
-        first, gated_, ev = local
-        access = self.access(req.ctx)
-        remote = None
-        held: Reason | None = None
-        if access == "ok":
-            held = self._hold(req, verdict, ev)
-            if held is None:
-                remote = await self._remote(req)
-            else:
-                remote = RemoteStep("failed")  # not asked: the local answer stays
-        if remote is not None and remote.problem is not None:
-            problems.append(remote.problem)
-        if remote is None or remote.outcome == "revoked":
-            # Not cached: the key names the remote model, which this answer never saw.
-            return await self._blocked_late(req, local, remote, problems), False
-        last, rerun_ms = first, None
-        if not remote.ok and first.run.cut and self._clock() < req.deadline:
-            # We cut the local stream for an escalation that failed: finish the
-            # local completion after all, so the user may still get something.
-            last = await self._local_step(req, "not-configured")
-            rerun_ms = last.run.total_s * 1000
-            ev = attrs.evolve(
-                ev, available=last.run.available, text=last.text, timed_out=last.run.timed_out
-            )
-        if not remote.ok and ev.syntax is None and ev.available and last.text:
-            # Could we still keep the local completion? Only if it passes the gate.
-            gated_ = await self._gate(req, last, ev)
-            ev = gated_.evidence
-        if held is not None and ev.syntax == "invalid" and self._may_escalate_broken(req):
-            # Held for the raised bar, but the code is broken: the rule still escalates it.
-            held, remote = None, await self._remote(req)
-            if remote.problem is not None:
-                problems.append(remote.problem)
-        steps = (first, last, gated_)
-        return self._after_remote(req, verdict, steps, ev, remote, held, problems, rerun_ms), True
-
-    def _after_remote(
-        self,
-        req: _Req,
-        verdict: router.Ruling,
-        local: tuple[LocalStep, LocalStep, Gated | None],
-        ev: LocalEvidence,
-        remote: RemoteStep,
-        held: Reason | None,
-        problems: list[Problem],
-        rerun_ms: float | None,
-    ) -> RouteDecision:
-        """Decide again with the remote's answer (or failure), and record."""
-        _, last, gated_ = local
-        local_text = gated_.text if gated_ else last.text
-        final = router.after_remote(
-            verdict, ev, remote_ok=remote.ok, remote_text=remote.text, held=held
-        )
-        self.budget.record(self._clock(), verdict.confidence, held is None)
-        outcome = Outcome(
-            route=final.route,
-            reasons=final.reasons,
-            completion={"remote": remote.text, "local": local_text}.get(final.route, ""),
-            confidence=verdict.confidence,
-        )
-        rec = self._record(req, outcome, local, remote, problems, rerun_ms)
-        if held is not None:
-            rec = attrs.evolve(rec, load=self._load_text(held))
-        return rec
-
-    def _hold(self, req: _Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None:
+    def _hold(self, req: Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None:
         """Why this escalation stays home under load; None: it goes out."""
         now = self._clock()
         invalid = ev.syntax == "invalid"
@@ -439,12 +310,12 @@ class Pipeline:
             return ""
         return f"{p.why}; escalation bar {p.lift:.2f} below the threshold"
 
-    def _may_escalate_broken(self, req: _Req) -> bool:
+    def _may_escalate_broken(self, req: Req) -> bool:
         p = self.pressure()
         now = self._clock()
         return (p is None or p.can_escalate(now, req.deadline)) and now < req.deadline
 
-    async def _remote(self, req: _Req) -> RemoteStep:
+    async def remote_step(self, req: Req) -> RemoteStep:
         """Remote: planned once typing has settled, sent through the egress gate."""
         assert self.remote is not None
         started = self._clock()
@@ -461,9 +332,9 @@ class Pipeline:
         self._observe(remote, started, req.deadline)
         return remote
 
-    def _record(
+    def record(
         self,
-        req: _Req,
+        req: Req,
         outcome: Outcome,
         local: tuple[LocalStep, LocalStep, Gated | None],  # first run, last run, its gate
         remote: RemoteStep | None,
@@ -491,40 +362,6 @@ class Pipeline:
             total_ms=(self._clock() - req.t0) * 1000,
             context_sharing=prompt_split.sharing(self.settings),
         )
-
-    async def _blocked_late(
-        self,
-        req: _Req,
-        local: tuple[LocalStep, Gated | None, LocalEvidence],
-        remote: RemoteStep | None,
-        problems: list[Problem],
-    ) -> RouteDecision:
-        """The request wanted to escalate, but privacy forbids it now: decide as if it
-        had been forbidden from the start (finishing a local stream we cut)."""
-        first, gated_, ev = local
-        access = self.access(req.ctx)
-        if access == "ok":  # pragma: no cover - only called once access changed
-            access = "local-only"
-        sent = remote is not None and remote.bytes_sent > 0
-        models = req.models if sent else (req.models[0], None)
-        last, rerun_ms = first, None
-        if first.run.cut and self._clock() >= req.deadline:
-            ev = attrs.evolve(ev, text=first.text)
-        elif first.run.cut:
-            last = await self._local_step(req, access)
-            rerun_ms = last.run.total_s * 1000
-            if last.run.error is not None:
-                problems.append(Problem.of("local", last.run.error))
-            ev, gated_ = last.evidence(), None
-        if router.needs_syntax(ev, req.rules, access) and ev.syntax is None:
-            gated_ = await self._gate(req, last, ev)
-            ev = gated_.evidence
-        verdict = router.decide(ev, req.rules, access)
-        outcome = local_outcome(verdict, gated_.text if gated_ else last.text)
-        return self._record(
-            req, outcome, (first, last, gated_), remote, problems, rerun_ms,
-            tokens_of_last=True, models=models,
-        )  # fmt: skip
 
 
 __all__ = ["Pipeline", "build_pipeline", "display_path", "remote_access"]

@@ -11,6 +11,8 @@ import json
 import re
 import threading
 
+from .urls import mask_urls_in
+
 # Every API key a backend was given. A server or proxy may echo our request
 # headers back in an error page; every error text we build passes `scrub`, so
 # the key never reaches a hover card, an LSP message, a log or `doctor`.
@@ -32,13 +34,15 @@ def register_secret(value: str | None) -> None:
 
 
 def scrub(text: str) -> str:
-    """`text` without any registered secret or Authorization header value."""
+    """`text` without any registered secret or Authorization header value, and with
+    the userinfo and query secrets of every URL in it masked."""
     with _secrets_lock:
         secrets = sorted(_secrets, key=len, reverse=True)
     for secret in secrets:
         # Also the JSON-escaped spelling, as a JSON echo of our headers would carry it.
         for form in {secret, json.dumps(secret)[1:-1]}:
             text = text.replace(form, REDACTED)
+    text = mask_urls_in(text)
     text = _AUTH_HEADER.sub(rf"\1\2{REDACTED}", text)
     return _BEARER.sub(rf"\1 {REDACTED}", text)
 

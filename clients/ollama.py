@@ -140,6 +140,7 @@ class OllamaBackend:
             base_url=self._url,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
             transport=transport,
+            trust_env=False,  # on this machine: never through a proxy from the environment
         )
         self._info: dict[str, Any] | None = None  # /api/show, asked once
         self._insert_rejected = False  # the server refused `suffix` despite /api/show

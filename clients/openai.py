@@ -32,6 +32,13 @@ from . import templates
 from ._backoff import Backoff, kind_of_status, retry_after
 from ._status import Failure, failure_of, status_error
 from ._stream import Sent, TokenCap, TokenStops, complete_streamed, next_before, within
+from .connection import (
+    Connection,
+    ConnectionSetupError,
+    describe_closed,
+    describe_tls,
+    remote_client_args,
+)
 from .errors import (
     BackendError,
     BackendTimeout,
@@ -43,6 +50,7 @@ from .errors import (
     register_secret,
 )
 from .plan import EgressCheck, PromptPlan
+from .replicas import ClusterLoad, MetricsError, parse_metrics, rendezvous, server_root
 from .types import (
     Chunk,
     Completion,
@@ -66,6 +74,9 @@ DRAIN_S = 0.5
 LINE_STOP = "\n"
 # vLLM's 400 for a prompt over --max-model-len (also with stream: true).
 _CONTEXT_LIMIT = re.compile(r"maximum context length is (\d+) tokens")
+# The cluster's /metrics: read at most this often, and never waited for longer.
+METRICS_EVERY_S = 2.0
+METRICS_TIMEOUT_S = 1.0
 
 
 @attrs.frozen
@@ -140,6 +151,10 @@ class OpenAIBackend:
     NAME of the environment variable holding the key (None: send no key).
     `template` is the setting `clients.templates.resolve` reads ("" / "auto": detected
     from `model`; "off"; a family); without a template the model sees only the prefix.
+    A request's `affinity` key orders the URLs by rendezvous hashing (`replicas`) and is
+    sent in the `session_header` (for a balancer in front), if one is named.
+    `metrics_url`: where the cluster's load is read ("": each replica's /metrics where
+    its URL is a server's own /v1, else none; "off": never).
     """
 
     def __init__(
@@ -152,6 +167,9 @@ class OpenAIBackend:
         stream: bool = True,
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        connection: Connection | None = None,
+        session_header: str | None = None,
+        metrics_url: str = "",
     ) -> None:
         raw = [urls] if isinstance(urls, str) else list(urls)
         self._urls = tuple(u.strip().rstrip("/") for u in raw if u.strip())
@@ -166,10 +184,28 @@ class OpenAIBackend:
         self._template = self._setting.template
         self._stream = stream
         self._timeout = timeout
+        # TLS, proxy and headers (clients/connection.py); None: a server on this machine,
+        # reached directly (no proxy from the environment, ever).
+        self._setup_error: BackendUnavailable | None = None
+        self._cert = connection is not None and bool(connection.client_cert)
+        conn_args: dict[str, Any] = {"trust_env": False}
+        if connection is not None:
+            try:
+                conn_args = remote_client_args(connection, self._urls)
+            except ConnectionSetupError as exc:
+                self._setup_error = BackendUnavailable(
+                    str(exc),
+                    backend=BACKEND,
+                    hint="fix the remote connection settings; until then completions stay local",
+                    sent_nothing=True,
+                )
+        if transport is not None:
+            conn_args.pop("mounts", None)
         self._client = httpx.AsyncClient(
             transport=transport,
             # Connecting is quick or not at all: fail over early instead of waiting.
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+            **conn_args,
         )
         self._preferred = self._urls[0]
         # Per base URL; a settings change builds a new backend, which ends every hold.
@@ -179,6 +215,11 @@ class OpenAIBackend:
         # The remote tier's egress check (server/egress.py): with one set, no request
         # leaves without its prompt plan passing it. None: a local server.
         self._egress: EgressCheck | None = None
+        self._session_header = session_header or None
+        self._metrics_url = metrics_url.strip()
+        # The last reading of each metrics URL, and the refresh under way (one at a time).
+        self._loads: dict[str, ClusterLoad] = {}
+        self._polls: dict[str, asyncio.Task[None]] = {}
 
     # -- identity ----------------------------------------------------------
     @property
@@ -212,6 +253,9 @@ class OpenAIBackend:
     __str__ = __repr__
 
     async def aclose(self) -> None:
+        for task in self._polls.values():
+            task.cancel()
+        await asyncio.gather(*self._polls.values(), return_exceptions=True)
         await self._client.aclose()
 
     def set_egress(self, check: EgressCheck) -> None:
@@ -231,9 +275,57 @@ class OpenAIBackend:
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._key}"} if self._key else {}
 
-    def _order(self) -> list[str]:
+    def _session(self, request: CompletionRequest) -> dict[str, str]:
+        """The stable session header a balancer keys its affinity on (a hash, nothing
+        that names the user or the repository)."""
+        if self._session_header is None or not request.affinity:
+            return {}
+        return {self._session_header: request.affinity}
+
+    def _order(self, affinity: str = "") -> list[str]:
+        """The URLs to try, in order: the workspace's own (rendezvous) order when the
+        request names its workspace, else the one that answered last first."""
+        if affinity and len(self._urls) > 1:
+            return rendezvous(affinity, self._urls)
         i = self._urls.index(self._preferred)
         return [*self._urls[i:], *self._urls[:i]]
+
+    # -- the cluster's own load signal ----------------------------------------
+    def metrics_target(self, affinity: str = "") -> str | None:
+        """The metrics URL that speaks for the replica this workspace escalates to."""
+        if self._metrics_url == "off":
+            return None
+        if self._metrics_url:
+            return self._metrics_url
+        root = server_root(self._order(affinity)[0])
+        return None if root is None else f"{root}/metrics"
+
+    def cluster_load(self, now: float, affinity: str = "") -> ClusterLoad | None:
+        """The latest reading of the cluster's load for this workspace's replica, at once
+        (never waits): a reading older than METRICS_EVERY_S starts a background refresh
+        with a short timeout, which the next call sees. `now` is the caller's clock.
+        The poll carries no code and no key (vLLM's /metrics needs none)."""
+        url = self.metrics_target(affinity)
+        if url is None:
+            return None
+        last = self._loads.get(url)
+        if (last is None or now - last.at >= METRICS_EVERY_S) and url not in self._polls:
+            task = asyncio.get_running_loop().create_task(self._poll(url, now))
+            self._polls[url] = task
+            task.add_done_callback(lambda _t: self._polls.pop(url, None))
+        return last
+
+    async def _poll(self, url: str, started: float) -> None:
+        """Read `url` once; the reading is dated `started` (the caller's clock)."""
+        try:
+            resp = await self._client.get(url, timeout=METRICS_TIMEOUT_S)
+            text = resp.text if resp.is_success else ""
+            self._loads[url] = parse_metrics(text, url, started)
+        except (httpx.HTTPError, MetricsError) as exc:
+            # No reading: the signal just stays silent (the answers' own signal still
+            # works); stale readings are dropped so nothing acts on an old queue.
+            self._loads.pop(url, None)
+            log.debug("openai: no load reading from %s: %s", url, _describe(exc))
 
     def payload(self, request: CompletionRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and `doctor` can show it)."""
@@ -281,12 +373,14 @@ class OpenAIBackend:
     async def _generate(
         self, request: CompletionRequest, sent: Sent
     ) -> AsyncGenerator[Chunk, None]:
+        if self._setup_error is not None:
+            raise self._setup_error  # nothing is sent while the connection cannot work
         body = self.payload(request)
         data = json.dumps(body).encode()
         failures: list[str] = []
         held: list[BackendError] = []
         cause: BaseException | None = None
-        order = self._order()
+        order = self._order(request.affinity)
         for i, url in enumerate(order):
             if (err := self._backoff.held(url)) is not None:
                 held.append(err)
@@ -397,7 +491,7 @@ class OpenAIBackend:
         self, url: str, data: bytes, request: CompletionRequest, sent: Sent
     ) -> httpx.Response:
         """POST the request; a 2xx response (unread), or _Retry / a BackendError."""
-        headers = {**self._headers(), "Content-Type": "application/json"}
+        headers = {**self._headers(), **self._session(request), "Content-Type": "application/json"}
         req = self._client.build_request(
             "POST", f"{url}/completions", content=data, headers=headers
         )
@@ -438,7 +532,8 @@ class OpenAIBackend:
         except httpx.TransportError as exc:
             if not got:
                 sent.n += len(data)
-            raise _Retry(f"connection failed ({_describe(exc)})") from exc
+            closed = url.startswith("https:") and describe_closed(exc, client_cert=self._cert)
+            raise _Retry(f"connection failed ({closed or _describe(exc)})") from exc
         finally:
             if got and not got[0].is_success:
                 await got[0].aclose()
@@ -583,7 +678,7 @@ class OpenAIBackend:
 
     async def context_length(self) -> int | None:
         """Our model's `max_model_len` from /v1/models (cached); None if unknown."""
-        if self._ctx_known:
+        if self._ctx_known or self._setup_error is not None:
             return self._ctx
         for url in self._order():
             try:
@@ -627,6 +722,9 @@ class OpenAIBackend:
             prompt_mode=mode,
             template=self._template.name if self._template else None,
         )
+        if self._setup_error is not None:
+            problems.insert(0, Problem("error", self._setup_error.message, self._setup_error.hint))
+            return attrs.evolve(base, problems=tuple(problems))
 
         # 1. Which servers answer at all (/version needs no key; a 404 still answers).
         target: str | None = None
@@ -825,7 +923,10 @@ def _error_message(raw: bytes) -> str:
 
 
 def _describe(exc: BaseException) -> str:
-    """A short reason; httpx hides "connection refused" behind its own wording."""
+    """A short reason; httpx hides "connection refused" behind its own wording, and a
+    TLS failure is said with the setting that fixes it."""
+    if (tls := describe_tls(exc)) is not None:
+        return tls
     seen: BaseException | None = exc
     for _ in range(8):  # the chain is short; the bound guards against cycles
         if seen is None:

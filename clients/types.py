@@ -47,6 +47,9 @@ class CompletionRequest:
     # vLLM's request priority (lower is served first; the server must run with
     # `--scheduling-policy priority`, which rejects none); None: the field is not sent.
     priority: int | None = None
+    # A stable, non-identifying key of the workspace (a hash of user and repository
+    # root): picks the replica (`replicas.rendezvous`) and fills the session header.
+    affinity: str = ""
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or None."""

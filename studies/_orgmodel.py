@@ -14,6 +14,16 @@ forward pass reads the weights once (memory-bound, `step_s`), attends over every
 sequence's KV cache (`seq_s` each), and chunked prefill adds the compute of the prompt
 tokens it takes this step (at most `chunk` tokens a step). The defaults and their sources
 are in docs/load.md; `calibrate()` fits step_s and seq_s to a measured sweep.
+
+Each replica keeps its own prefix cache (vLLM's automatic prefix caching is per replica):
+an LRU of developers' prompt prefixes, `cache_tokens` in all. A request whose developer's
+prefix is still cached on the replica that admits it prefills only the part that changed
+(`1 - reuse` of the prompt). Placement is the balancer's (`random`: any replica) or the
+client's own affinity (`affinity`: rendezvous hashing of the developer's workspace, the
+server's own `clients.replicas.rendezvous`). With `metrics`, each client reads its
+replica's queue (a gateway's sum, under random placement) at most every `poll_s` while it
+escalates, the reading arriving `poll_delay_s` later, and feeds it to its Backpressure
+(`Backpressure.cluster`), as the server does.
 """
 
 from __future__ import annotations
@@ -21,14 +31,17 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Literal
 
 import attrs
 
+from synconfroute.clients.replicas import rendezvous
 from synconfroute.server.routing.backpressure import Backpressure, EscalationBudget, Limits
 
 Policy = Literal["none", "budget", "backpressure"]
+Placement = Literal["random", "affinity"]
 
 
 @attrs.frozen(kw_only=True)
@@ -50,6 +63,8 @@ class Cluster:
     prefill_s: float = 0.00013  # per prompt token (compute-bound)
     chunk: int = 2048  # prompt tokens a step may take (chunked prefill)
     max_seqs: int = 256  # vLLM's --max-num-seqs
+    cache_tokens: int = 0  # prefix-cache room per replica (0: no prefix caching modelled)
+    reuse: float = 0.8  # share of a developer's prompt unchanged since their last one
 
 
 @attrs.frozen(kw_only=True)
@@ -75,6 +90,10 @@ class Control:
     budget: float = 0.3  # routing.escalation_budget for policy "budget"
     window_s: float = 300.0
     limits: Limits = Limits()
+    placement: Placement = "random"
+    metrics: bool = False  # backpressure also reads the cluster's queue (vLLM /metrics)
+    poll_s: float = 2.0  # at most one metrics read this often per client
+    poll_delay_s: float = 0.05  # the read's round trip
 
 
 @attrs.define
@@ -89,6 +108,8 @@ class _Req:
     first_token: float | None = None
     done: float | None = None
     cancelled: bool = False
+    cache_hit: bool = False
+    admitted: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -103,6 +124,7 @@ class Result:
     utilisation: float  # busy share of the replicas' time
     queue_max: int  # most requests waiting for a replica at once
     pass_at_1: float  # expected, from the records' correctness per route
+    prefix_hits: float = math.nan  # share of admitted escalations with a warm prefix
 
 
 def _pct(values: Sequence[float], q: float) -> float:
@@ -117,6 +139,29 @@ class _Replica:
         self.running: list[_Req] = []
         self.busy = 0.0
         self.stepping = False
+        self.cache: OrderedDict[int, int] = OrderedDict()  # developer -> cached tokens
+        self.cached = 0
+        self.admitted = 0
+        self.hits = 0
+
+    def _admit(self, r: _Req) -> None:
+        """Into the running batch: the prefix cache decides how much to prefill."""
+        c = self.c
+        self.admitted += 1
+        r.admitted = True
+        if c.cache_tokens <= 0:
+            return
+        full = r.prompt_left
+        if r.dev in self.cache:
+            r.cache_hit = True
+            self.hits += 1
+            r.prompt_left = math.ceil(full * (1.0 - c.reuse))
+            self.cached -= self.cache.pop(r.dev)
+        self.cache[r.dev] = full  # the newest prompt is the developer's prefix now
+        self.cached += full
+        while self.cached > c.cache_tokens and self.cache:
+            _, n = self.cache.popitem(last=False)  # least recently used first
+            self.cached -= n
 
     def step(self, now: float) -> tuple[float, list[_Req]]:
         """Run one step from `now`; (its end, the requests that got a token in it)."""
@@ -124,7 +169,9 @@ class _Replica:
         self.waiting = [r for r in self.waiting if not r.cancelled]
         self.running = [r for r in self.running if not r.cancelled]
         while self.waiting and len(self.running) < c.max_seqs:
-            self.running.append(self.waiting.pop(0))
+            r = self.waiting.pop(0)
+            self._admit(r)
+            self.running.append(r)
         budget = c.chunk
         prefill = 0
         decoding = []
@@ -162,7 +209,11 @@ def simulate(outcomes: Sequence[Outcome], w: Workload, cluster: Cluster, ctl: Co
         push(rng.expovariate(rate), "arrive", d)
     done: list[_Req] = []
     queue_max = 0
-    rr = 0
+    # Each developer's workspace keeps to one replica (the client's rendezvous order).
+    ids = [str(i) for i in range(len(reps))]
+    home = [int(rendezvous(f"dev{d}", ids)[0]) for d in range(w.developers)]
+    polled = [-math.inf] * w.developers  # when each client last read the metrics
+    place = random.Random(w.seed + 1)  # the balancer's own choices
     while events:
         now, _, kind, obj = heapq.heappop(events)
         if now > end + w.deadline_s:
@@ -188,6 +239,11 @@ def simulate(outcomes: Sequence[Outcome], w: Workload, cluster: Cluster, ctl: Co
             lift = p.lift if p is not None else 0.0
             unsure = o.confidence is None or o.confidence < w.threshold - lift
             want = (not o.valid) or unsure
+            candidate = not o.valid or o.confidence is None or o.confidence < w.threshold
+            if t and ctl.metrics and candidate and now - polled[r.dev] >= ctl.poll_s:
+                # An escalation candidate: read the cluster's queue, in the background.
+                polled[r.dev] = now
+                push(now + ctl.poll_delay_s, "poll", r.dev)
             go = want
             if go and p is not None and not p.can_escalate(now, r.born + w.deadline_s):
                 go = False  # cannot be answered in time: keep the valid answer, or none
@@ -199,8 +255,10 @@ def simulate(outcomes: Sequence[Outcome], w: Workload, cluster: Cluster, ctl: Co
                 r.escalated = True
                 r.prompt_left = w.prompt_tokens
                 r.tokens_left = w.output_tokens
-                rep = reps[rr % len(reps)]  # the load balancer's round robin
-                rr += 1
+                if ctl.placement == "affinity":
+                    rep = reps[home[r.dev]]
+                else:  # a balancer's choice, unrelated to the developer
+                    rep = reps[place.randrange(len(reps))]
                 rep.waiting.append(r)
                 queue_max = max(queue_max, sum(len(x.waiting) for x in reps))
                 push(r.born + w.deadline_s, "deadline", r)
@@ -224,6 +282,13 @@ def simulate(outcomes: Sequence[Outcome], w: Workload, cluster: Cluster, ctl: Co
                     r.done = t_end
                     rep.running.remove(r)
             push(t_end, "step", rep)
+        elif kind == "poll":
+            reader = obj
+            assert isinstance(reader, int)
+            seen = [reps[home[reader]]] if ctl.placement == "affinity" else reps  # a gateway sums
+            waiting = sum(len([x for x in q.waiting if not x.cancelled]) for q in seen)
+            running = sum(len([x for x in q.running if not x.cancelled]) for q in seen)
+            bps[reader].cluster(now, waiting, running, None, "metrics")
         elif kind == "deadline":
             r = obj
             assert isinstance(r, _Req)
@@ -259,6 +324,7 @@ def simulate(outcomes: Sequence[Outcome], w: Workload, cluster: Cluster, ctl: Co
         esc += r.escalated
     n = len(done)
     busy = sum(rep.busy for rep in reps)
+    admitted = [r for r in done if r.admitted]
     return Result(
         requests=n,
         ghost_p50_s=_pct(ghost, 50),
@@ -270,6 +336,11 @@ def simulate(outcomes: Sequence[Outcome], w: Workload, cluster: Cluster, ctl: Co
         utilisation=min(1.0, busy / (len(reps) * (end + w.deadline_s))),
         queue_max=queue_max,
         pass_at_1=passed / n if n else math.nan,
+        prefix_hits=(
+            sum(r.cache_hit for r in admitted) / len(admitted)
+            if admitted and cluster.cache_tokens > 0
+            else math.nan
+        ),
     )
 
 

@@ -23,10 +23,28 @@ from pathlib import Path
 
 import attrs
 
-from studies._orgmodel import Cluster, Control, Outcome, Result, Workload, calibrate, simulate
+from studies._orgmodel import (
+    Cluster,
+    Control,
+    Outcome,
+    Placement,
+    Result,
+    Workload,
+    calibrate,
+    simulate,
+)
 
 DEVELOPERS = (100, 500, 1000, 2000, 3000, 5000)
 POLICIES = ("none", "budget", "backpressure")
+# The cluster, second step (issue 40): placement and the cluster's own signal, at 1x-3x.
+SECOND: tuple[tuple[str, str, Placement, bool], ...] = (
+    ("none, random", "none", "random", False),
+    ("none, affinity", "none", "affinity", False),
+    ("bp, random", "backpressure", "random", False),
+    ("bp+metrics, random", "backpressure", "random", True),
+    ("bp, affinity", "backpressure", "affinity", False),
+    ("bp+metrics, affinity", "backpressure", "affinity", True),
+)
 
 
 # HumanEval single-line pass@1 of the 480B model alone in the study behind SynConfRoute
@@ -113,14 +131,43 @@ def size_for(
     return cluster
 
 
-def row(devs: int, policy: str, r: Result) -> str:
+def row(devs: int, policy: str, r: Result, *, hits: bool = False) -> str:
     pct = [r.in_time, r.shown, r.escalated, r.remote_in_time, r.utilisation]
     return (
         f"| {devs:>5} | {policy:<12} "
         f"| {1000 * r.ghost_p50_s:>6.0f} | {1000 * r.ghost_p95_s:>6.0f} | "
         + " | ".join(f"{100 * x:>5.1f}%" for x in pct)
         + f" | {r.queue_max:>6} | {100 * r.pass_at_1:>5.1f}% |"
+        + (f" {100 * r.prefix_hits:>5.1f}% |" if hits else "")
     )
+
+
+def second_step(
+    outcomes: list[Outcome], a: argparse.Namespace, threshold: float, cluster: Cluster
+) -> None:
+    """Placement and the cluster's own signal at 1x, 2x and 3x the nominal load."""
+    print(
+        f"\nthe cluster, second step: {cluster.replicas} replicas, prefix cache "
+        f"{cluster.cache_tokens:,} tokens each, {100 * cluster.reuse:.0f}% of a prompt "
+        f"reused; metrics read every {a.poll_s:g} s, {a.poll_delay_ms:g} ms late"
+    )
+    print(
+        "| developers | policy | ghost p50 ms | ghost p95 ms | in time | shown | escalated "
+        "| remote in time | utilisation | queue max | pass@1 | prefix hits |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for k in (1, 2, 3):
+        devs = k * a.nominal
+        for name, policy, placement, metrics in SECOND:
+            ctl = Control(
+                policy=policy,  # type: ignore[arg-type]
+                placement=placement,
+                metrics=metrics,
+                poll_s=a.poll_s,
+                poll_delay_s=a.poll_delay_ms / 1000,
+            )
+            w = attrs.evolve(workload(a, threshold), developers=devs)
+            print(row(devs, name, simulate(outcomes, w, cluster, ctl), hits=True), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,6 +195,16 @@ def main(argv: list[str] | None = None) -> int:
         "--prefill-ms", type=float, default=0.13, help="prefill cost a prompt token (ms)"
     )
     ap.add_argument("--calibrate", default="", help='measured sweep "c:step_ms,c:step_ms,..."')
+    ap.add_argument(
+        "--cache-tokens",
+        type=int,
+        default=150_000,
+        help="prefix-cache room per replica in tokens (0: none)",
+    )
+    ap.add_argument("--reuse", type=float, default=0.8, help="share of a prompt reused")
+    ap.add_argument("--poll-s", type=float, default=2.0, help="metrics read interval")
+    ap.add_argument("--poll-delay-ms", type=float, default=50.0)
+    ap.add_argument("--second-only", action="store_true", help="only the second-step table")
     ap.add_argument("--plot", type=Path, help="write the figure here")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
@@ -155,7 +212,12 @@ def main(argv: list[str] | None = None) -> int:
         load_outcomes(a.records, remote_pass=a.remote_pass), a.local_median_ms / 1000
     )
     threshold = threshold_for_share(outcomes, a.share)
-    cluster = Cluster(max_seqs=a.max_seqs, prefill_s=a.prefill_ms / 1000)
+    cluster = Cluster(
+        max_seqs=a.max_seqs,
+        prefill_s=a.prefill_ms / 1000,
+        cache_tokens=a.cache_tokens,
+        reuse=a.reuse,
+    )
     if a.calibrate:
         pairs = [p.split(":") for p in a.calibrate.split(",")]
         step, per = calibrate([int(c) for c, _ in pairs], [float(s) / 1000 for _, s in pairs])
@@ -170,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{100 * a.share:.0f}% at nominal; local median {a.local_median_ms:.0f} ms; "
         f"{a.rate:g} requests a developer-minute; {cluster.replicas} replicas"
     )
+    if a.second_only:
+        second_step(outcomes, a, threshold, cluster)
+        return 0
     print(
         "| developers | policy | ghost p50 ms | ghost p95 ms | in time | shown | escalated "
         "| remote in time | utilisation | queue max | pass@1 |"
@@ -208,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{100 * e:.1f}%" for e in after)
         + f" in minutes 0-2, 5-7 and 15-17 (no control at that load: {100 * calm:.1f}%)"
     )
+    second_step(outcomes, a, threshold, cluster)
     if a.plot:
         plot(results, a.plot, cluster.replicas, a.nominal)
         print(f"plot: {a.plot}")

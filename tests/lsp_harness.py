@@ -76,9 +76,11 @@ async def start(
     root: Path = ROOT,
     server_args: Sequence[str] = (),
     configuration_delay_s: float = 0.0,
+    folders: Sequence[Path] = (),
 ) -> tuple[LanguageClient, t.InitializeResult]:
     """`configuration` is what the client answers workspace/configuration with, from the
-    server's first pull (at `initialized`) on. `root` is the workspace folder."""
+    server's first pull (at `initialized`) on. `root` is the workspace folder (`folders`:
+    several workspace folders instead)."""
     server_env = dict(os.environ)
     server_env.update({"SYNCONFROUTE_CONFIG": str(config_path), "PYTHONPATH": str(ROOT)})
     server_env.update(env or {})
@@ -118,6 +120,7 @@ async def start(
             capabilities=caps,
             initialization_options=dict(init_options) if init_options else None,
             root_uri=root.as_uri(),
+            workspace_folders=[t.WorkspaceFolder(f.as_uri(), f.name) for f in folders] or None,
         )
     )
     return client, result

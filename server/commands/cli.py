@@ -14,6 +14,9 @@ from pathlib import Path
 
 import attrs
 
+from synconfroute.clients.connection import shown_headers
+from synconfroute.clients.urls import install_log_masking, mask_urls_in
+
 from .. import __version__
 from ..settings import config
 from ..vocab.errors import UsageError, UserError
@@ -64,13 +67,15 @@ def cmd_settings(args: argparse.Namespace) -> int:
         return 0
     loaded = _load(args)
     for issue in loaded.issues:
-        print(f"warning: {issue}", file=sys.stderr)
+        print(mask_urls_in(f"warning: {issue}"), file=sys.stderr)
     if args.json:
-        print(json.dumps(attrs.asdict(loaded.settings), indent=2))
+        data = attrs.asdict(loaded.settings)
+        data["remote"]["headers"] = shown_headers(data["remote"]["headers"])
+        print(mask_urls_in(json.dumps(data, indent=2)))
     else:
         from .settings_view import format_text
 
-        print(format_text(loaded))
+        print(mask_urls_in(format_text(loaded)))
     return 0
 
 
@@ -176,6 +181,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = create_server(
         loaded, Path(args.ledger) if args.ledger else default_path(), args.retention_after
     )
+    install_log_masking()  # now on every handler: stderr, the log file, the editor's log
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
         if not port.isdigit():
@@ -363,6 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    install_log_masking()  # URLs' userinfo and query secrets, httpx's request line too
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -16,12 +16,14 @@ from typing import Any
 
 import attrs
 
+from synconfroute.clients.connection import proxy_for
 from synconfroute.clients.errors import BackendError
 from synconfroute.clients.plan import dataset_plan
 from synconfroute.clients.types import Backend, CompletionRequest, ProbeReport, Problem
+from synconfroute.clients.urls import mask_urls_in
 
 from ..routing.backends import LocalChoice, choose_local, make_local, make_remote
-from ..settings.config import Loaded
+from ..settings.config import Loaded, RemoteSettings
 
 PROBE_TIMEOUT_S = 180.0  # the embedded model's first load can take a while on a cold disk
 GENERATION_S = 60.0  # the tiny generation's deadline (the backends' own timeouts apply too)
@@ -145,6 +147,10 @@ def format_text(loaded: Loaded, results: list[TierResult]) -> str:
     out: list[str] = []
     where = "" if loaded.config_found else " (not found: defaults)"
     out.append(f"settings  {loaded.config_path}{where}")
+    if loaded.policy is not None:
+        out.append(
+            f"policy    {loaded.policy.path}: sets {', '.join(loaded.policy.values) or 'nothing'}"
+        )
     for issue in loaded.issues:
         out.append(f"  ! {issue}")
     for res in results:
@@ -163,6 +169,8 @@ def format_text(loaded: Loaded, results: list[TierResult]) -> str:
         out.append(f"{res.tier:<9} {r.backend}  {r.model}  {r.target}".rstrip())
         if res.choice is not None:
             out.append(f"  - {res.choice.reason}")
+        if res.tier == "remote":
+            out.extend(connection_lines(s.remote))
         mark = "ok" if r.reachable else "FAIL"
         version = f" (version {r.version})" if r.version else ""
         out.append(f"  {mark:<4} reachable{version}" if r.reachable else "  FAIL not reachable")
@@ -192,7 +200,34 @@ def format_text(loaded: Loaded, results: list[TierResult]) -> str:
             if p.fix:
                 out.append(f"       fix: {p.fix}")
         out.append(f"  => {'usable' if r.usable else 'NOT usable'}")
-    return "\n".join(out)
+    return mask_urls_in("\n".join(out))
+
+
+def connection_lines(remote: RemoteSettings) -> list[str]:
+    """How requests to the cluster travel: the proxy per URL, whom TLS trusts, the
+    client certificate, the extra headers (names only)."""
+    out = []
+    for url in remote.all_urls:
+        proxy = proxy_for(url, remote.proxy)
+        if proxy is None:
+            why = (
+                "remote.proxy is none"
+                if remote.proxy.strip().lower() == "none"
+                else ("NO_PROXY or no proxy in the environment" if not remote.proxy else "")
+            )
+            out.append(f"  - {url}: direct, no proxy ({why})")
+        else:
+            src = "remote.proxy" if remote.proxy.strip() else "the environment (HTTPS_PROXY)"
+            out.append(f"  - {url}: through the proxy {proxy} (from {src})")
+    trust = "the operating system's trust store"
+    if remote.ca_file:
+        trust += f" and remote.ca_file {remote.ca_file}"
+    out.append(f"  - TLS trusts {trust}")
+    if remote.client_cert:
+        out.append(f"  - TLS client certificate (mutual TLS): {remote.client_cert}")
+    if remote.headers:
+        out.append(f"  - extra headers: {', '.join(remote.headers)} (values not shown)")
+    return out
 
 
 _PROMPT_MODES = {
@@ -210,11 +245,16 @@ def as_json(loaded: Loaded, results: list[TierResult]) -> str:
         d["usable"] = r.usable
         return d
 
-    return json.dumps(
+    text = json.dumps(
         {
             "settings_file": str(loaded.config_path),
             "settings_found": loaded.config_found,
             "settings_issues": [str(i) for i in loaded.issues],
+            "policy": (
+                {"path": str(loaded.policy.path), "sets": dict(loaded.policy.values)}
+                if loaded.policy is not None
+                else None
+            ),
             "tiers": [
                 {
                     "tier": t.tier,
@@ -228,3 +268,4 @@ def as_json(loaded: Loaded, results: list[TierResult]) -> str:
         },
         indent=2,
     )
+    return mask_urls_in(text)

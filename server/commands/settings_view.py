@@ -15,6 +15,9 @@ from typing import Any
 
 import attrs
 
+from synconfroute.clients.connection import shown_headers
+from synconfroute.clients.urls import mask_url, mask_urls_in
+
 from ..settings import config
 from ..workspace.prompt_split import sharing
 
@@ -49,7 +52,7 @@ def egress_summary(s: config.Settings) -> list[str]:
     elif not s.remote.configured:
         out.append("nothing: no remote tier (set remote.url and remote.model to escalate)")
     else:
-        urls = ", ".join(s.remote.all_urls)
+        urls = ", ".join(mask_url(u) for u in s.remote.all_urls)
         out.append(
             f"escalated completions go to {urls} (model {s.remote.model}): the code around "
             "the cursor, and nothing from files matching privacy.never_send"
@@ -73,6 +76,18 @@ def local_summary(s: config.Settings) -> str:
     return f"{s.local.model} at {s.local.url} ({s.local.backend})"
 
 
+def policy_lines(loaded: config.Loaded) -> list[str]:
+    """The organisation's policy, if one is installed, and the keys it sets."""
+    pol = loaded.policy
+    if pol is None:
+        return []
+    keys = ", ".join(pol.values) or "nothing"
+    return [
+        f"policy file    {pol.path} (the organisation's; binds the settings below)",
+        _wrap(f"sets: {keys}"),
+    ]
+
+
 def _wrap(text: str) -> str:
     return textwrap.fill(text, width=96, initial_indent="  ", subsequent_indent="    ")
 
@@ -83,7 +98,7 @@ def format_text(loaded: config.Loaded, environ: Mapping[str, str] | None = None)
     data = _file_data(loaded)
     defaults = attrs.asdict(config.Settings())
     where = "" if loaded.config_found else " (not found: defaults)"
-    lines = [f"settings file  {loaded.config_path}{where}", ""]
+    lines = [f"settings file  {loaded.config_path}{where}", *policy_lines(loaded), ""]
     lines += ["local tier", _wrap(local_summary(s)), ""]
     lines += ["what leaves this machine", *(_wrap(x) for x in egress_summary(s)), ""]
     values = attrs.asdict(s)
@@ -97,8 +112,14 @@ def format_text(loaded: config.Loaded, environ: Mapping[str, str] | None = None)
                 source = "file"
             else:
                 source = "default" if value == defaults[section][key] else "set"
-            shown = _show(value)
+            pol = loaded.policy
+            if pol is not None and pol.sets(f"{section}.{key}"):
+                same = value == pol.values[f"{section}.{key}"]
+                source = "policy" if same else f"{source}, within the policy"
+            shown = _show(
+                shown_headers(value) if (section, key) == ("remote", "headers") else value
+            )
             lines.append(f"  {key:<{width}}  {shown:<34} {source}")
         lines.append("")
     lines.append("every key: docs/settings.md (synconfroute settings --markdown)")
-    return "\n".join(lines)
+    return mask_urls_in("\n".join(lines))

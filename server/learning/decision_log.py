@@ -13,6 +13,8 @@ from typing import Any
 import attrs
 from cachetools import LRUCache
 
+from synconfroute.clients.urls import mask_url
+
 from ..settings import config
 from ..vocab.card import summary
 from ..vocab.record import RouteDecision
@@ -190,7 +192,7 @@ class DecisionLog:
             local_only=settings.privacy.local_only,
             local=local or settings.local.backend,
             remote=(
-                ", ".join(settings.remote.all_urls)
+                ", ".join(mask_url(u) for u in settings.remote.all_urls)
                 if settings.remote.configured
                 else "not configured"
             ),

@@ -383,6 +383,7 @@ def toggle_local_only(ls: SynConfRouteServer, *_: Any) -> bool:
 
 def status(ls: SynConfRouteServer, *_: Any) -> dict[str, Any]:
     st = ls.session.status()
+    deploy = ls.session.deployment_status()
     routes = st.routes
     _show(
         ls,
@@ -392,9 +393,10 @@ def status(ls: SynConfRouteServer, *_: Any) -> dict[str, Any]:
         f"{st.completions} completions ({routes['local']} local, "
         f"{routes['remote']} remote, {routes['none']} none); "
         f"threshold {st.threshold:.2f}"
-        + (f" (adaptive: {st.adaptive['why']})" if st.adaptive else ""),
+        + (f" (adaptive: {st.adaptive['why']})" if st.adaptive else "")
+        + "".join(f"; {line}" for line in deploy["lines"]),
     )
-    return st.to_json()
+    return {**st.to_json(), **{k: v for k, v in deploy.items() if k != "lines"}}
 
 
 async def shutdown(ls: SynConfRouteServer, params: None) -> None:

@@ -31,7 +31,7 @@ def embedded_available() -> bool:
 async def ollama_answers(url: str, wait_s: float = 0.3) -> bool:
     """True when an Ollama server answers /api/version at `url` right now."""
     try:
-        async with httpx.AsyncClient(timeout=wait_s) as client:
+        async with httpx.AsyncClient(timeout=wait_s, trust_env=False) as client:
             r = await client.get(url.rstrip("/") + "/api/version")
         return r.status_code == 200 and "version" in r.json()
     except (httpx.HTTPError, ValueError):
@@ -136,6 +136,7 @@ def make_remote(remote: RemoteSettings) -> GatedRemote | None:
     workspace file (benchmarks, doctor) may be sent."""
     if not remote.configured:
         return None
+    from synconfroute.clients.connection import Connection
     from synconfroute.clients.openai import OpenAIBackend
 
     backend = OpenAIBackend(
@@ -144,5 +145,14 @@ def make_remote(remote: RemoteSettings) -> GatedRemote | None:
         api_key_env=remote.api_key_env or None,
         template=remote.template or None,
         timeout=remote.timeout,
+        connection=Connection(
+            ca_file=remote.ca_file,
+            client_cert=remote.client_cert,
+            client_key=remote.client_key,
+            proxy=remote.proxy,
+            headers=dict(remote.headers),
+        ),
+        session_header=remote.session_header or None,
+        metrics_url=remote.metrics_url,
     )
     return GatedRemote(backend)

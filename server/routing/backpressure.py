@@ -17,6 +17,13 @@ raised bar leaves few requests to probe the cluster. A request that would wait l
 for its first token than its deadline allows (by the moving figure) keeps its valid
 local answer instead of queueing.
 
+The cluster's own signal (`cluster`, a reading of vLLM's /metrics, polled while
+escalating) moves the same lift without waiting for this client's answers: a queue on
+the cluster (or a full KV cache) raises it at once, by more steps the deeper the queue
+is against the running batch; an idle cluster takes it off at once, and the moving
+first-token time back to the target, instead of a half-life. `Pressure.source` says
+which signal moved the bar last (hover card, `status`).
+
 The escalation budget is separate: at most `share` of the completions of the last
 `window_s` seconds escalate; near the cap, only the candidates most likely to help go out
 (syntax-invalid, or confidence among the lowest `share` of recent ones).
@@ -32,7 +39,8 @@ import attrs
 
 from ..vocab.kinds import Reason
 
-State = Literal["ok", "slow", "shedding", "down"]
+State = Literal["ok", "slow", "queued", "shedding", "down"]
+Source = Literal["answers", "cluster metrics"]  # which signal moved the bar last
 
 
 @attrs.frozen(kw_only=True)
@@ -47,6 +55,10 @@ class Limits:
     default_retry_s: float = 5.0  # a 429/503 without Retry-After holds this long, at first
     max_hold_s: float = 120.0  # consecutive failures double the hold up to this
     relief: float = 1.0  # an answer in time takes this share of a step off the lift
+    queue_busy: float = 3.0  # requests waiting on the cluster that count as a queue
+    kv_busy: float = 0.95  # KV-cache usage at which the cluster counts as full
+    kv_idle: float = 0.8  # below it (and no queue) the cluster counts as idle
+    max_queue_steps: float = 3.0  # steps a single reading of a deep queue adds at most
 
 
 @attrs.frozen(kw_only=True)
@@ -58,6 +70,7 @@ class Pressure:
     hold_until: float  # no escalation before this instant (Retry-After, connection loss)
     why: str
     ttft_s: float | None  # the moving first-token time
+    source: Source = "answers"  # which signal moved the bar last
 
     def can_escalate(self, now: float, deadline: float | None = None) -> bool:
         """False while the cluster said "not now", or when the moving first-token time
@@ -82,6 +95,11 @@ class Backpressure:
         self._why = "cluster answering in time"
         self._state: State = "ok"
         self._failures = 0  # in a row, without an answer between them
+        # The cluster's own signal (its /metrics), apart from the answers' lift.
+        self._clift = 0.0
+        self._clift_at = 0.0
+        self._cwhy = ""
+        self._explained = False  # the last congestion sign came while a queue showed
 
     def _decay(self, now: float) -> None:
         lim = self.limits
@@ -100,6 +118,43 @@ class Backpressure:
         self._lift = min(self.limits.max_lift, self._lift + self.limits.step)
         self._last_signal = self._decayed_at = now
         self._state, self._why = state, why
+        # A congestion sign while the cluster reports a queue: the queue explains it.
+        self._explained = self._cluster_now(now) > 0
+
+    def _cluster_now(self, now: float) -> float:
+        """The cluster signal's lift, halving every `recover_s` since its last reading
+        (readings come only while this client escalates)."""
+        lift = self._clift * float(0.5 ** (max(0.0, now - self._clift_at) / self.limits.recover_s))
+        return 0.0 if lift < self.limits.step / 8 else lift
+
+    def cluster(
+        self, now: float, waiting: float, running: float, kv_usage: float | None, where: str
+    ) -> None:
+        """A reading of the cluster's own load (`where`: the metrics URL it came from).
+        Its lift is kept apart from the answers' and the larger of the two applies: both
+        see the same congestion, so they do not add up."""
+        lim = self.limits
+        kv = "" if kv_usage is None else f", KV cache {100 * kv_usage:.0f}% used"
+        seen = f"{waiting:.0f} waiting, {running:.0f} running{kv} ({where})"
+        if waiting >= lim.queue_busy or (kv_usage is not None and kv_usage >= lim.kv_busy):
+            # A request joining a queue as deep as the running batch waits about one
+            # whole answer for a slot: that is the deadline gone, so raise the bar by
+            # several steps at once rather than one a poll.
+            steps = min(lim.max_queue_steps, 1.0 + waiting / max(1.0, running))
+            self._clift = min(lim.max_lift, self._cluster_now(now) + steps * lim.step)
+            self._cwhy = f"cluster queue: {seen}"
+        elif waiting == 0 and (kv_usage is None or kv_usage < lim.kv_idle):
+            # Idle: the cluster's lift goes at once (no half-life to wait for), and so do
+            # the slow answers its queue explained. Slow answers from a cluster without
+            # a queue (a slow network, a long prefill) stay the answers' own business.
+            was = self._cluster_now(now) > 0 or self._explained
+            self._clift = 0.0
+            if self._explained:
+                self._lift, self._explained = 0.0, False
+                if self._ttft is not None and self._ttft > lim.ttft_target_s:
+                    self._ttft, self._ttft_at = lim.ttft_target_s, now
+            self._cwhy = f"cluster idle: {seen}" if was or self._cwhy else ""
+        self._clift_at = now
 
     def answered(self, now: float, ttft_s: float) -> None:
         """A remote answer started after `ttft_s` seconds."""
@@ -164,12 +219,21 @@ class Backpressure:
         self._decay(now)
         if self._lift == 0.0 and now >= self._hold_until:
             self._state, self._why = "ok", "cluster answering in time"
+        state, why, lift = self._state, self._why, self._lift
+        source: Source = "answers"
+        clift = self._cluster_now(now)
+        if now >= self._hold_until and (clift > lift or (self._cwhy and lift == 0.0)):
+            # The cluster's own word moved the bar last (up, or down when idle).
+            why, source = self._cwhy, "cluster metrics"
+            state = "queued" if clift > 0 else "ok"
+        lift = max(lift, clift)
         return Pressure(
-            state=self._state,
-            lift=round(self._lift, 4),
+            state=state,
+            lift=round(lift, 4),
             hold_until=self._hold_until,
-            why=self._why,
+            why=why,
             ttft_s=self._ttft_now(now),
+            source=source,
         )
 
 

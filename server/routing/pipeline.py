@@ -24,7 +24,7 @@ from synconfroute.clients.types import Backend
 from ..settings.config import PrivacySettings, Settings
 from ..vocab.record import Problem, RouteDecision
 from ..workspace import egress, prompt_split
-from . import router, sequence
+from . import affinity, router, sequence
 from .backends import Tiers
 from .backpressure import Backpressure, EscalationBudget, Limits, Pressure, load_hold
 from .cache import CompletionCache
@@ -70,6 +70,14 @@ def remote_access(
     return "ok"
 
 
+def _cache_key(ctx: CompletionContext, models: tuple[str | None, str | None], rules: Rules) -> str:
+    key = f"{models[0]}|{models[1]}|{rules.policy}"
+    if ctx.crossfile or ctx.recent_edits:  # other context, other prompt
+        edits = tuple((c.path, c.text) for c in ctx.recent_edits)
+        key += f"|{hash((ctx.crossfile, edits))}"
+    return key
+
+
 def build_pipeline(settings: Settings, tiers: Tiers) -> Pipeline:
     """A pipeline for `settings` over its tiers, with the gate the settings ask for."""
     return Pipeline(settings, tiers.local, tiers.remote, make_gate(settings.routing))
@@ -112,6 +120,7 @@ class Pipeline:
         r = settings.routing
         self.load = Backpressure(Limits(max_lift=r.max_lift, ttft_target_s=r.ttft_target_ms / 1000))
         self.budget = EscalationBudget(r.escalation_budget, r.budget_window_s)
+        self._load_read = -float("inf")  # when the last cluster reading fed was taken
 
     def pressure(self) -> Pressure | None:
         """The cluster's state now, or None with backpressure off or no remote tier."""
@@ -129,6 +138,7 @@ class Pipeline:
             "why": p.why if p else "",
             "lift": p.lift if p else 0.0,
             "first_token_ms": None if p is None or p.ttft_s is None else round(1000 * p.ttft_s),
+            "moved_by": p.source if p else "",
             "escalated_share": round(self.budget.used(self._clock()), 3),
             "escalation_budget": self.budget.share,
         }
@@ -237,10 +247,7 @@ class Pipeline:
             self.local.model if self.local else None,
             self.remote.model if self.remote and access == "ok" else None,
         )
-        cache_key = f"{models[0]}|{models[1]}|{rules.policy}"
-        if ctx.crossfile or ctx.recent_edits:  # other context, other prompt
-            edits = tuple((c.path, c.text) for c in ctx.recent_edits)
-            cache_key += f"|{hash((ctx.crossfile, edits))}"
+        cache_key = _cache_key(ctx, models, rules)
         hit = self.cache.get(cache_key, ctx.prefix, ctx.suffix)
         if hit is not None:
             total_ms = (self._clock() - t0) * 1000
@@ -284,8 +291,22 @@ class Pipeline:
         """Gate: the local text judged (and trimmed to whole lines the gate accepts)."""
         return await gate_local(self._gating(req), req.ctx, local, ev, req.multiline)
 
+    def _read_cluster(self, ctx: CompletionContext) -> None:
+        """Feed the cluster's own load signal, only while escalating: the remote client's
+        latest reading of its metrics (it refreshes them in the background, never
+        waited for) for the replica this workspace escalates to."""
+        read = getattr(self.remote, "cluster_load", None)
+        if read is None or not self.settings.routing.backpressure:
+            return
+        now = self._clock()
+        load = read(now, affinity.workspace_key(ctx.path, ctx.roots))
+        if load is not None and load.at > self._load_read:
+            self._load_read = load.at
+            self.load.cluster(now, load.waiting, load.running, load.kv_usage, load.url)
+
     def _hold(self, req: Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None:
         """Why this escalation stays home under load; None: it goes out."""
+        self._read_cluster(req.ctx)
         now = self._clock()
         invalid = ev.syntax == "invalid"
         return load_hold(
@@ -308,7 +329,7 @@ class Pipeline:
         p = self.pressure()
         if p is None:
             return ""
-        return f"{p.why}; escalation bar {p.lift:.2f} below the threshold"
+        return f"{p.why}; escalation bar {p.lift:.2f} below the threshold (moved by {p.source})"
 
     def _may_escalate_broken(self, req: Req) -> bool:
         p = self.pressure()

@@ -25,9 +25,8 @@ from synconfroute.clients.plan import PromptPlan
 from synconfroute.clients.types import Backend, CompletionRequest
 
 from ..settings.config import Settings
-from ..vocab.positions import cap_window
 from ..workspace import egress, privacy, prompt_split
-from . import kv_window, time_budget
+from . import affinity, kv_window, time_budget
 from .request import CompletionContext
 from .steps import ContextNote
 from .text_rules import request_stops, wants_multiline
@@ -87,10 +86,11 @@ def context_allowed(ctx: CompletionContext, tier: str, settings: Settings) -> Ca
 def _window(
     ctx: CompletionContext, tier: str, chars: int, local: Backend | None
 ) -> tuple[str, str]:
-    """The prefix and suffix `tier` sees: the local window's start on a line grid (its
-    KV cache survives typing), no suffix for a local model that only sees the prefix."""
+    """The prefix and suffix `tier` sees: the window's start on a line grid, so the
+    local KV cache and the cluster's prefix cache survive the cursor moving on; no
+    suffix for a local model that only sees the prefix."""
     if tier != "local":
-        return cap_window(ctx.prefix, ctx.suffix, chars)
+        return time_budget.anchored_window(ctx.prefix, ctx.suffix, chars)
     prefix_only = getattr(local, "prompt_mode", None) == "prefix-only"
     return time_budget.anchored_window(ctx.prefix, ctx.suffix, chars, prefix_only=prefix_only)
 
@@ -143,6 +143,7 @@ def _request(
         single_line=single_line,
         max_predict_s=budget.max_predict_s if budget is not None and capped else None,
         priority=s.remote.request_priority(invoked=ctx.invoked) if tier == "remote" else None,
+        affinity=affinity.workspace_key(ctx.path, ctx.roots) if tier == "remote" else "",
         plan=egress.make_plan(
             tier,
             ctx.path,

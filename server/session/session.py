@@ -53,6 +53,7 @@ from ..workspace.workspace_index import WorkspaceIndex
 from .context_builder import ContextBuilder
 from .prefill import Prefiller, rest_after
 from .tracker import RequestTracker, Ticket
+from .where import completion_off
 
 __all__ = ["Completed", "DocState", "DocumentNotOpen", "Edit", "Session", "path_of", "uri_key"]
 
@@ -100,6 +101,7 @@ class Session:
         self._settings_gen = 0  # bumps when the pipeline must be rebuilt
         self._retiring: set[Pipeline] = set()  # replaced, closed once their requests end
         self._troubles: set[str] = set()
+        self._remote_problem: str | None = None  # the last, until the remote answers again
         self._workspace_applied = asyncio.Event()
         self._closing: set[asyncio.Future[None]] = set()
         self.local_choice = ""
@@ -321,6 +323,8 @@ class Session:
             offset = st.text.offset(line, character)
         except PositionOutOfRange:
             return  # the document changed since: the next rest tells where
+        if completion_off(st, offset, settings) is not None:
+            return  # no completion wanted here: the local model is not asked either
         snapshot = st.text.text, st.text.version
         window = self.context.window(st, offset, settings)
         ctx = self.context.build(
@@ -389,6 +393,10 @@ class Session:
         ticket = self.tracker.begin(st)
         if ticket.dismissed is not None:
             self._resolve(ticket.dismissed, accepted=False)
+        if (off := completion_off(st, offset, settings)) is not None:
+            # Before any model is asked; the ticket supersedes requests still running.
+            log.debug("no completion at %s:%d:%d: %s", key, line, character, off)
+            return None
         settled: asyncio.Future[bool] | None = None
         if not invoked:
             wait = self.tracker.debounce(st, ticket, self.debounce_s(st))
@@ -444,8 +452,12 @@ class Session:
                 self._show("error" if f.tier == "local" else "warning", f"{f.tier}: {f.error}")
         if not any(f.tier == "local" for f in rec.failures) and rec.local_tokens:
             self._troubles = {k for k in self._troubles if not k.startswith("local:")}
+        for f in rec.failures:
+            if f.tier == "remote" and isinstance(f.error, _TROUBLE):
+                self._remote_problem = str(f.error)
         if rec.route == "remote":
             self._troubles = {k for k in self._troubles if not k.startswith("remote:")}
+            self._remote_problem = None
 
     # -- hover, commands ------------------------------------------------------
     def hover(self, uri: str, line: int) -> str | None:
@@ -491,6 +503,20 @@ class Session:
             self._worker_status(),
             self._cluster_status(),
         )
+
+    def deployment_status(self) -> dict[str, Any]:
+        """What `status` adds for an organisation's deployment: the policy and the keys
+        it set, and the remote tier's last connection problem (a TLS handshake, a proxy),
+        with `lines` in words."""
+        pol = self.settings_state.policy
+        policy = {"path": str(pol.path), "sets": sorted(pol.values)} if pol else None
+        problem = self._remote_problem
+        lines = []
+        if policy is not None:
+            lines.append(f"policy {policy['path']} sets {', '.join(policy['sets']) or 'nothing'}")
+        if problem is not None:
+            lines.append(f"remote problem: {problem}")
+        return {"managed_policy": policy, "remote_problem": problem, "lines": lines}
 
     def _cluster_status(self) -> dict[str, object] | None:
         return self._pipeline.load_status() if self._pipeline is not None else None

@@ -11,9 +11,11 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 import reprlib
 import tomllib
 import typing
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +24,8 @@ import attrs
 import cattrs
 import platformdirs
 
+from synconfroute.clients.urls import has_userinfo, mask_url
+
 from ..vocab.kinds import GateMode, Policy, Semantic
 
 APP = "synconfroute"
@@ -29,9 +33,17 @@ ENV_PREFIX = "SYNCONFROUTE_"
 CONFIG_ENV = "SYNCONFROUTE_CONFIG"
 
 
-def _doc(default: Any, doc: str, *, lo: float | None = None, hi: float | None = None) -> Any:
-    """An attrs field with its documentation and optional numeric bounds."""
-    kw: dict[str, Any] = {"metadata": {"doc": doc, "lo": lo, "hi": hi}}
+def _doc(
+    default: Any,
+    doc: str,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    check: Callable[[Any], None] | None = None,
+) -> Any:
+    """An attrs field with its documentation, optional numeric bounds and an optional
+    `check` of its value (raises ValueError saying what is wrong)."""
+    kw: dict[str, Any] = {"metadata": {"doc": doc, "lo": lo, "hi": hi, "check": check}}
     if isinstance(default, list | dict):
         kw["factory"] = lambda: type(default)(default)
     else:
@@ -42,9 +54,24 @@ def _doc(default: Any, doc: str, *, lo: float | None = None, hi: float | None = 
 # How far below the editor's completions background work ranks (`remote.priority`).
 BACKGROUND_PRIORITY_STEP = 10
 
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]*")
+
+
+def _header_name(value: str) -> None:
+    if not _TOKEN.fullmatch(value):
+        raise ValueError(f"not an HTTP header name: {_brief(value)}")
+
+
+def _metrics_url(value: str) -> None:
+    if value not in ("", "off") and not value.startswith(("http://", "https://")):
+        raise ValueError(f'expected "", "off" or an http(s) URL, got {_brief(value)}')
+
+
 LocalBackendKind = Literal["auto", "ollama", "openai", "embedded"]
 RemoteBackendKind = Literal["openai", "none"]
 MissingLogprobs = Literal["escalate", "trust"]
+# Where `completion.disabled_in` may turn completions off (server/syntax/cursor_scope.py).
+CURSOR_SCOPES = ("comment", "string")
 
 
 @attrs.define
@@ -160,12 +187,72 @@ class RemoteSettings:
         "Base URL ending in /v1, e.g. `http://gpu-cluster:8000/v1`. Empty (and no "
         "`urls`) = no remote tier: nothing ever leaves the machine.",
     )
-    urls: list[str] = _doc([], "Several base URLs, tried in order (failover).")
+    allowed_urls: list[str] = _doc(
+        [],
+        "Where code may go: `url` and `urls` must lie under one of these (same scheme, "
+        "host and port, the path or below it); one outside is refused and no remote tier "
+        "is used. Empty: anywhere. Meant for the organisation's policy file "
+        "(docs/deploy.md), which makes it binding.",
+    )
+    urls: list[str] = _doc(
+        [],
+        "Several base URLs (replicas without a balancer): each workspace (a hash of user and "
+        "repository root) keeps to one of them, chosen by rendezvous hashing, so its prefix "
+        "cache stays warm and workspaces spread over all; on a failure it moves to the next "
+        "in its own order.",
+    )
+    session_header: str = _doc(
+        "",
+        "With a balancer in front: send the workspace's affinity key (a hash that names "
+        "neither user nor repository) in this header, e.g. `x-user-id` for the vLLM "
+        "production-stack router's session affinity. Empty: no header.",
+        check=_header_name,
+    )
+    metrics_url: str = _doc(
+        "",
+        "Where the cluster's load is read while escalating (Prometheus text: "
+        "`vllm:num_requests_waiting`, `vllm:num_requests_running`, KV-cache usage), at "
+        "most every 2 s, in the background (a gateway's equivalent URL, or `off`). Empty: "
+        "each replica's own `/metrics` when its URL is a vLLM server's root `/v1`, else "
+        "none. The poll carries no code and no key.",
+        check=_metrics_url,
+    )
     model: str = _doc("", "Model id served by the cluster, e.g. Qwen/Qwen2.5-Coder-32B-Instruct.")
     api_key_env: str = _doc(
         "SYNCONFROUTE_REMOTE_API_KEY",
         "NAME of the environment variable that holds the API key (the key itself "
         "never goes in a settings file).",
+    )
+    ca_file: str = _doc(
+        "",
+        "A PEM file of CA certificates to trust for the cluster, besides the operating "
+        "system's trust store (which is always used): for a private CA. A certificate the "
+        "cluster shows that neither trusts fails the handshake: the completion stays "
+        "local, the hover card, `status` and `doctor` say why; nothing is retried in "
+        "plain text.",
+    )
+    client_cert: str = _doc(
+        "",
+        "Mutual TLS: a PEM file with the client certificate this machine shows the cluster "
+        "(and its chain); with `client_key`, unless the key is in the same file.",
+    )
+    client_key: str = _doc(
+        "", "Mutual TLS: the PEM file of `client_cert`'s private key (unencrypted)."
+    )
+    proxy: str = _doc(
+        "",
+        "Proxy for requests to the cluster: `http://host:port` (https requests go through "
+        "it with CONNECT) or `https://...`; `none` = no proxy. Empty = the environment's "
+        "`HTTPS_PROXY` / `HTTP_PROXY`, minus the hosts in `NO_PROXY`. The local tier never "
+        "uses a proxy. `doctor` shows the proxy a request to each cluster URL takes.",
+    )
+    headers: dict[str, str] = _doc(
+        {},
+        "Static headers sent with every request to the cluster, e.g. for a gateway such "
+        'as LiteLLM: `{ "x-litellm-team" = "ml", "x-api-key" = "${TEAM_KEY}" }`. A value '
+        "`${NAME}` (or `$NAME`) is read from that environment variable; such values, and "
+        "those of headers named like credentials, are masked in every log and message as "
+        "the API key is.",
     )
     template: str = _doc(
         "",
@@ -406,6 +493,21 @@ class CompletionSettings:
         "within the context budget (local tier; the remote tier only with "
         "`remote.send_context`, and never from private files).",
     )
+    disabled_in: list[str] = _doc(
+        [],
+        "No completion where the cursor is inside one of these, judged from the tree-sitter "
+        "node at the cursor: `comment`, `string` (a docstring is a string; an f-string's "
+        "`{...}` is code). Nothing is asked of any model there (the local one included). "
+        "A workspace may add to it.",
+    )
+    languages: list[str] = _doc(
+        [],
+        "Complete only in these languages (empty: in every language). Names as the syntax "
+        "gate knows them (`python`, `java`, `c`, `cpp`, `javascript`, `typescript`, `tsx`, "
+        "`go`, `rust`) or the editor's languageId (`typescriptreact`, `c++`); a document "
+        "whose language is unknown gets no completion when the list is set. A workspace "
+        "may narrow it.",
+    )
     index_max_files: int = _doc(
         20000, "Workspace index: most files indexed (the rest are skipped).", lo=0
     )
@@ -501,6 +603,7 @@ class Loaded:
     issues: tuple[SettingsIssue, ...]
     config_path: Path
     config_found: bool
+    policy: ManagedPolicy | None = None  # the organisation's, when one is installed
 
 
 _converter = cattrs.Converter()
@@ -544,6 +647,12 @@ def _coerce(value: Any, hint: Any, from_env: bool) -> Any:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"expected a list of strings, got {_brief(value)}")
         return list(value)
+    if typing.get_origin(hint) is dict and typing.get_args(hint)[1] is str:
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise ValueError(f"expected a table of strings, got {_brief(value)}")
+        return dict(value)
     if typing.get_origin(hint) is dict:
         if not isinstance(value, Mapping):
             raise ValueError(f"expected a table, got {_brief(value)}")
@@ -596,6 +705,8 @@ def _number(value: Any, hint: Any, from_env: bool) -> int | float:
 
 
 def _check_bounds(field: attrs.Attribute[Any], value: Any) -> None:
+    if (check := field.metadata.get("check")) is not None:
+        check(value)
     lo, hi = field.metadata.get("lo"), field.metadata.get("hi")
     for name, v in value.items() if isinstance(value, dict) else [(None, value)]:
         where = "" if name is None else f"{name!r}: "
@@ -640,6 +751,8 @@ def _apply(
             try:
                 coerced = _coerce(value, hints[key], from_env)
                 _check_bounds(fields[key], coerced)
+                if (check := VALUE_CHECKS.get(dotted)) is not None:
+                    check(coerced)
             except ValueError as exc:
                 default = getattr(getattr(Settings(), section_name), key)
                 if privacy_affecting(dotted):
@@ -651,6 +764,32 @@ def _apply(
 
 
 CLOSED = "; nothing leaves this machine (local-only) until it is fixed"
+
+
+def _no_credentials_in_urls(value: Any) -> None:
+    """A URL with a user name or password is refused: httpx would log it on every
+    request and send Basic auth in place of our Bearer key (issue 34, item 7)."""
+    for url in [value] if isinstance(value, str) else value:
+        if has_userinfo(url):
+            raise ValueError(
+                f"{mask_url(url)}: a user name or password in the URL is refused (it would "
+                "be logged and sent as Basic auth); put the API key in the environment "
+                "variable that remote.api_key_env names"
+            )
+
+
+def _scopes(value: Any) -> None:
+    bad = [v for v in value if v not in CURSOR_SCOPES]
+    if bad:
+        raise ValueError(f"expected some of {', '.join(CURSOR_SCOPES)}, got {_brief(bad)}")
+
+
+# Checks beyond type and bounds, by key (a failing one raises ValueError with the why).
+VALUE_CHECKS: dict[str, Callable[[Any], None]] = {
+    "remote.url": _no_credentials_in_urls,
+    "remote.urls": _no_credentials_in_urls,
+    "completion.disabled_in": _scopes,
+}
 
 
 def privacy_affecting(key: str) -> bool:
@@ -706,9 +845,12 @@ def load(
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Loaded:
-    """Settings from defaults < TOML file < environment < `overrides` (LSP options)."""
-    settings = Settings()
-    issues: list[SettingsIssue] = []
+    """Settings from defaults < the organisation's policy < TOML file < environment <
+    `overrides` (LSP options); the policy binds all of them (the managed policy, below)."""
+    env = os.environ if environ is None else environ
+    pol = load_policy(env)
+    settings = _converter.structure(_converter.unstructure(pol.settings), Settings)
+    issues: list[SettingsIssue] = list(pol.issues)
     path = path or default_config_path()
     found = path.is_file()
     if found:
@@ -722,21 +864,26 @@ def load(
             issues.append(SettingsIssue(str(path), "(file)", why, True))
         else:
             _apply(settings, data, str(path), issues)
-    env = os.environ if environ is None else environ
     _apply(settings, env_settings(env), "environment", issues, from_env=True)
     if overrides:
         _apply(settings, overrides, "editor settings", issues)
+    issues += bind(pol if pol.found else None, settings)
     fail_closed(settings, issues)
-    return Loaded(settings, tuple(issues), path, found)
+    return Loaded(settings, tuple(issues), path, found, pol if pol.found else None)
 
 
 def merge(
-    base: Settings, overrides: Mapping[str, Any], source: str = "editor settings"
+    base: Settings,
+    overrides: Mapping[str, Any],
+    source: str = "editor settings",
+    policy: ManagedPolicy | None = None,
 ) -> tuple[Settings, list[SettingsIssue]]:
-    """A copy of `base` with LSP-side overrides applied (bad values reported, skipped)."""
+    """A copy of `base` with LSP-side overrides applied (bad values reported, skipped),
+    held within `policy` (and `remote.allowed_urls`)."""
     copy = _converter.structure(_converter.unstructure(base), Settings)
     issues: list[SettingsIssue] = []
     _apply(copy, overrides, source, issues)
+    issues += bind(policy, copy)
     fail_closed(copy, issues)
     return copy, issues
 
@@ -776,6 +923,12 @@ def _thresholds(u: Settings, w: Settings) -> bool:
     return all(w.routing.threshold_for(m) <= u.routing.threshold_for(m) for m in models)
 
 
+def _languages_subset(u: Any, w: Any) -> bool:
+    """An allow-list: empty is every language, so a workspace list must be non-empty and
+    within the user's (any, when the user's is empty)."""
+    return (bool(w) and (not u or set(w) <= set(u))) or (not w and not u)
+
+
 def _size_limit(u: Any, w: Any) -> bool:
     big = {0: math.inf}  # 0: no size limit
     return bool(big.get(w, w) >= big.get(u, u))
@@ -806,6 +959,8 @@ TIGHTEN_ONLY: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
     "completion.recent_edits": (_off_or_same(False), "turn it off"),
     "remote.send_context": (_off_or_same(False), "turn it off"),
     "completion.context_lines": (_at_most, "lower it"),
+    "completion.disabled_in": (lambda u, w: True, "add places (yours stay)"),
+    "completion.languages": (_languages_subset, "narrow it (an empty list is every language)"),
 }
 TIGHTEN_ONLY_KEYS = tuple(TIGHTEN_ONLY)
 
@@ -854,6 +1009,9 @@ def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
     # Patterns add up: a workspace may add files to keep, never take yours away.
     extra = [p for p in ws.privacy.never_send if p not in user.privacy.never_send]
     ws.privacy.never_send = [*user.privacy.never_send, *extra]
+    # So do the places where completions are off.
+    more = [p for p in ws.completion.disabled_in if p not in user.completion.disabled_in]
+    ws.completion.disabled_in = [*user.completion.disabled_in, *more]
     for key, *_ in documented_fields():
         section, name = key.split(".")
         u, w = getattr(getattr(user, section), name), getattr(getattr(ws, section), name)
@@ -899,7 +1057,9 @@ def settings_markdown() -> str:
         "",
         "Generated by `synconfroute settings --markdown` from `server/settings/config.py`.",
         "",
-        "Sources, later ones win: defaults; the TOML file "
+        "Sources, later ones win: defaults; the organisation's managed policy "
+        "(`SYNCONFROUTE_POLICY`, else `/etc/synconfroute/policy.toml`: it binds every "
+        "source after it, see docs/deploy.md); the TOML file "
         f"(`{CONFIG_ENV}`, else `config.toml` in the platform config dir, on Linux "
         "`~/.config/synconfroute/config.toml`); environment variables "
         "`SYNCONFROUTE_<SECTION>_<KEY>` (lists comma-separated); the editor's "
@@ -944,3 +1104,160 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f'"{k}" = {_toml_value(v)}' for k, v in value.items()) + "}"
     return str(value)
+
+
+# -- the organisation's managed policy -----------------------------------------------------
+#
+# The organisation's managed policy: a settings file above the user's, binding them.
+#
+# A platform team installs `/etc/synconfroute/policy.toml` (or points `SYNCONFROUTE_POLICY`
+# at one). It has the settings file's tables and keys, read before the user's settings:
+#
+# - a key that sends less when tightened (the workspace's tighten-only keys:
+#   `privacy.local_only`, `remote.send_context`, `routing.escalation_budget`, the prompt
+#   sizes, ...) is a ceiling: the user may go further in the same direction, never back;
+# - `privacy.never_send` and `completion.disabled_in` add up: the user may add, not remove;
+# - `remote.allowed_urls` says where code may go: a user URL outside it is refused;
+# - any other key it sets is fixed.
+#
+# A refused user value is reported naming the policy file, and the policy's value stays. A
+# policy that cannot be read (bad TOML, an unknown key, a bad value of a privacy key)
+# keeps everything on this machine until it is fixed, as a user file that does not parse.
+
+POLICY_ENV = "SYNCONFROUTE_POLICY"
+DEFAULT_POLICY = Path("/etc/synconfroute/policy.toml")
+# Lists whose entries add up: the policy's stay, the user's are added.
+ADDITIVE = ("privacy.never_send", "completion.disabled_in")
+
+
+@attrs.frozen
+class ManagedPolicy:
+    """What the policy file holds: `values` maps each dotted key it sets to its value;
+    `settings` is the defaults with those values (the user's starting point)."""
+
+    path: Path
+    found: bool
+    values: Mapping[str, Any]
+    settings: Settings
+    issues: tuple[SettingsIssue, ...] = ()
+
+    @property
+    def source(self) -> str:
+        return f"the organisation's policy ({self.path})"
+
+    def sets(self, key: str) -> bool:
+        return key in self.values
+
+
+def policy_path(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    given = env.get(POLICY_ENV, "").strip()
+    return Path(given).expanduser() if given else DEFAULT_POLICY
+
+
+def load_policy(environ: Mapping[str, str] | None = None) -> ManagedPolicy:
+    """The policy at `SYNCONFROUTE_POLICY`, else /etc/synconfroute/policy.toml; none
+    there is no policy. An unreadable one fails closed (local-only)."""
+    path = policy_path(environ)
+    source = f"policy {path}"
+    settings = Settings()
+    issues: list[SettingsIssue] = []
+    try:
+        found = path.is_file()
+        data = tomllib.loads(path.read_text(encoding="utf-8")) if found else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        why = f"cannot read: {exc}{CLOSED}"
+        return ManagedPolicy(
+            path, True, {}, settings, (SettingsIssue(source, "(file)", why, True),)
+        )
+    _apply(settings, data, source, issues)
+    # Any problem in the organisation's file is one the user cannot see around: the
+    # policy's intent is unknown, so nothing leaves until it is fixed.
+    issues = [attrs.evolve(i, fail_closed=True) if not i.fail_closed else i for i in issues]
+    values: dict[str, Any] = {}
+    bad = {i.key for i in issues}
+    for section, table in data.items():
+        if section not in SECTIONS or not isinstance(table, Mapping):
+            continue
+        for key in table:
+            dotted = f"{section}.{key}"
+            if dotted not in bad and hasattr(getattr(settings, section), key):
+                values[dotted] = getattr(getattr(settings, section), key)
+    fail_closed(settings, issues)
+    return ManagedPolicy(path, found, values, settings, tuple(issues))
+
+
+def url_allowed(url: str, allowed: list[str]) -> bool:
+    """Whether `url` lies under one of `allowed` (same scheme, host and port; a path
+    that is the allowed one or below it)."""
+    try:
+        u = urllib.parse.urlsplit(url.strip())
+    except ValueError:
+        return False
+    for prefix in allowed:
+        try:
+            p = urllib.parse.urlsplit(prefix.strip())
+        except ValueError:
+            continue
+        if (u.scheme.lower(), u.netloc.lower()) != (p.scheme.lower(), p.netloc.lower()):
+            continue
+        base = p.path.rstrip("/")
+        if not base or u.path.rstrip("/") == base or u.path.startswith(base + "/"):
+            return True
+    return False
+
+
+def bind(policy: ManagedPolicy | None, s: Settings) -> list[SettingsIssue]:
+    """Hold `s` (in place) within the policy, and its URLs within `remote.allowed_urls`;
+    each value refused is reported once, naming the policy."""
+    issues: list[SettingsIssue] = []
+    if policy is not None:
+        for key, pval in policy.values.items():
+            section, name = key.split(".")
+            cur = getattr(getattr(s, section), name)
+            if key in ADDITIVE:
+                setattr(getattr(s, section), name, [*pval, *(v for v in cur if v not in pval)])
+                if missing := [v for v in pval if v not in cur]:
+                    why = (
+                        f"refused: removing {_toml_value(missing)}: {policy.source} sets them and "
+                        "they stay (yours are added to them)"
+                    )
+                    issues.append(SettingsIssue("settings", key, why))
+                continue
+            if cur == pval:
+                continue
+            rule = TIGHTEN_ONLY.get(key)
+            tighter = rule is not None and rule[0](pval, cur)
+            if tighter and (key != "routing.thresholds" or _thresholds(policy.settings, s)):
+                continue  # tighter than the policy: the user's to choose
+            setattr(getattr(s, section), name, pval)
+            how = f"it may only be tightened ({rule[1]})" if rule else "it is fixed"
+            issues.append(
+                SettingsIssue(
+                    "settings",
+                    key,
+                    f"refused: {policy.source} sets {key} = {_toml_value(pval)} and {how}",
+                )
+            )
+    allowed = s.remote.allowed_urls
+    outside = [u for u in s.remote.all_urls if not url_allowed(u, allowed)] if allowed else []
+    if outside:
+        who = (
+            policy.source
+            if policy is not None and policy.sets("remote.allowed_urls")
+            else "your remote.allowed_urls"
+        )
+        base = policy.settings if policy is not None else Settings()
+        s.remote.url, s.remote.urls = base.remote.url, list(base.remote.urls)
+        if any(not url_allowed(u, allowed) for u in s.remote.all_urls):
+            s.remote.url, s.remote.urls = "", []  # even the policy's own URL is outside
+        shown = ", ".join(mask_url(u) for u in outside)
+        issues.append(
+            SettingsIssue(
+                "settings",
+                "remote.url",
+                f"refused: {shown} is outside remote.allowed_urls set by {who} "
+                f"({', '.join(mask_url(a) for a in allowed)}); code goes nowhere else",
+            )
+        )
+    return issues

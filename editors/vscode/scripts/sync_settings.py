@@ -81,7 +81,8 @@ def _schema(hint: Any, field: attrs.Attribute[Any]) -> dict[str, Any]:
     if typing.get_origin(hint) is list:
         return {"type": "array", "items": {"type": "string"}}
     if typing.get_origin(hint) is dict:
-        return {"type": "object", "additionalProperties": {"type": "number"}}
+        value = "string" if typing.get_args(hint)[1] is str else "number"
+        return {"type": "object", "additionalProperties": {"type": value}}
     kind = {bool: "boolean", int: "integer", float: "number", str: "string"}[hint]
     out: dict[str, Any] = {"type": kind}
     lo, hi = field.metadata.get("lo"), field.metadata.get("hi")

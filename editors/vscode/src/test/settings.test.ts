@@ -78,6 +78,8 @@ test("a workspace may set only the tighten-only keys (scope resource); the rest 
   const tighten = [
     "completion.context",
     "completion.context_lines",
+    "completion.disabled_in",
+    "completion.languages",
     "completion.recent_edits",
     "privacy.local_only",
     "privacy.never_send",

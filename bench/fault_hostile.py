@@ -1,6 +1,8 @@
 """Hostile inputs for the fault suite: garbage on the embedded worker's pipe, a hostile
 ledger (at start-up and while the server runs), NaN and extreme settings pushed through
-didChangeConfiguration.
+didChangeConfiguration, special files in the workspace (FIFOs, a character device, a
+socket, in the index build and in watched-file events), lone surrogates in open
+documents (cross-file context, recent edits), extreme and malformed positions.
 
     .venv/bin/python -m bench.fault_suite --hostile [--requests 6] [--json PATH]
     .venv/bin/python -m bench.fault_hostile [--requests 6]   (the same)
@@ -12,7 +14,9 @@ and what the phase itself did (the worker's protocol errors and restarts, unread
 ledger lines, settings keys named in warnings, tracebacks of the CLI commands).
 
 Hard invariants (exit status 1 when broken): every request answered, no crash, no
-traceback sent to the client or printed by `stats` / `calibrate`.
+traceback sent to the client or printed by `stats` / `calibrate`; `exit` ends the
+server; special files skipped and counted, the regular files all indexed; no error for
+a completion next to a lone surrogate.
 
 The pipe phases need the embedded model (extra `embedded`); they write into the
 worker's real protocol pipe (its write end, opened through /proc) as anything sharing
@@ -27,6 +31,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -70,6 +75,15 @@ HOSTILE_LEDGER = [
     "[" * 100_000 + "]" * 100_000,
     '{"route":"local","id":"d","reasons":' + "[" * 50_000 + "]" * 50_000 + "}",
 ]
+
+# In any message the server writes: a traceback, or pygls' warning about our own marker.
+TRACEBACK_LIKE = (
+    "Traceback (most recent call last)",
+    "Exception Group",
+    "most recent call last",
+    'File \\"',
+    "Unknown message",
+)
 
 # (what the editor pushes, the key a warning must name)
 BAD_SETTINGS: list[tuple[str, str]] = [
@@ -123,7 +137,7 @@ class Client(LspServer):
 
     def _dispatch(self, msg: dict[str, Any]) -> None:
         text = json.dumps(msg)
-        if "Traceback (most recent call last)" in text or 'File \\"' in text:
+        if any(s in text for s in TRACEBACK_LIKE):
             self.client_tracebacks += 1
         if msg.get("method") == "window/showMessage":
             self.shown.append(str(msg["params"].get("message", "")))
@@ -160,6 +174,18 @@ class Client(LspServer):
         elif ((resp.get("result") or {}).get("items") or [{}])[0].get("insertText"):
             row.with_item += 1
 
+    async def ask(self, row: Row, method: str, params: Any, wait_s: float) -> dict[str, Any]:
+        """One request counted in `row`: answered or not, an error or not."""
+        row.requests += 1
+        try:
+            resp = await self.request(method, params, wait_s)
+        except (ServerDied, TimeoutError):
+            return {}
+        row.answered += 1
+        if "error" in resp:
+            row.errors += 1
+        return resp
+
     async def status(self) -> dict[str, Any]:
         params = {"command": "synconfroute.status", "arguments": []}
         resp = await self.request("workspace/executeCommand", params, 30)
@@ -183,8 +209,8 @@ def _config(folder: Path, *, embedded: bool, local_url: str = "", extra: str = "
     return path
 
 
-async def _server(folder: Path, config: Path, row: Row) -> Client:
-    server = Client(config, folder, new_key(), ROOT)
+async def _server(folder: Path, config: Path, row: Row, root: Path = ROOT) -> Client:
+    server = Client(config, folder, new_key(), root)
     row.requests += 1  # initialize
     try:
         await server.start()
@@ -368,6 +394,196 @@ async def settings_phase(args: argparse.Namespace, work: Path, local_url: str) -
     return row
 
 
+def _special_workspace(ws: Path, n: int) -> int:
+    """`n` Python files around FIFOs and a character device (`mknod c 1 5` as root, else
+    a link to /dev/zero); the caller binds a socket there too."""
+    for i in range(n):
+        sub = ws / f"pkg{i % 5}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"m{i:03d}.py").write_text(f"def func_{i}(x):\n    return x + {i}\n")
+    os.mkfifo(ws / "pipe.py")
+    os.mkfifo(ws / "pkg1" / "pipe.py")
+    if os.geteuid() == 0:
+        os.mknod(ws / "zero.py", 0o644 | 0o020000, os.makedev(1, 5))
+    else:
+        (ws / "zero.py").symlink_to("/dev/zero")
+    return n
+
+
+async def _exit_time(server: Client, row: Row, wait_s: float) -> bool:
+    """shutdown, then exit: whether the process ended (it must)."""
+    row.requests += 1
+    try:
+        await server.request("shutdown", None, 10)
+    except (ServerDied, TimeoutError):
+        return False
+    row.answered += 1
+    t0 = time.perf_counter()
+    server.notify("exit", None)
+    assert server.proc is not None
+    try:
+        await asyncio.wait_for(server.proc.wait(), wait_s)
+    except TimeoutError:
+        row.problems.append(f"the server was still running {wait_s:.0f} s after exit")
+        return False
+    row.notes.append(f"exit {time.perf_counter() - t0:.2f} s")
+    return True
+
+
+async def _index_figures(
+    server: Client, row: Row, wait_s: float, special: int | None = None
+) -> dict[str, Any]:
+    """`status` until the index build is done (and `special` files are counted)."""
+    end = time.monotonic() + wait_s
+    figures: dict[str, Any] = {}
+    params = {"command": "synconfroute.status", "arguments": []}
+    while time.monotonic() < end:
+        resp = await server.ask(row, "workspace/executeCommand", params, 30)
+        figures = dict((resp.get("result") or {}).get("workspace") or {})
+        if figures.get("ready") and (special is None or figures.get("special") == special):
+            break
+        await asyncio.sleep(0.2)
+    return figures
+
+
+async def special_files_phase(args: argparse.Namespace, work: Path, local_url: str) -> Row:
+    """A workspace with FIFOs, a device and a socket: the index build goes past them,
+    watched-file events naming them are skipped, `status` counts them, `exit` ends."""
+    row = Row("special-files")
+    folder = work / "special"
+    ws = folder / "ws"
+    regular = _special_workspace(ws, 50)
+    extra = '[completion]\ncontext = "workspace"\n'
+    config = _config(folder, embedded=False, local_url=local_url, extra=extra)
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(ws / "sock.py"))
+        server = await _server(folder, config, row, ws)
+        exited = False
+        try:
+            for n in range(args.requests):
+                await server.complete(row, n, 4 + args.grace_s)
+            await _index_figures(server, row, 60)
+            late = ws / "late_pipe.py"
+            os.mkfifo(late)
+            events = [
+                {"uri": p.as_uri(), "type": 2}
+                for p in (late, ws / "pipe.py", ws / "zero.py", ws / "sock.py")
+            ]
+            server.notify("workspace/didChangeWatchedFiles", {"changes": events})
+            for n in range(args.requests):
+                await server.complete(row, 100 + n, 4 + args.grace_s)
+            figures = await _index_figures(server, row, 60, special=5)
+            indexed = int(figures.get("files", 0))
+            row.notes.append(f"indexed {indexed}/{regular}, special {figures.get('special')}/5")
+            if indexed < regular or figures.get("special") != 5:
+                row.problems.append(f"index figures {figures}")
+            row.client_tracebacks += server.client_tracebacks
+            exited = await _exit_time(server, row, 30)
+        finally:
+            if exited:
+                await server.stop()
+            else:
+                await _finish(server, row)
+    return row
+
+
+# Definitions holding lone surrogates (a comment: the index keeps it with the function).
+SURROGATE_DEFS = "def make_widget(size):\n    # \ud800 label \udfff\n    return size\n"
+
+
+async def surrogates_phase(args: argparse.Namespace, work: Path, local_url: str) -> Row:
+    """Lone surrogates in another open document (cross-file context, recent edits) and
+    in the completed one: completions answer without an error."""
+    row = Row("lone-surrogates")
+    folder = work / "surrogates"
+    folder.mkdir()
+    extra = '[completion]\ncontext = "workspace"\nrecent_edits = true\n'
+    config = _config(folder, embedded=False, local_url=local_url, extra=extra)
+    server = await _server(folder, config, row, folder)
+    try:
+        other = (folder / "widgets.py").as_uri()
+        doc = {"uri": other, "languageId": "python", "version": 1, "text": SURROGATE_DEFS}
+        server.notify("textDocument/didOpen", {"textDocument": doc})
+        for n in range(args.requests):
+            at = {"line": 2, "character": 4}
+            change = {"range": {"start": at, "end": at}, "text": f"v{n} = '\udc80\ud800'\n    "}
+            ident = {"uri": other, "version": 2 + n}
+            server.notify(
+                "textDocument/didChange", {"textDocument": ident, "contentChanges": [change]}
+            )
+            await server.complete(row, n, 4 + args.grace_s)
+        server.version += 1  # and in the completed document itself, before the cursor
+        ident = {"uri": DOC, "version": server.version}
+        whole = {"text": "w = make_widget('\ud800')\nx = \n"}
+        server.notify("textDocument/didChange", {"textDocument": ident, "contentChanges": [whole]})
+        await server.ask(row, "textDocument/inlineCompletion", _at(1, 4), 4 + args.grace_s)
+    finally:
+        await _finish(server, row)
+    if row.errors:
+        row.problems.append(f"{row.errors} completions failed next to a lone surrogate")
+    return row
+
+
+def _at(line: Any, character: Any) -> dict[str, Any]:
+    return {
+        "textDocument": {"uri": DOC},
+        "position": {"line": line, "character": character},
+        "context": {"triggerKind": 1},
+    }
+
+
+EXTREME_POSITIONS: list[Any] = [
+    _at(-1, 0),
+    _at(0, -1),
+    _at(2**31, 0),
+    _at(0, 2**31),
+    _at(2**63, 2**63),
+    _at(-(2**63), 0),
+    _at(1, 10**6),
+    _at(0.5, 0),
+    _at("1", "2"),
+    _at(None, 0),
+    {"textDocument": {"uri": DOC}},
+    {"textDocument": {"uri": DOC}, "position": [1, 2]},
+    [1, 2],
+    "x",
+]
+
+
+async def positions_phase(args: argparse.Namespace, work: Path, local_url: str) -> Row:
+    """Extreme and malformed positions in requests (each answered: -32602 where it is
+    not in the document) and in didChange ranges (clamped); completions at good
+    positions work after them."""
+    row = Row("extreme-positions")
+    folder = work / "positions"
+    folder.mkdir()
+    server = await _server(folder, _config(folder, embedded=False, local_url=local_url), row)
+    try:
+        await server.complete(row, 0, 4 + args.grace_s)  # opens the document
+        for params in EXTREME_POSITIONS:
+            await server.ask(row, "textDocument/inlineCompletion", params, 10)
+            await server.ask(row, "textDocument/hover", params, 10)
+        big = {"line": 2**31, "character": -(2**31)}
+        ranges = [
+            {"start": {"line": -5, "character": 2**31}, "end": big},
+            {"start": big, "end": big},
+        ]
+        for rng in ranges:
+            server.version += 1
+            ident = {"uri": DOC, "version": server.version}
+            edit = {"range": rng, "text": "y"}
+            server.notify(
+                "textDocument/didChange", {"textDocument": ident, "contentChanges": [edit]}
+            )
+        server.notify("synconfroute/cursor", {"textDocument": {"uri": DOC}, "position": big})
+        for n in range(args.requests):
+            await server.complete(row, 10 + n, 4 + args.grace_s)
+    finally:
+        await _finish(server, row)
+    row.notes.append(f"{len(EXTREME_POSITIONS) * 2} bad-position requests")
+    return row
+
+
 async def run(args: argparse.Namespace) -> list[Row]:
     with (
         tempfile.TemporaryDirectory(prefix="synconfroute-hostile-") as tmp,
@@ -378,6 +594,9 @@ async def run(args: argparse.Namespace) -> list[Row]:
         rows = await pipe_phases(args, work)
         rows += await ledger_phases(args, work, local.url)
         rows.append(await settings_phase(args, work, local.url))
+        rows.append(await special_files_phase(args, work, local.url))
+        rows.append(await surrogates_phase(args, work, local.url))
+        rows.append(await positions_phase(args, work, local.url))
         return rows
 
 
@@ -397,6 +616,12 @@ def main(args: argparse.Namespace) -> int:
     """`fault_suite --hostile`: the phases above; exit status 1 when an invariant broke."""
     rows = asyncio.run(run(args))
     print_rows(rows)
+    answered, asked = sum(r.answered for r in rows), sum(r.requests for r in rows)
+    crashed, shown = sum(r.crashes for r in rows), sum(r.client_tracebacks for r in rows)
+    print(
+        f"\ntotal: {asked} requests, {answered} answered, {crashed} crashed, "
+        f"{shown} tracebacks to the client"
+    )
     problems = [f"{r.phase}: {p}" for r in rows for p in r.hard_failures()]
     if args.json:
         payload = {"hostile": [attrs.asdict(r) for r in rows], "problems": problems}

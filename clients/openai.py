@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 import httpx
 
-from . import templates
+from . import _verify, templates
 from ._backoff import Backoff, kind_of_status, retry_after
 from ._status import Failure, failure_of, status_error
 from ._stream import Sent, TokenCap, TokenStops, complete_streamed, next_before, within
@@ -220,6 +220,9 @@ class OpenAIBackend:
         # The last reading of each metrics URL, and the refresh under way (one at a time).
         self._loads: dict[str, ClusterLoad] = {}
         self._polls: dict[str, asyncio.Task[None]] = {}
+        # Whether the server scores prompts (`echo` + `logprobs`), for verified
+        # escalations: None until asked (once), False once it answered without them.
+        self._verifies: bool | None = None
 
     # -- identity ----------------------------------------------------------
     @property
@@ -368,14 +371,91 @@ class OpenAIBackend:
         return self._generate(request, Sent())
 
     async def complete(self, request: CompletionRequest) -> Completion:
+        if request.draft and self._verifies is not False and self._setup_error is None:
+            return await _verify.complete(self, request)
+        return await self.plain(request)
+
+    async def plain(self, request: CompletionRequest) -> Completion:
+        """An escalation that generates every token (no draft verified)."""
         return await complete_streamed(self._generate, request, backend=BACKEND, model=self._model)
 
+    # -- verified escalation (clients/_verify.py) ----------------------------
+    async def verify_supported(self, request: CompletionRequest) -> bool:
+        """Does the server score prompts? Asked once: vLLM (which has `echo` with
+        `logprobs`) answers POST /tokenize with `count` and `max_model_len`; a server
+        without it (llama.cpp's answers otherwise, the fake not at all) is not asked to
+        verify. No code of the user goes into this probe."""
+        if self._verifies is not None:
+            return self._verifies
+        url = self._order(request.affinity)[0]
+        left = request.remaining()
+        limit = min(self._timeout, 3.0, left if left is not None else 3.0)
+        data = json.dumps({"model": self._model, "prompt": "def"}).encode()
+        headers = {**self._headers(), "Content-Type": "application/json"}
+        req = self._client.build_request(
+            "POST", f"{_root(url)}/tokenize", content=data, headers=headers
+        )
+        try:
+            # The one send path: only a request whose plan may leave asks anything.
+            async with asyncio.timeout(max(0.05, limit)):
+                resp = await self._send(req, data, request.plan)
+                try:
+                    answer = json.loads(await resp.aread()) if resp.is_success else None
+                finally:
+                    await resp.aclose()
+        except (httpx.HTTPError, ValueError, TimeoutError):
+            return False  # not known: a plain escalation now, asked again next time
+        if answer is None and resp.status_code not in (404, 405):
+            return False  # busy, or a key problem: the same, and asked again next time
+        self._verifies = isinstance(answer, dict) and "max_model_len" in answer
+        return self._verifies
+
+    def unverifiable(self) -> None:
+        self._verifies = False
+
+    async def score(
+        self, request: CompletionRequest, body: dict[str, Any], sent: Sent
+    ) -> dict[str, Any] | None:
+        """One scoring request (whole JSON answer) to the server that answered last,
+        through the egress check with the request's plan; None if it failed in a way a
+        plain escalation handles (that one fails over and words the error)."""
+        url = self._order(request.affinity)[0]
+        if self._backoff.held(url) is not None:
+            return None
+        data = json.dumps(body).encode()
+        try:
+            resp = await self._open(url, data, request, sent)
+        except _Retry:
+            return None
+        try:
+
+            async def read() -> bytes:
+                return await resp.aread()
+
+            raw = await within(
+                request.deadline, read, BACKEND, before="the answer", late="no answer in time"
+            )
+        except httpx.HTTPError:
+            return None
+        finally:
+            await resp.aclose()
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            return None
+        return obj if isinstance(obj, dict) else None
+
+    def continuation(
+        self, request: CompletionRequest, sent: Sent, body: dict[str, Any]
+    ) -> AsyncGenerator[Chunk, None]:
+        return self._generate(request, sent, body)
+
     async def _generate(
-        self, request: CompletionRequest, sent: Sent
+        self, request: CompletionRequest, sent: Sent, body: dict[str, Any] | None = None
     ) -> AsyncGenerator[Chunk, None]:
         if self._setup_error is not None:
             raise self._setup_error  # nothing is sent while the connection cannot work
-        body = self.payload(request)
+        body = self.payload(request) if body is None else body
         data = json.dumps(body).encode()
         failures: list[str] = []
         held: list[BackendError] = []

@@ -50,6 +50,10 @@ class CompletionRequest:
     # A stable, non-identifying key of the workspace (a hash of user and repository
     # root): picks the replica (`replicas.rendezvous`) and fills the session header.
     affinity: str = ""
+    # The local tier's answer, for a remote that scores prompts to verify
+    # (`remote.verify_draft`, clients/_verify.py): the run of it the remote model agrees
+    # with is kept and only the rest generated. Empty: a plain escalation.
+    draft: str = ""
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or None."""
@@ -107,6 +111,10 @@ class Completion:
     first_token_s: float | None  # seconds from the call to the first text
     total_s: float
     bytes_sent: int = 0  # request body bytes that left this process
+    # A verified escalation (CompletionRequest.draft): the draft's tokens as the remote
+    # scored them (0: not scored) and the leading ones it kept as its own answer.
+    draft_tokens: int = 0
+    draft_kept: int = 0
 
 
 @attrs.frozen

@@ -53,6 +53,10 @@ class Outcome:
     local_pass: bool
     remote_pass: bool
     local_s: float  # local time to a full answer (first token to last)
+    # Verified escalation (remote.verify_draft): the local draft's tokens, and the leading
+    # ones the large model would have written itself (kept: not decoded by the cluster).
+    draft_tokens: int = 0
+    draft_kept: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -88,6 +92,10 @@ class Workload:
 class Control:
     policy: Policy = "none"
     budget: float = 0.3  # routing.escalation_budget for policy "budget"
+    # remote.verify_draft: an escalation's prompt also holds the local draft (scored in
+    # the prefill) and the cluster decodes only what it did not keep, plus the scoring
+    # request's one token.
+    verify: bool = False
     window_s: float = 300.0
     limits: Limits = Limits()
     placement: Placement = "random"
@@ -255,6 +263,9 @@ def simulate(outcomes: Sequence[Outcome], w: Workload, cluster: Cluster, ctl: Co
                 r.escalated = True
                 r.prompt_left = w.prompt_tokens
                 r.tokens_left = w.output_tokens
+                if ctl.verify and o.draft_tokens:
+                    r.prompt_left += o.draft_tokens
+                    r.tokens_left = 1 + max(0, w.output_tokens - o.draft_kept)
                 if ctl.placement == "affinity":
                     rep = reps[home[r.dev]]
                 else:  # a balancer's choice, unrelated to the developer

@@ -1,7 +1,10 @@
-"""An organisation's developers on one vLLM cluster, under three policies.
+"""An organisation's developers on one vLLM cluster, under four policies.
 
 For 100 to 5,000 developers on a cluster sized for a nominal 1,000, under no control, a
-fixed escalation budget and backpressure (the server's own `routing.backpressure` code),
+fixed escalation budget, backpressure (the server's own `routing.backpressure` code) and
+backpressure with verified escalation (remote.verify_draft: the cluster decodes only the
+part of an escalation the local draft did not already hold, the oracle's agreement with
+the draft standing for the large model's),
 it prints p50/p95 time to ghost text, the share answered within the deadline, the share
 escalated, the cluster's utilisation, the longest queue and the expected pass@1 (from an
 eval run's records: each task's local confidence, syntax verdict and test result).
@@ -20,6 +23,7 @@ import argparse
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -35,7 +39,7 @@ from studies._orgmodel import (
 )
 
 DEVELOPERS = (100, 500, 1000, 2000, 3000, 5000)
-POLICIES = ("none", "budget", "backpressure")
+POLICIES = ("none", "budget", "backpressure", "verified")  # verified: backpressure + verify
 # The cluster, second step (issue 40): placement and the cluster's own signal, at 1x-3x.
 SECOND: tuple[tuple[str, str, Placement, bool], ...] = (
     ("none, random", "none", "random", False),
@@ -69,6 +73,7 @@ def load_outcomes(folder: Path, k: int = 3, remote_pass: float | None = None) ->
     local_s = {rec.key: rec.local.total_s for rec in run.records.values()}
     oracle = any(rec.remote is not None and rec.remote.oracle for rec in run.records.values())
     p = PAPER_REMOTE_PASS if remote_pass is None else remote_pass
+    records = {rec.key: rec for rec in run.records.values()}
     rng = random.Random(1)
     out = []
     for t in tasks:
@@ -80,9 +85,27 @@ def load_outcomes(folder: Path, k: int = 3, remote_pass: float | None = None) ->
                 local_pass=t.local_pass,
                 remote_pass=(rng.random() < p) if oracle else t.remote_pass,
                 local_s=float(local_s.get(t.key) or 0.0),
+                **drafted(records.get(t.key)),
             )
         )
     return out
+
+
+def drafted(rec: Any) -> dict[str, int]:
+    """The local draft's tokens and how many leading ones the remote would have written:
+    with the oracle as the large model, those whose text runs along the ground truth
+    (the decode steps a verified escalation saves)."""
+    local = getattr(rec, "local", None)
+    remote = getattr(rec, "remote", None)
+    if local is None or remote is None or not remote.oracle or not local.tokens:
+        return {"draft_tokens": 0, "draft_kept": 0}
+    kept, text = 0, ""
+    for tok, _lp in local.tokens:
+        text += tok
+        if not remote.text.startswith(text):
+            break
+        kept += 1
+    return {"draft_tokens": len(local.tokens), "draft_kept": kept}
 
 
 def scale_local(outcomes: list[Outcome], median_s: float) -> list[Outcome]:
@@ -227,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
         cluster = attrs.evolve(cluster, replicas=a.replicas)
     else:
         cluster = size_for(outcomes, a, threshold, cluster)
+    drafts = sum(o.draft_tokens for o in outcomes)
+    if drafts:
+        kept = sum(o.draft_kept for o in outcomes)
+        print(f"verified escalation: {kept} of {drafts} local draft tokens kept (oracle)")
     print(
         f"{len(outcomes)} tasks from {a.records}; threshold {threshold:.3f} escalates "
         f"{100 * a.share:.0f}% at nominal; local median {a.local_median_ms:.0f} ms; "
@@ -244,7 +271,12 @@ def main(argv: list[str] | None = None) -> int:
     for devs in (int(x) for x in a.developers.split(",")):
         for policy in POLICIES:
             w = attrs.evolve(workload(a, threshold), developers=devs)
-            r = simulate(outcomes, w, cluster, Control(policy=policy, budget=a.budget))  # type: ignore[arg-type]
+            ctl = Control(
+                policy="backpressure" if policy == "verified" else policy,  # type: ignore[arg-type]
+                budget=a.budget,
+                verify=policy == "verified",
+            )
+            r = simulate(outcomes, w, cluster, ctl)
             results[policy].append((devs, r))
             print(row(devs, policy, r), flush=True)
     # After a busy spell at 3x the nominal load ends (back to half of it), how fast the

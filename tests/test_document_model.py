@@ -404,6 +404,115 @@ async def test_lone_surrogate_in_the_window(tmp_path: Path, local: FakeOllama) -
         await stop(client)
 
 
+# A lone surrogate in ANOTHER open document (issue 36 item 3): its definitions reach the
+# prompt as cross-file context, its edits as recent edits; before the text was sanitised
+# where it enters, the Ollama client failed to encode the body (-32603 UnicodeEncodeError).
+DEFS = "def make_widget(size):\n    '''\ud800 label \udfff'''\n    return size\n"
+USES = "from defs import make_widget\n\nw = make_widget(\n"
+
+
+def _edit(uri: str, version: int, line: int, a: int, b: int, text: str) -> Any:
+    change = t.TextDocumentContentChangePartial(
+        t.Range(t.Position(line, a), t.Position(line, b)), text
+    )
+    return t.DidChangeTextDocumentParams(t.VersionedTextDocumentIdentifier(version, uri), [change])
+
+
+@pytest.mark.timeout(120)
+async def test_a_lone_surrogate_in_another_document_reaches_no_encoder(
+    tmp_path: Path, local: FakeOllama
+) -> None:
+    ws = tmp_path / "w"
+    ws.mkdir()
+    extra = '[completion]\ncontext = "workspace"\nrecent_edits = true'
+    cfg = write_config(tmp_path, local_url=local.url, extra=extra)
+    local.script(TokenScript.of("1)", logprob=-0.01), always=True)  # valid, confident
+    client, _ = await start_server(cfg, capabilities("visual-studio-code", inline=True), root=ws)
+    try:
+        defs, uses = f"{ws.as_uri()}/defs.py", f"{ws.as_uri()}/main.py"
+        open_doc(client, defs, DEFS)
+        # An edit holding another one: it goes to the recent-edits ring.
+        client.text_document_did_change(_edit(defs, 2, 2, 4, 4, "x = '\udc80'\n    "))
+        open_doc(client, uses, USES)
+        for _ in range(3):
+            got = await client.text_document_inline_completion_async(
+                inline_request(uses, t.Position(2, 16))
+            )
+            assert isinstance(got, t.InlineCompletionList) and got.items, got
+            assert got.items[0].insert_text == "1)"
+        prompts = [r.json()["prompt"] for r in local.received("/api/generate")]
+        assert any("\ufffd label \ufffd" in p for p in prompts), prompts  # the context came
+        assert any("x = '\ufffd'" in p for p in prompts), prompts  # and the recent edit
+        for r in local.received("/api/generate"):
+            r.body.decode("utf-8")  # strict: no surrogate was sent in any form
+    finally:
+        await stop(client)
+
+
+@pytest.mark.timeout(120)
+async def test_a_lone_surrogate_in_a_uri_reaches_no_encoder(
+    tmp_path: Path, local: FakeOllama
+) -> None:
+    """The document's path (from its URI) names it in repo-level prompts and recent edits:
+    sanitised at didOpen too (before: -32603 UnicodeEncodeError)."""
+    ws = tmp_path / "w"
+    ws.mkdir()
+    extra = '[completion]\ncontext = "workspace"\nrecent_edits = true'
+    cfg = write_config(tmp_path, local_url=local.url, extra=extra)
+    local.script(TokenScript.of("1)", logprob=-0.01), always=True)
+    client, _ = await start_server(cfg, capabilities("visual-studio-code", inline=True), root=ws)
+    try:
+        odd, uses = f"{ws.as_uri()}/\ud800odd.py", f"{ws.as_uri()}/main.py"
+        open_doc(client, odd, "def make_widget(size):\n    return size\n")
+        client.text_document_did_change(_edit(odd, 2, 1, 4, 4, "size = size or 1\n    "))
+        open_doc(client, uses, USES)
+        for uri, at in ((odd, t.Position(2, 15)), (uses, t.Position(2, 16))):
+            got = await client.text_document_inline_completion_async(inline_request(uri, at))
+            assert isinstance(got, t.InlineCompletionList), got
+        assert len(local.received("/api/generate")) == 2
+        for r in local.received("/api/generate"):
+            r.body.decode("utf-8")  # strict: no surrogate was sent in any form
+        assert "\ufffdodd.py" in local.received("/api/generate")[-1].json()["prompt"]
+    finally:
+        await stop(client)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("encoding", ENCODINGS)
+async def test_positions_after_a_sanitised_surrogate_stay_right(
+    tmp_path: Path, local: FakeOllama, encoding: Encoding
+) -> None:
+    """A lone surrogate is one UTF-16 unit, three UTF-8 bytes (as WTF-8 counts it) and one
+    code point, as U+FFFD is: positions after it are where the editor means them."""
+
+    def col(s: str) -> int:
+        if encoding == "utf-16":
+            return len(s.encode("utf-16-le", "surrogatepass")) // 2
+        return len(s.encode("utf-8", "surrogatepass")) if encoding == "utf-8" else len(s)
+
+    cfg = write_config(tmp_path, local_url=local.url)
+    caps = capabilities("visual-studio-code", inline=True, encodings=[encoding])
+    local.script(TokenScript.of(" + 1", logprob=-0.01), always=True)  # valid, confident
+    client, _ = await start_server(cfg, caps)
+    try:
+        uri = "file:///w/pos.py"
+        head = "s = '\ud800\U0001f600\udc00"
+        open_doc(client, uri, head + "x' + s\nz = 1\n")
+        at = col(head)  # x, replaced by a surrogate and y
+        client.text_document_did_change(_edit(uri, 2, 0, at, at + 1, "\udbffy"))
+        end = col(head + "\udbffy' + s")
+        got = await client.text_document_inline_completion_async(
+            inline_request(uri, t.Position(0, end))
+        )
+        assert isinstance(got, t.InlineCompletionList) and got.items, got
+        assert got.items[0].range is not None and got.items[0].range.start.character == end
+        body = local.received("/api/generate")[-1].json()
+        assert body["prompt"] == "s = '\ufffd\U0001f600\ufffd\ufffdy' + s"
+        assert body["suffix"] == "\nz = 1\n"
+    finally:
+        await stop(client)
+
+
 # ---------------------------------------------------------------- prompt size (item 7)
 
 

@@ -188,7 +188,13 @@ def test_nothing_else_calls_the_remote_clients_send() -> None:
             if streams and rel != "clients/ollama.py":  # Ollama: the local machine only
                 raise AssertionError(f"{rel} streams an HTTP request outside the gate")
     openai_sends = [s for s in sends if s.startswith("clients/openai.py")]
-    assert openai_sends == ["clients/openai.py:_send", "clients/openai.py:exchange->_send"]
+    # `exchange`: every completion request; `verify_supported`: the /tokenize probe of a
+    # verified escalation (remote.verify_draft), judged by the request's own plan.
+    assert openai_sends == [
+        "clients/openai.py:_send",
+        "clients/openai.py:verify_supported->_send",
+        "clients/openai.py:exchange->_send",
+    ]
     source = (ROOT / "clients" / "openai.py").read_text(encoding="utf-8")
     body = source.split("async def _send(", 1)[1].split("\n    def ", 1)[0]
     assert body.index("self._egress(") < body.index("self._client.send(")

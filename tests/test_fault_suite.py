@@ -176,8 +176,9 @@ def test_short_soak_answers_every_request(tmp_path: Path) -> None:
 
 def test_hostile_phases_hold_the_invariants(tmp_path: Path) -> None:
     """`--hostile` in miniature: worker pipe garbage, a hostile ledger at start and while
-    running, NaN and extreme settings: every request answered, no crash, no traceback
-    sent to the client or printed by the CLI (issue 20)."""
+    running, NaN and extreme settings, special files in the workspace, lone surrogates,
+    extreme positions: every request answered, no crash, no traceback sent to the client
+    or printed by the CLI (issues 20, 36)."""
     out = tmp_path / "hostile.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, *SUITE, "--hostile", "--requests", "2", "--json", str(out)]
@@ -185,7 +186,14 @@ def test_hostile_phases_hold_the_invariants(tmp_path: Path) -> None:
     assert out.exists(), f"the suite did not finish:\n{proc.stdout}\n{proc.stderr[-3000:]}"
     data = json.loads(out.read_text())
     rows = {r["phase"]: r for r in data["hostile"]}
-    assert set(rows) >= {"ledger-at-start", "ledger-while-running", "settings-nan-extreme"}
+    assert set(rows) >= {
+        "ledger-at-start",
+        "ledger-while-running",
+        "settings-nan-extreme",
+        "special-files",
+        "lone-surrogates",
+        "extreme-positions",
+    }
     assert data["problems"] == [] and proc.returncode == 0, proc.stdout
     for r in rows.values():
         assert r["answered"] == r["requests"] and r["crashes"] == 0, r

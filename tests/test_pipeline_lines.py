@@ -173,7 +173,7 @@ async def test_length_cut_local_is_trimmed_to_whole_lines_and_stays_local(
     assert rec.reasons == ("confident-and-valid",)
     assert rec.completion == "    s = 0\n    return s"
     assert rec.truncated == {"local": Truncation(chars=len("\n    print(s"), lines=1)}
-    assert rec.to_json()["truncated"] == {"local": {"chars": 12, "lines": 1}}
+    assert rec.to_json()["truncated"] == {"local": {"chars": 12, "lines": 1, "kept": "lines"}}
     assert "truncated: the local model" in route_card(rec)
     assert remote_fake.received() == []
 
@@ -203,7 +203,9 @@ async def test_length_cut_remote_is_trimmed_before_it_is_shown(
     rec = await pipeline(local_fake.url, remote_fake.base_url).complete(MULTI)
     assert rec.route == "remote" and rec.reasons == ("syntax-invalid", "remote-ok")
     assert rec.completion == "    s = 0\n    return s"
-    assert rec.truncated == {"remote": Truncation(chars=len("\n    if s:\n        pr"), lines=2)}
+    # Whole lines end with `if s:`, whose body was cut: the gate's run stops before it.
+    cut = Truncation(chars=len("\n    if s:\n        pr"), lines=2, kept="gate")
+    assert rec.truncated == {"remote": cut}
     assert "truncated: the remote model" in route_card(rec)
 
 

@@ -166,3 +166,125 @@ def test_the_settings_file_and_environment_never_raise(
         path.write_text(text, encoding="utf-8")
         loaded = config.load(path, environ=environ)
     _assert_sane(loaded.settings)
+
+
+# -- workspace files of every kind, document text with lone surrogates (issue 36) ---------
+
+# What a workspace entry may be: a regular file (any bytes: bad UTF-8, NULs, a BOM), a
+# FIFO, a character device (/dev/zero's numbers as root, else a link to /dev/zero), a
+# link to a FIFO, a link loop, a folder with a source file's name, an empty file.
+_KINDS = ["regular", "fifo", "device", "link-to-fifo", "loop", "folder", "empty"]
+_entries = st.lists(
+    st.tuples(
+        st.sampled_from(_KINDS),
+        st.binary(max_size=300),
+        st.sampled_from(["", "sub/", "sub/deeper/"]),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+def _make(root: Path, i: int, kind: str, data: bytes, folder: str) -> str | None:
+    """Create entry `i`; its path if it is a regular file the index must hold."""
+    import os
+
+    where = root / folder
+    where.mkdir(parents=True, exist_ok=True)
+    path = where / f"f{i}.py"
+    if kind == "regular":
+        path.write_bytes(data)
+        return str(path)
+    if kind == "empty":
+        path.write_bytes(b"")
+        return str(path)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        if os.geteuid() == 0:
+            os.mknod(path, 0o644 | 0o020000, os.makedev(1, 5))
+        else:
+            path.symlink_to("/dev/zero")
+    elif kind == "link-to-fifo":
+        os.mkfifo(where / f"f{i}.fifo")
+        path.symlink_to(where / f"f{i}.fifo")  # inside the workspace: followed
+    elif kind == "loop":
+        path.symlink_to(path)
+    else:
+        path.mkdir()
+    return None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_entries)
+def test_the_index_reads_only_regular_files_and_never_blocks(
+    entries: list[tuple[str, bytes, str]],
+) -> None:
+    import os
+    import threading
+
+    from synconfroute.server.workspace.workspace_index import WorkspaceIndex
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        regular = {p for i, e in enumerate(entries) if (p := _make(root, i, *e)) is not None}
+        special = sum(1 for kind, _, _ in entries if kind in ("fifo", "device", "link-to-fifo"))
+        if os.geteuid() != 0:
+            special -= sum(1 for kind, _, f in entries if kind == "device")  # a link out
+        index = WorkspaceIndex(max_file_bytes=200)
+        build = threading.Thread(target=index.build, args=([tmp],), daemon=True)
+        build.start()
+        build.join(60)
+        assert not build.is_alive(), "the build blocked"
+        fits = {p for p in regular if os.path.getsize(p) <= 200}
+        assert set(index.files) == fits
+        assert index.figures()["special"] == special, (sorted(index.special), entries)
+        for path in [str(p) for p in root.rglob("*.py")]:  # as watched-file events
+            th = threading.Thread(target=index.update_from_disk, args=(path,), daemon=True)
+            th.start()
+            th.join(30)
+            assert not th.is_alive(), f"update_from_disk({path}) blocked"
+        assert set(index.files) == fits
+
+
+_texts = st.lists(
+    st.one_of(
+        st.text(max_size=8),
+        st.sampled_from(["\ud800", "\udfff", "\udc80x", "😀", "\r\n", "\n", "\r", "\u2028"]),
+    ),
+    max_size=10,
+).map("".join)
+_edits = st.lists(
+    st.tuples(
+        st.integers(-3, 2**31),
+        st.integers(-3, 2**31),
+        st.integers(-3, 6),
+        st.integers(-3, 40),
+        _texts,
+        st.booleans(),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_texts, _edits, st.sampled_from(["utf-16", "utf-8", "utf-32"]))
+def test_document_text_never_holds_a_lone_surrogate(
+    text: str, edits: list[tuple[int, int, int, int, str, bool]], encoding: Any
+) -> None:
+    """Whatever didOpen and didChange bring (surrogates, extreme positions), the server's
+    copy encodes as UTF-8 and its tree's bytes are that encoding."""
+    from synconfroute.server.workspace.documents import DocumentStore, Edit
+
+    store = DocumentStore()
+    store.encoding = encoding
+    store.open("file:///w/a.py", text, "python")
+    for l1, c1, l2, c2, new, whole in edits:
+        edit = Edit(new) if whole else Edit(new, (l1, c1), (l1 + l2, c2))
+        changed = store.change("file:///w/a.py", [edit])
+        assert changed is not None
+        doc = changed.doc
+        assert doc.syntax.data == doc.text.text.encode("utf-8")  # strict: no surrogate
+    st_ = store.document("file:///w/a.py")
+    assert st_ is not None
+    st_.text.text.encode("utf-8")

@@ -52,7 +52,7 @@ class Given:
         judged = attrs.evolve(ev, syntax=self._verdict.status)
         return Gated(local.text, judged, self._verdict, 1.0, None)
 
-    async def remote_step(self, req: sequence.Req) -> RemoteStep:
+    async def remote_step(self, req: sequence.Req, draft: str = "") -> RemoteStep:
         self.calls.append("remote")
         return self._remote
 

@@ -192,7 +192,7 @@ def test_status_record_keeps_the_command_json_keys() -> None:
     st = session.status().to_json()
     assert list(st) == [
         "local_only", "local", "remote", "policy", "threshold", "adaptive", "completions",
-        "routes", "accepted", "last", "pid", "local_worker", "cluster",
+        "routes", "accepted", "last", "pid", "local_worker", "cluster", "workspace",
     ]  # fmt: skip
     assert st["routes"] == {"local": 0, "remote": 0, "none": 0} and st["local_worker"] is None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ipaddress
 import json
 import logging
@@ -11,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import attrs
 
@@ -194,8 +196,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 2
         if args.tcp_token_env:
             server.tcp_token = os.environ[args.tcp_token_env].strip()
-        return serve_tcp(server, host, int(port))
-    return serve_stdio(server)
+        _end_process(serve_tcp(server, host, int(port)))
+    _end_process(serve_stdio(server))
+
+
+def _end_process(code: int) -> NoReturn:
+    """After `exit`: flush the logs and the LSP stream, then end the process at once.
+    Interpreter shutdown joins every thread pool's threads, and a thread may be blocked
+    for good (a read in the kernel, a native call); `exit` must end the server anyway."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

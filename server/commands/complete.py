@@ -15,6 +15,9 @@ from ..vocab.card import route_card
 from ..vocab.errors import UsageError
 from ..vocab.positions import PositionOutOfRange, Text, line_text
 from ..vocab.record import RouteDecision
+from ..workspace.files import read_regular
+
+FILE_MAX_BYTES = 64 * 2**20
 
 
 class CompleteError(UsageError):
@@ -23,8 +26,8 @@ class CompleteError(UsageError):
 
 def prepare(settings: Settings, path: Path, line: int, col: int) -> CompletionContext:
     """Read `path` and cut the context at 0-based (line, col); CompleteError if impossible."""
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # a regular file only: a FIFO would block, a device never end
+        text = read_regular(str(path), FILE_MAX_BYTES).decode("utf-8")
     except FileNotFoundError:
         raise CompleteError(f"no such file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -120,7 +120,8 @@ def treat(
     text, _ = shown_text(raw, finish, ctx.suffix, multiline=multiline)
     if multiline and finish == "length" and gate is not None and text.strip():
         whole = CompletionContext(prefix=task.prefix, suffix=task.suffix, language=task.language)
-        found = gate_trimmed(text, lambda t: gate.check(whole, t), task.suffix)
+        cut_in = task.language if tier == "remote" else None  # as the pipeline trims it
+        found = gate_trimmed(text, lambda t: gate.check(whole, t), task.suffix, cut_in=cut_in)
         text = found[0] if found else (text if tier == "local" else "")
     kept = trim_tokens(tuple(TokenLogprob(t, lp) for t, lp in gen.tokens), written)
     return attrs.evolve(gen, text=text, tokens=tuple((t.text, t.logprob) for t in kept))

@@ -65,6 +65,9 @@ class Status:
     # The cluster's load as the router sees it (routing.backpressure / escalation_budget):
     # state ("ok", "slow", "shedding", "down"), why, lift of the bar, budget used.
     cluster: dict[str, object] | None = None
+    # The workspace index (completion.context "workspace"): files indexed, skipped by a
+    # limit, special files (FIFOs, devices, sockets) skipped unread, build state.
+    workspace: dict[str, object] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -181,6 +184,7 @@ class DecisionLog:
         pid: int,
         worker: WorkerStatus | None,
         cluster: dict[str, object] | None = None,
+        workspace: dict[str, object] | None = None,
     ) -> Status:
         """The session's state; `policy` and `threshold` from the rules the next request
         routes by (the session resolves them)."""
@@ -206,4 +210,5 @@ class DecisionLog:
             pid=pid,
             local_worker=worker,
             cluster=cluster,
+            workspace=workspace,
         )

@@ -58,6 +58,9 @@ def entry(did: str, rec: RouteDecision) -> dict[str, Any]:
         # known; calibration replays other thresholds from these two fields).
         "local_text": bool(rec.local_completion),
         "chars": len(rec.completion),
+        # A verified escalation: the local draft's tokens the cluster scored and kept.
+        "draft_tokens": rec.draft_tokens,
+        "draft_kept": rec.draft_kept,
     }
 
 

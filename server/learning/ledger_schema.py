@@ -39,6 +39,8 @@ class DecisionLine:
     early: bool = False
     local_text: bool | None = None
     chars: int = 0
+    draft_tokens: int = 0
+    draft_kept: int = 0
 
 
 @attrs.frozen

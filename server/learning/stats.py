@@ -64,6 +64,20 @@ def group(decisions: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "latency_ms_p50": ledger.percentile(totals, 50),
         "latency_ms_p95": ledger.percentile(totals, 95),
         "bytes_sent": sum(int(d.get("bytes_sent", 0)) for d in ds),
+        **drafts(ds),
+    }
+
+
+def drafts(ds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Verified escalations (remote.verify_draft): local draft tokens the cluster scored,
+    those it kept as its own answer, and the kept share."""
+    scored = sum(int(d.get("draft_tokens", 0)) for d in ds)
+    kept = sum(int(d.get("draft_kept", 0)) for d in ds)
+    return {
+        "draft_tokens": scored,
+        "draft_kept": kept,
+        "draft_kept_share": kept / scored if scored else None,
+        "verified": sum(1 for d in ds if d.get("draft_tokens", 0)),
     }
 
 
@@ -143,6 +157,14 @@ def format_text(s: dict[str, Any], path: Path) -> str:
     for route, rows in s["by_confidence"].items():
         if rows:
             lines += ["", *_table(f"{route} confidence", rows, checks)]
+    verified = {k: g for k, g in s["by_language"].items() if g["draft_tokens"]}
+    if verified:
+        lines += ["", f"{'verified drafts':<18}{'n':>6}{'tokens':>8}{'kept':>8}{'share':>8}"]
+        for name, g in verified.items():
+            lines.append(
+                f"{name:<18}{g['verified']:>6}{g['draft_tokens']:>8}{g['draft_kept']:>8}"
+                f"{_pct(g['draft_kept_share']):>8}"
+            )
     for m in s["adaptive_moves"][-5:]:
         lines.append(f"adaptive threshold {m['from']} -> {m['to']}: {m['why']}")
     return "\n".join(lines)

@@ -7,7 +7,6 @@ import logging
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from lsprotocol import types as t
@@ -22,7 +21,7 @@ from ..settings import config
 from ..syntax.languages import LANGUAGES
 from ..vocab.card import route_card, summary
 from ..vocab.positions import Encoding, PositionOutOfRange, advance
-from .transport import TransportProtocol
+from .transport import ANSWERED, DETAILS, TransportProtocol, without_traceback
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ class _Protocol(TransportProtocol):
             cause = exc.__cause__ or exc
             text = f"synconfroute: invalid {data['method']} request: {cause}"
             self._send_response(data["id"], error=JsonRpcInvalidParams(text).to_response_error())
-            return SimpleNamespace(jsonrpc="answered")  # handle_message ignores it
+            return ANSWERED  # handle_message drops it
 
     # The session keeps the one copy of each open document (LSP line rule, see
     # server/vocab/positions.py). pygls' workspace copy breaks lines with str.splitlines, and
@@ -125,13 +124,15 @@ class _ClientLogHandler(logging.Handler):
 
     def format(self, record: logging.LogRecord) -> str:
         # Never a traceback to the client: the message, and the exception's name and text
-        # (pygls puts tracebacks in the message itself); the server log has the rest.
-        text = record.getMessage().split("\nTraceback (most recent call last):", 1)[0]
+        # (pygls puts tracebacks, exception groups' too, in the message itself); the
+        # server log has the rest.
+        message = record.getMessage()
+        text = without_traceback(message)
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
-            text += f": {type(exc).__name__}: {exc}"
-        if record.exc_info or text != record.getMessage():
-            text += " (the server log has the details)"
+            text = text.removesuffix(DETAILS) + without_traceback(f": {type(exc).__name__}: {exc}")
+        if record.exc_info and not text.endswith(DETAILS):
+            text += DETAILS
         return text
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -394,9 +395,19 @@ def status(ls: SynConfRouteServer, *_: Any) -> dict[str, Any]:
         f"{routes['remote']} remote, {routes['none']} none); "
         f"threshold {st.threshold:.2f}"
         + (f" (adaptive: {st.adaptive['why']})" if st.adaptive else "")
+        + _index_words(st.workspace)
         + "".join(f"; {line}" for line in deploy["lines"]),
     )
     return {**st.to_json(), **{k: v for k, v in deploy.items() if k != "lines"}}
+
+
+def _index_words(figures: dict[str, object] | None) -> str:
+    if figures is None:
+        return ""
+    words = f"; workspace index {figures['files']} files"
+    if figures.get("special"):
+        words += f", {figures['special']} special files skipped unread (FIFOs, devices)"
+    return words
 
 
 async def shutdown(ls: SynConfRouteServer, params: None) -> None:

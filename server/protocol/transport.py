@@ -16,7 +16,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -243,6 +243,83 @@ def _header_inside(buf: bytearray, n: int) -> int | object | None:
     return _WAIT if part is not None and part.start() < n else None
 
 
+# Where a traceback starts in a text: its header (plain, or an exception group's, whose
+# lines start with "+" or "|"), a frame line, or the words that chain two of them.
+_TRACEBACK = re.compile(
+    r"(?:(?:Exception Group )?Traceback )?\(most recent call last\)"
+    r'|^[ \t|+]*File "[^"\n]*", line \d+'
+    r"|During handling of the above exception"
+    r"|The above exception was the direct cause",
+    re.MULTILINE,
+)
+DETAILS = " (the server log has the details)"
+
+
+def without_traceback(text: str) -> str:
+    """`text` cut before anything that looks like a traceback (the server log keeps it
+    whole): the one rule for every message the editor receives."""
+    m = _TRACEBACK.search(text)
+    if m is None:
+        return text
+    head = text[: m.start()].rstrip(" \t\r\n:+|")
+    return (head or "synconfroute: internal error") + DETAILS
+
+
+class _Answered:
+    """What `structure_message` returns for a request it has answered itself (its params
+    did not fit): `handle_message` drops it without a word."""
+
+    jsonrpc = "answered"
+
+
+ANSWERED = _Answered()
+# Messages whose text the editor shows or logs: (method, the params' text field).
+_TEXT_MESSAGES = {
+    t.WINDOW_LOG_MESSAGE: "message",
+    t.WINDOW_SHOW_MESSAGE: "message",
+    t.WINDOW_SHOW_MESSAGE_REQUEST: "message",
+    t.LOG_TRACE: "message",
+}
+
+
+def _scrub_field(holder: Any, name: str) -> None:
+    """Cut a traceback out of `holder[name]` (a dict) or `holder.name` (an object)."""
+    if isinstance(holder, dict):
+        value = holder.get(name)
+        if isinstance(value, str) and (clean := without_traceback(value)) != value:
+            holder[name] = clean
+    elif holder is not None:
+        value = getattr(holder, name, None)
+        if isinstance(value, str) and (clean := without_traceback(value)) != value:
+            setattr(holder, name, clean)
+
+
+def _get(holder: Any, name: str) -> Any:
+    return holder.get(name) if isinstance(holder, dict) else getattr(holder, name, None)
+
+
+def scrub_outgoing(data: Any) -> None:
+    """Make one outgoing message (a dict or an lsprotocol object) free of tracebacks, in
+    place: the text of log, show-message and trace messages, an error's message, and an
+    error's data (dropped whole when any of it looks like a traceback)."""
+    method, params, error = (_get(data, k) for k in ("method", "params", "error"))
+    field = _TEXT_MESSAGES.get(method) if isinstance(method, str) else None
+    if field is not None:
+        _scrub_field(params, field)
+        if method == t.LOG_TRACE:
+            _scrub_field(params, "verbose")
+    if error is None:
+        return
+    _scrub_field(error, "message")
+    details = error.get("data") if isinstance(error, dict) else getattr(error, "data", None)
+    text = details if isinstance(details, str) else repr(details)
+    if details is not None and _TRACEBACK.search(text):
+        if isinstance(error, dict):
+            error.pop("data", None)
+        else:
+            error.data = None
+
+
 def _valid_id(value: Any) -> bool:
     return isinstance(value, str | int) and not isinstance(value, bool)
 
@@ -285,6 +362,14 @@ class TransportProtocol(LanguageServerProtocol):
         self._initialize_seen = False
         self._shutdown_seen = False
 
+    def _send_data(self, data: Any) -> None:
+        # The one way out to the editor: nothing that looks like a traceback passes.
+        try:
+            scrub_outgoing(data)
+        except Exception:  # an object of an unexpected shape: sent as it is
+            log.debug("synconfroute: could not check an outgoing message", exc_info=True)
+        super()._send_data(data)
+
     def send_error(self, msg_id: int | str | None, code: int, message: str) -> None:
         # Written by hand: pygls' converter drops "id": null, which JSON-RPC requires.
         error = {"code": code, "message": message}
@@ -307,7 +392,9 @@ class TransportProtocol(LanguageServerProtocol):
                 raise InvalidEnvelope(problem, data)
         return super().structure_message(data)
 
-    def handle_message(self, message: RPCMessage) -> None:
+    def handle_message(self, message: RPCMessage | _Answered) -> None:
+        if isinstance(message, _Answered):  # a request `structure_message` answered already
+            return
         method = getattr(message, "method", None)
         request = isinstance(message, RPCRequest)
         msg_id = message.id if isinstance(message, RPCRequest) else None
@@ -412,6 +499,29 @@ async def _serve(protocol: TransportProtocol, read: Callable[[], Awaitable[bytes
     return protocol.exit_code or 0
 
 
+_EXIT_GRACE_S = 2.0  # tasks still running at exit get this long to end once cancelled
+
+
+def run_until_exit(main: Coroutine[Any, Any, int]) -> int:
+    """`asyncio.run(main)`, except at the end: tasks left are cancelled and given
+    `_EXIT_GRACE_S`, and the loop's worker threads are not waited for (asyncio.run joins
+    them, so a thread blocked in a read would hold the process after `exit`). The caller
+    ends the process (`os._exit`) once its output is flushed."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        try:
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            if left:
+                loop.run_until_complete(asyncio.wait(left, timeout=_EXIT_GRACE_S))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()  # shuts the default executor down without waiting for it
+
+
 def _protocol(server: LanguageServer) -> TransportProtocol:
     protocol = server.protocol
     if not isinstance(protocol, TransportProtocol):
@@ -449,7 +559,7 @@ def serve_stdio(
         threading.Thread(target=pump, name="synconfroute-stdin", daemon=True).start()
         return await _serve(protocol, chunks.get)
 
-    return asyncio.run(main())
+    return run_until_exit(main())
 
 
 def serve_tcp(server: LanguageServer, host: str, port: int) -> int:
@@ -477,4 +587,4 @@ def serve_tcp(server: LanguageServer, host: str, port: int) -> int:
         async with tcp:
             return await done
 
-    return asyncio.run(main())
+    return run_until_exit(main())

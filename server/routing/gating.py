@@ -34,7 +34,7 @@ async def check(gate: Gate, ctx: CompletionContext, text: str) -> Verdict:
 
 
 async def trimmed(
-    g: Gating, ctx: CompletionContext, text: str, *, skip: int = 0
+    g: Gating, ctx: CompletionContext, text: str, *, skip: int = 0, cut_in: str | None = None
 ) -> tuple[str, Verdict | None] | None:
     """`gate_trimmed` with this request's gate and deadline (in the gate's thread
     when its checks block)."""
@@ -48,6 +48,7 @@ async def trimmed(
             ctx.suffix,
             skip=skip,
             out_of_time=lambda: g.clock() >= g.deadline,
+            cut_in=cut_in,
         )
 
     return await asyncio.to_thread(trim) if gate.blocking else trim()
@@ -95,11 +96,12 @@ async def remote_text(
     # Whole lines may still leave a block open: keep those the gate accepts (none
     # accepted: nothing from the remote is shown, rather than broken code).
     t = g.clock()
-    found = await trimmed(g, ctx, text)
+    found = await trimmed(g, ctx, text, cut_in=ctx.language)
     kept = found[0] if found is not None else ""
     gate_ms = (g.clock() - t) * 1000
     if kept != text:
         cut = truncation(post_process(result.text, ctx.suffix, multiline=multiline), kept)
+        cut = attrs.evolve(cut, kept="gate" if kept else "nothing")
     return kept, cut, gate_ms
 
 

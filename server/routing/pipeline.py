@@ -336,17 +336,16 @@ class Pipeline:
         now = self._clock()
         return (p is None or p.can_escalate(now, req.deadline)) and now < req.deadline
 
-    async def remote_step(self, req: Req) -> RemoteStep:
+    async def remote_step(self, req: Req, draft: str = "") -> RemoteStep:
         """Remote: planned once typing has settled, sent through the egress gate."""
         assert self.remote is not None
         started = self._clock()
         ctx = req.ctx
         if ctx.settled is not None and not await asyncio.shield(ctx.settled):
             raise asyncio.CancelledError  # typing went on: a newer request replaces this one
-        single_line = not req.multiline
-        planned = plan_tier(
-            ctx, "remote", None, self.planning(), deadline=req.deadline, single_line=single_line
-        )
+        env, single = self.planning(), not req.multiline
+        planned = plan_tier(ctx, "remote", None, env, deadline=req.deadline, single_line=single)
+        planned = attrs.evolve(planned, request=attrs.evolve(planned.request, draft=draft))
         remote = await call_remote(
             self.remote, planned, ctx, self._inflight, self._gating(req), req.multiline
         )

@@ -50,6 +50,20 @@ class InFlight:
                 call.cancel()
 
 
+def _revoked(ctx: CompletionContext, treq: TierRequest, ms: float) -> RemoteStep:
+    """A call a privacy change cancelled: it may already be on the wire, so it is counted
+    as sent, to be safe."""
+    return RemoteStep(
+        "revoked",
+        bytes_sent=len((ctx.prefix + ctx.suffix).encode()) + treq.context_bytes,
+        context_bytes=treq.context_bytes,
+        context=treq.notes,
+        problem=Problem("remote", "cancelled: privacy settings changed during the request"),
+        total_ms=ms,
+        egress="revoked in flight",
+    )
+
+
 async def call_remote(
     remote: GatedRemote,
     treq: TierRequest,
@@ -73,16 +87,7 @@ async def call_remote(
         task = asyncio.current_task()
         if not inflight.revoked(call) or (task is not None and task.cancelling()):
             raise
-        # The request may already be on the wire: count it, to be safe.
-        return RemoteStep(
-            "revoked",
-            bytes_sent=len((ctx.prefix + ctx.suffix).encode()) + ctx_bytes,
-            context_bytes=ctx_bytes,
-            context=notes,
-            problem=Problem("remote", "cancelled: privacy settings changed during the request"),
-            total_ms=ms(),
-            egress="revoked in flight",
-        )
+        return _revoked(ctx, treq, ms())
     except BackendError as exc:
         verdict = f"refused: {exc.reason}" if isinstance(exc, EgressRefused) else PASSED
         return RemoteStep(
@@ -109,6 +114,8 @@ async def call_remote(
         first_token_ms=None if result.first_token_s is None else result.first_token_s * 1000,
         gate_ms=gate_ms,
         egress=PASSED,
+        draft_tokens=result.draft_tokens,
+        draft_kept=result.draft_kept,
     )
 
 

@@ -178,6 +178,7 @@ def after_remote(
     remote_ok: bool,
     remote_text: str,
     held: Reason | None = None,
+    verified: bool = False,
 ) -> Final:
     """The route once the escalated request came back (or failed), or was `held` home
     under load (cluster-busy, escalation-budget): a valid local answer stays, else none."""
@@ -185,7 +186,8 @@ def after_remote(
         keep = ev.available and bool(ev.text) and ev.syntax == "valid"
         return Final("local" if keep else "none", (*verdict.reasons, held))
     if remote_ok and remote_text:
-        return Final("remote", (*verdict.reasons, Reason.REMOTE_OK))
+        done = (Reason.REMOTE_OK, Reason.VERIFIED_DRAFT) if verified else (Reason.REMOTE_OK,)
+        return Final("remote", (*verdict.reasons, *done))
     failed = Reason.REMOTE_FAILED if not remote_ok else Reason.REMOTE_EMPTY
     # The local answer is still worth showing if it passed the gate: a remote
     # outage must not take completions away from users whose code is fine.

@@ -36,6 +36,7 @@ class Req:
     deadline: float
     local: TierRequest | None  # the local tier's request, planned once (None: no local tier)
     multiline: bool
+    verify_draft: bool = False  # remote.verify_draft: an escalation sends the local draft
 
 
 class Services(Protocol):
@@ -51,7 +52,7 @@ class Services(Protocol):
 
     async def gate_step(self, req: Req, local: LocalStep, ev: LocalEvidence) -> Gated: ...
 
-    async def remote_step(self, req: Req) -> RemoteStep: ...
+    async def remote_step(self, req: Req, draft: str = "") -> RemoteStep: ...
 
     def record(
         self,
@@ -97,6 +98,7 @@ def plan(
         deadline=deadline,
         local=local,
         multiline=local is not None and not local.request.single_line,
+        verify_draft=env.settings.remote.verify_draft,
     )
 
 
@@ -117,6 +119,14 @@ async def run(s: Services, req: Req, access: RemoteAccess) -> tuple[RouteDecisio
     return s.record(req, outcome, (first, first, gated_), None, problems), True
 
 
+def draft_of(req: Req, first: LocalStep, gated: Gated | None) -> str:
+    """The local answer the remote may verify instead of starting over
+    (remote.verify_draft); "" for a plain escalation."""
+    if not req.verify_draft:
+        return ""
+    return gated.text if gated is not None else first.text
+
+
 async def escalate(
     s: Services,
     req: Req,
@@ -134,7 +144,7 @@ async def escalate(
     if access == "ok":
         held = s._hold(req, verdict, ev)
         if held is None:
-            remote = await s.remote_step(req)
+            remote = await s.remote_step(req, draft_of(req, first, gated_))
         else:
             remote = RemoteStep("failed")  # not asked: the local answer stays
     if remote is not None and remote.problem is not None:
@@ -157,7 +167,7 @@ async def escalate(
         ev = gated_.evidence
     if held is not None and ev.syntax == "invalid" and s._may_escalate_broken(req):
         # Held for the raised bar, but the code is broken: the rule still escalates it.
-        held, remote = None, await s.remote_step(req)
+        held, remote = None, await s.remote_step(req, draft_of(req, first, gated_))
         if remote.problem is not None:
             problems.append(remote.problem)
     steps = (first, last, gated_)
@@ -179,8 +189,9 @@ def after_remote(
     _, last, gated_ = local
     local_text = gated_.text if gated_ else last.text
     final = router.after_remote(
-        verdict, ev, remote_ok=remote.ok, remote_text=remote.text, held=held
-    )
+        verdict, ev, remote_ok=remote.ok, remote_text=remote.text, held=held,
+        verified=remote.verified,
+    )  # fmt: skip
     s.escalated(verdict.confidence, held is None)
     outcome = Outcome(
         route=final.route,

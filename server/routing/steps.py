@@ -6,7 +6,7 @@ decision record is built once from their results (`decision`), at the end.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -95,10 +95,18 @@ class RemoteStep:
     # The egress gate's verdict on the planned request: "passed", "refused: <why>", or
     # "revoked in flight" (a privacy change cancelled it after it passed).
     egress: str = ""
+    # The local draft's tokens the remote scored (0: not verified) and kept.
+    draft_tokens: int = 0
+    draft_kept: int = 0
 
     @property
     def ok(self) -> bool:
         return self.outcome == "ok"
+
+    @property
+    def verified(self) -> bool:
+        """The remote confirmed the whole local draft as its own answer."""
+        return self.ok and self.draft_tokens > 0 and self.draft_kept == self.draft_tokens
 
 
 @attrs.frozen(kw_only=True)
@@ -173,15 +181,26 @@ def decision(
             remote_gate=remote.gate_ms if remote else None,
             total=total_ms,
         ),
-        bytes_sent=remote.bytes_sent if remote else 0,
         context_files=(*local_context, *(remote.context if remote else ())),
-        context_bytes_sent=remote.context_bytes if remote else 0,
         context_sharing=context_sharing,
-        egress=remote.egress if remote else "",
+        **_sent(remote),
         language=ctx.language,
         path=ctx.path,
         problems=tuple(problems),
     )
+
+
+def _sent(remote: RemoteStep | None) -> dict[str, Any]:
+    """What the record says of the remote call: what left the machine, the egress gate's
+    verdict, the local draft's tokens it verified."""
+    r = remote if remote is not None else RemoteStep("failed")
+    return {
+        "bytes_sent": r.bytes_sent,
+        "context_bytes_sent": r.context_bytes,
+        "egress": r.egress,
+        "draft_tokens": r.draft_tokens,
+        "draft_kept": r.draft_kept,
+    }
 
 
 def cached_decision(

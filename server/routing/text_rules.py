@@ -121,6 +121,54 @@ def whole_line_runs(text: str, suffix: str = "") -> Iterator[str]:
         text = drop_last_line(text.rstrip("\r\n") if text.endswith("\n") else text)
 
 
+# Python keywords that continue the compound statement above them, and the headers each
+# may follow: code after the cursor that starts with one needs the run before it to end
+# inside such a statement's block.
+_CONTINUES = {
+    "elif": ("if", "elif"),
+    "else": ("if", "elif", "for", "while", "try", "except", "async"),
+    "except": ("try", "except"),
+    "finally": ("try", "except", "else"),
+}
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _word(line: str) -> str:
+    return line.strip().split(":", 1)[0].split(" ", 1)[0].split("(", 1)[0]
+
+
+def open_at_cut(run: str, suffix: str, language: str) -> bool:
+    """Would this whole-line run of a text its token budget cut leave the code broken in
+    a way a gate that tolerates a file already broken at the cursor lets through?
+
+    - its last line opens a block (`:` in Python, `{` elsewhere): the body was cut off;
+    - Python, the code after the cursor continues a compound statement (`elif`, `else`,
+      `except`, `finally` at indentation I): the run's last line at indentation I or
+      less must be a header that statement may follow (`if` for `elif`...), else the
+      suffix's `elif` is left without its `if`.
+    """
+    lines = [ln for ln in run.split("\n") if ln.strip()]
+    if not lines:
+        return False
+    last = lines[-1].split("#", 1)[0].rstrip() if language == "python" else lines[-1].rstrip()
+    if last.endswith(":" if language == "python" else "{"):
+        return True
+    if language != "python":
+        return False
+    after = next((ln for ln in suffix.split("\n") if ln.strip()), "")
+    heads = _CONTINUES.get(_word(after))
+    if heads is None:
+        return False
+    level = _indent(after)
+    outer = [ln for ln in lines if _indent(ln) <= level]
+    if not outer:
+        return False  # the run stays inside the block the suffix continues
+    return _indent(outer[-1]) != level or _word(outer[-1]) not in heads
+
+
 def gate_trimmed(
     text: str,
     check: Callable[[str], Verdict],
@@ -128,16 +176,21 @@ def gate_trimmed(
     *,
     skip: int = 0,
     out_of_time: Callable[[], bool] = lambda: False,
+    cut_in: str | None = None,
 ) -> tuple[str, Verdict | None] | None:
     """The longest run of `text`'s leading whole lines the gate does not reject, with
     its verdict; None when it rejects every run (or `text` is blank). For a multi-line
     completion the token budget cut: its last lines may leave a block open.
 
     `skip` passes over the first runs (already checked by the caller); once
-    `out_of_time()` says so, `(text, None)`: whole lines are all there was time for."""
+    `out_of_time()` says so, `(text, None)`: whole lines are all there was time for.
+    `cut_in` (a language): `text` is a remote answer its token budget cut, shown only
+    where nothing is left open at the cut (`open_at_cut`); out of time, nothing."""
     for run in islice(whole_line_runs(text, suffix), skip, None):
         if out_of_time():
-            return text, None
+            return (text, None) if cut_in is None else None
+        if cut_in is not None and open_at_cut(run, suffix, cut_in):
+            continue
         info = check(run)
         if info.status != "invalid":
             return run, info

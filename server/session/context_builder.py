@@ -7,6 +7,7 @@ of pipelines or of what the user did with completions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Sequence
@@ -26,6 +27,35 @@ from ..workspace.workspace_index import WorkspaceIndex
 log = logging.getLogger(__name__)
 
 Spawn = Callable[[Coroutine[Any, Any, None]], None]  # the session runs it, awaits it at shutdown
+
+
+async def in_daemon_thread(work: Callable[[], None], name: str) -> None:
+    """Run `work` in a daemon thread and wait for it. Not `asyncio.to_thread`: the loop's
+    executor threads are joined by asyncio.run and at interpreter exit, so one read
+    stuck in the kernel (a FIFO once did it, a hung network mount still can) would hold
+    the process after `exit`. A daemon thread never does."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if done.done():  # the waiter was cancelled
+            return
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
+
+    def run() -> None:
+        error: BaseException | None = None
+        try:
+            work()
+        except BaseException as exc:  # handed to the waiter, which logs or raises it
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+            loop.call_soon_threadsafe(settle, error)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    await done
 
 
 class ContextBuilder:
@@ -137,7 +167,7 @@ class ContextBuilder:
                 index.build(roots, skip=skip, stop=self._index_stop)
                 log.info("workspace index: %s", index.figures())
 
-            self._spawn(asyncio.to_thread(build))
+            self._spawn(in_daemon_thread(build, "synconfroute-index"))
         return self.index
 
     def _indexable(self, path: str) -> bool:
@@ -179,7 +209,7 @@ class ContextBuilder:
                 else:
                     index.update_from_disk(path)
 
-        await asyncio.to_thread(apply)
+        await in_daemon_thread(apply, "synconfroute-watched-files")
 
     def stop(self) -> None:
         """No index build outlives the server."""

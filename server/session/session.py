@@ -502,6 +502,7 @@ class Session:
             os.getpid(),
             self._worker_status(),
             self._cluster_status(),
+            self._index_status(),
         )
 
     def deployment_status(self) -> dict[str, Any]:
@@ -517,6 +518,13 @@ class Session:
         if problem is not None:
             lines.append(f"remote problem: {problem}")
         return {"managed_policy": policy, "remote_problem": problem, "lines": lines}
+
+    def _index_status(self) -> dict[str, object] | None:
+        index = self.context.index
+        if index is None:
+            return None
+        figures: dict[str, object] = {**index.figures(), "ready": index.ready}
+        return figures
 
     def _cluster_status(self) -> dict[str, object] | None:
         return self._pipeline.load_status() if self._pipeline is not None else None

@@ -291,6 +291,14 @@ class RemoteSettings:
         f"(`synconfroute eval`) this plus {BACKGROUND_PRIORITY_STEP}, so interactive "
         "escalations rank above it.",
     )
+    verify_draft: bool = _doc(
+        True,
+        "An escalation sends the local answer along: the cluster scores it in one "
+        "prefill, keeps the run of tokens it would have written itself (greedy) and only "
+        "generates the rest, so the answer is the one a plain escalation gives, for fewer "
+        "decode steps. Used where the server scores prompts (vLLM; asked once), else a "
+        "plain escalation. Nothing else leaves: the local answer comes from the same code.",
+    )
 
     @property
     def all_urls(self) -> list[str]:

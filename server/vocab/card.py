@@ -29,6 +29,8 @@ WHY = {
     "local-unavailable": "the local model could not answer (see the problem below)",
     "local-timeout": "the local model did not answer within its time budget",
     "remote-ok": "the remote model answered",
+    "verified-draft": "the remote model checked the local answer and would have written "
+    "it itself, token by token (remote.verify_draft)",
     "remote-failed": "the remote model failed (see the problem below)",
     "remote-failed-kept-local": "the remote model failed, so the local answer was kept",
     "remote-empty": "the remote model wrote nothing",
@@ -106,9 +108,18 @@ def route_card(rec: RouteDecision, *, markdown: bool = True) -> str:
         lines.append(f"- latency: {stages}")
     for tier, cut in rec.truncated.items():
         what = f"{cut.lines} line{'s' if cut.lines != 1 else ''} ({cut.chars:,} characters)"
+        how = {
+            "gate": "to keep whole lines the syntax gate accepts, with no block left open",
+            "nothing": "and nothing shown: no run of whole lines was complete code",
+        }.get(cut.kept, "to keep whole lines")
         lines.append(
-            f"- truncated: the {tier} model hit its token budget (max_tokens); "
-            f"{what} dropped to keep whole lines"
+            f"- truncated: the {tier} model hit its token budget (max_tokens); {what} dropped {how}"
+        )
+    if rec.draft_tokens:
+        share = rec.draft_kept / rec.draft_tokens
+        lines.append(
+            f"- local draft: the remote model kept {rec.draft_kept} of its "
+            f"{rec.draft_tokens} tokens ({100 * share:.0f}%) and generated the rest"
         )
     lines.append(f"- sent off this machine: {rec.bytes_sent:,} bytes")
     if rec.egress:

@@ -35,6 +35,8 @@ class Reason(StrEnum):
     LOCAL_UNAVAILABLE = "local-unavailable"
     LOCAL_TIMEOUT = "local-timeout"  # the local tier's budget ran out (local.*_ms)
     REMOTE_OK = "remote-ok"
+    # The remote model confirmed the whole local draft token by token (remote.verify_draft)
+    VERIFIED_DRAFT = "verified-draft"
     REMOTE_FAILED = "remote-failed"
     REMOTE_FAILED_KEPT_LOCAL = "remote-failed-kept-local"
     REMOTE_EMPTY = "remote-empty"

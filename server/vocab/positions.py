@@ -210,7 +210,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def scrub_surrogates(s: str) -> str:
     """Lone surrogates (a Python str holds no other kind) replaced by U+FFFD, one code
-    point for one: positions do not move, and the text can be encoded to UTF-8."""
+    point for one: positions do not move in any encoding (one UTF-16 unit, three UTF-8
+    bytes, one code point either way), and the text can be encoded to UTF-8."""
+    if s.isascii():  # the common case, at C speed
+        return s
     return _SURROGATE.sub("\ufffd", s) if _SURROGATE.search(s) else s
 
 

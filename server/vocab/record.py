@@ -28,6 +28,9 @@ class Truncation:
 
     chars: int  # characters dropped from what would have been shown
     lines: int  # lines (whole or partial) dropped
+    # What was shown: "lines", the whole lines; "gate", fewer, the longest run the gate
+    # accepts with nothing left open at the cut; "nothing", no run was (remote answers).
+    kept: str = "lines"
 
 
 @attrs.frozen(kw_only=True)
@@ -93,6 +96,10 @@ class RouteDecision:
     egress: str = ""
     load: str = ""  # why the cluster's load kept this request home (cluster-busy), in words
     cache_hit: bool = False
+    # A verified escalation (remote.verify_draft): the local draft's tokens the remote
+    # model scored, and the leading ones it kept as its own answer.
+    draft_tokens: int = 0
+    draft_kept: int = 0
     language: str = ""
     path: str = ""
     problems: tuple[Problem, ...] = attrs.field(default=(), eq=False, repr=False)

@@ -1,6 +1,10 @@
 """The open documents: one text per document (LSP line rule, negotiated encoding), its
 tree, the editor's keystroke rhythm, and which edit inserted the completion we offered.
 
+Text enters here (didOpen, didChange) and is sanitised once, here: a lone surrogate
+(legal in an LSP string, not encodable as UTF-8) becomes U+FFFD, which takes the same
+units in every position encoding. Nothing downstream meets one.
+
 Knows nothing of pipelines, settings files or the ledger: `Session` composes it.
 """
 
@@ -19,7 +23,7 @@ import attrs
 from ..learning.retention import minimal_edit
 from ..settings import config
 from ..syntax import SyntaxDocument, detect_language
-from ..vocab.positions import Encoding, Text
+from ..vocab.positions import Encoding, Text, scrub_surrogates
 from ..vocab.record import RouteDecision
 
 # Parse trees cost ~40x the text; keep them for the documents being completed in, as
@@ -88,9 +92,9 @@ class DocumentStore:
     def open(
         self, uri: str, text: str, language_id: str | None, path: str | None = None
     ) -> DocState:
-        path = path or path_of(uri)
+        path = scrub_surrogates(path or path_of(uri))  # a URI may hold one too: prompts name it
         language = detect_language(language_id, path) or ""
-        doc = Text(text, self.encoding)
+        doc = Text(scrub_surrogates(text), self.encoding)
         # Lazy: a document gets its tree at its first completion, not at open.
         tree = SyntaxDocument(doc, language or None, lazy=True)
         st = self.documents[uri_key(uri)] = DocState(uri, language, path, doc, tree)
@@ -105,6 +109,7 @@ class DocumentStore:
         st = self.document(uri)
         if st is None:
             return None
+        edits = [_scrubbed(e) for e in edits]
         accepted = self._is_acceptance(st, edits)
         inserted_at = 0
         for e in edits:
@@ -179,6 +184,14 @@ class DocumentStore:
         if e.end == cursor and e.start is not None and e.text.endswith(text) and text:
             return did
         return None
+
+
+def _scrubbed(e: Edit) -> Edit:
+    """`e` with its lone surrogates (legal in an LSP string, not in UTF-8) as U+FFFD: the
+    document model never holds one, so no encoder downstream (HTTP bodies, the ledger,
+    logs) can fail on it."""
+    text = scrub_surrogates(e.text)
+    return e if text is e.text else Edit(text, e.start, e.end)
 
 
 def debounce_s(st: DocState, editor: config.EditorSettings) -> float:

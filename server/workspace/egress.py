@@ -32,7 +32,7 @@ from synconfroute.clients.errors import EgressRefused
 from synconfroute.clients.plan import PlanSource, PromptPlan, Role
 
 from ..settings.config import PrivacySettings, Settings
-from . import privacy
+from . import files, privacy
 
 log = logging.getLogger(__name__)
 
@@ -195,10 +195,14 @@ def _rules(
 ) -> tuple[tuple[re.Pattern[str], bool, bool], ...]:
     """(regex, folder-only, negated) per line of `folder`/.gitignore (cached by mtime)."""
     try:
-        with open(os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
+        text = files.read_regular_text(
+            os.path.join(folder, ".gitignore"), files.GITIGNORE_MAX_BYTES
+        )
+    except (files.NotRegular, files.TooLarge):  # a FIFO, a device: its rules are unknown,
+        return ((re.compile(".*", re.DOTALL), False, False),)  # so all below is private
     except OSError:
         return ()
+    lines = text.splitlines()
     out = []
     for line in lines:
         if not line.strip() or line.startswith("#"):

@@ -8,7 +8,9 @@ it current from the editor's notifications.
 
 Bounded: files over `max_file_bytes`, files past `max_files`, and definitions past
 `max_bytes` of stored text are left out (and counted in `skipped`). `.gitignore` files
-are honoured (with `!` negation), and the usual tool folders are never entered.
+are honoured (with `!` negation), and the usual tool folders are never entered. Files
+are read through `files.read_regular` only: a FIFO, a device or a socket is never read
+(counted in `special`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import tree_sitter
 
 from ..syntax.languages import UnsupportedLanguage, detect_language, parser_for
 from . import privacy
+from .files import GITIGNORE_MAX_BYTES, NotRegular, read_regular, read_regular_text
 
 # Never source, often huge.
 SKIP_DIRS = frozenset(
@@ -295,10 +298,10 @@ class _Rule:
 
 def _read_gitignore(folder: str, base: str) -> list[_Rule]:
     try:
-        with open(os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
+        text = read_regular_text(os.path.join(folder, ".gitignore"), GITIGNORE_MAX_BYTES)
+    except OSError:  # none, unreadable, or not a regular file
         return []
+    lines = text.splitlines()
     rules = []
     for line in lines:
         if not line.strip() or line.startswith("#"):
@@ -354,6 +357,8 @@ def source_files(root: str, max_file_bytes: int) -> Iterator[tuple[str, int]]:
             if _ignored(rules, rel, False):
                 continue
             full = os.path.join(folder, name)
+            if not full.isascii() and not _utf8(full):
+                continue  # a name that is not UTF-8: no LSP URI or prompt can carry it
             if os.path.islink(full) and not _links_inside(full, root):
                 continue  # a link out of the workspace: its target is not ours to index
             try:
@@ -362,6 +367,14 @@ def source_files(root: str, max_file_bytes: int) -> Iterator[tuple[str, int]]:
                 continue
             if size <= max_file_bytes:
                 yield full.replace(os.sep, "/"), size
+
+
+def _utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # surrogate escapes: bytes that are not UTF-8
+        return False
+    return True
 
 
 def _links_inside(link: str, root: str) -> bool:
@@ -389,6 +402,8 @@ class WorkspaceIndex:
         self.by_name: dict[str, list[Symbol]] = {}
         self.stored = 0  # bytes kept, estimated: definition text + SYMBOL_OVERHEAD a symbol
         self.skipped = 0  # files left out by a limit
+        # FIFOs, devices, sockets met where a source file was expected: never read.
+        self.special: set[str] = set()
         self.ready = False  # the first build has finished
         self.build_s: float | None = None
         self._lock = threading.Lock()
@@ -432,19 +447,26 @@ class WorkspaceIndex:
         return True
 
     def update_from_disk(self, path: str) -> bool:
+        """(Re)index one file from disk; False when it is gone, too large, unreadable or
+        not a regular file (a FIFO, a device, a socket: skipped unread, counted)."""
         try:
-            if os.path.getsize(path) > self.max_file_bytes:
-                self.remove(path)
-                return False
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError:
+            data = read_regular(path, self.max_file_bytes)
+        except NotRegular as exc:
+            self.remove(path)
+            with self._lock:  # bounded like the index itself; a folder is not special
+                if exc.kind != "folder" and len(self.special) < self.max_files:
+                    self.special.add(path)
+            return False
+        except OSError:  # gone, no permission, over max_file_bytes
             self.remove(path)
             return False
+        with self._lock:
+            self.special.discard(path)
         return self.update(path, data)
 
     def remove(self, path: str) -> None:
         with self._lock:
+            self.special.discard(path)
             old = self.files.pop(path, None)
             if old is not None:
                 self._unlink(old)
@@ -486,5 +508,6 @@ class WorkspaceIndex:
             "names": len(self.by_name),
             "stored_bytes": self.stored,
             "skipped": self.skipped,
+            "special": len(self.special),
             "build_s": self.build_s or 0.0,
         }

@@ -142,10 +142,11 @@ def _point(data: bytes, offset: int) -> tuple[int, int]:
 def catch_rate(folder: Path) -> None:
     from synconfroute.server.evaluation.records import RunFolder
     from synconfroute.server.evaluation.scoring import outcomes
+    from synconfroute.server.routing.rules import resolve_rules
+    from synconfroute.server.settings.config import Settings
 
-    tasks, incomplete = outcomes(
-        RunFolder(folder), k=3, missing_logprobs="escalate", gate_mode="tree-sitter"
-    )
+    rules = resolve_rules(Settings(), "")  # k = 3, missing log-probs escalate
+    tasks, incomplete = outcomes(RunFolder(folder), rules=rules, gate_mode="tree-sitter")
     print(f"catch rate on {folder} ({incomplete} records without execution results left out):")
     per: dict[str, dict[str, list[int]]] = {}
     for o in tasks:

@@ -64,9 +64,12 @@ def load_outcomes(folder: Path, k: int = 3, remote_pass: float | None = None) ->
 
     from synconfroute.server.evaluation.records import RunFolder
     from synconfroute.server.evaluation.scoring import outcomes
+    from synconfroute.server.routing.rules import resolve_rules
+    from synconfroute.server.settings.config import Settings
 
     run = RunFolder.locate(folder)
-    tasks, _ = outcomes(run, k=k, missing_logprobs="escalate", gate_mode="tree-sitter")
+    rules = attrs.evolve(resolve_rules(Settings(), ""), k=k, missing_logprobs="escalate")
+    tasks, _ = outcomes(run, rules=rules, gate_mode="tree-sitter")
     local_s = {rec.key: rec.local.total_s for rec in run.records.values()}
     oracle = any(rec.remote is not None and rec.remote.oracle for rec in run.records.values())
     p = PAPER_REMOTE_PASS if remote_pass is None else remote_pass

@@ -13,6 +13,7 @@ from synconfroute.clients.errors import EgressRefused
 from synconfroute.clients.openai import OpenAIBackend
 from synconfroute.clients.plan import FolderRules, PlanSource, PromptPlan, dataset_plan
 from synconfroute.server.routing.backends import make_remote
+from synconfroute.server.routing.gated import GatedRemote
 from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.settings.config import PrivacySettings, RemoteSettings, Settings
 from synconfroute.server.workspace import egress, privacy
@@ -144,11 +145,17 @@ def test_gate_refuses_private_unresolvable_or_planless(tmp_path: Path) -> None:
 
 async def test_every_remote_client_has_a_gate() -> None:
     remote = make_remote(RemoteSettings(url="http://127.0.0.1:9/v1", model="m"))
-    assert isinstance(remote, OpenAIBackend) and remote._egress is not None
+    assert isinstance(remote, GatedRemote) and isinstance(remote.inner, OpenAIBackend)
+    client = remote.inner
+    assert client._egress is not None
     with pytest.raises(EgressRefused):
-        remote._egress(b"{}", egress.make_plan("remote", "/w/a.py", ["/w"]))
+        client._egress(b"{}", egress.make_plan("remote", "/w/a.py", ["/w"]))
+    with pytest.raises(EgressRefused, match="private"):  # the seam's own check, first
+        remote.passes(egress.make_plan("remote", "/w/a.py", ["/w"]))
     p = Pipeline(Settings(), None, remote)
-    assert remote._egress is p.egress  # the pipeline's own, with its live settings
+    assert p.remote is not None and p.remote.inner is client  # gated once, not twice
+    assert p.remote.gate is not None
+    assert client._egress is p.remote.gate  # the pipeline's own, with its live settings
     await remote.aclose()
 
 

@@ -24,11 +24,14 @@ from synconfroute.server.evaluation.execute import (
 )
 from synconfroute.server.evaluation.records import Generation, Record, RunFolder
 from synconfroute.server.evaluation.scoring import Point
+from synconfroute.server.routing.rules import resolve_rules
 from synconfroute.server.settings.config import Settings, load
 from synconfroute.server.vocab.verdict import Verdict
 
 K = 3
 T = -0.5
+# The server's rules at the default settings (threshold T, K tokens, missing escalates).
+RULES = resolve_rules(Settings(), "")
 
 # name: (local confidence or None for an empty completion, gate verdict, local passes,
 #        remote passes)
@@ -89,14 +92,14 @@ def make_folder(
 @pytest.fixture
 def tasks(tmp_path: Path) -> list[scoring.TaskOutcome]:
     out, incomplete = scoring.outcomes(
-        make_folder(tmp_path, SCENARIO), k=K, missing_logprobs="escalate", gate_mode="tree-sitter"
+        make_folder(tmp_path, SCENARIO), rules=RULES, gate_mode="tree-sitter"
     )
     assert incomplete == 0
     return sorted(out, key=lambda o: o.key)
 
 
 def point(tasks: list[scoring.TaskOutcome], policy: str, threshold: float = T) -> Point:
-    rules = scoring.Rules(policy=scoring.POLICY_RULES[policy], threshold=threshold, k=K)
+    rules = scoring.policy_rules(RULES, policy, threshold)
     return scoring.evaluate(tasks, rules, policy)
 
 
@@ -149,11 +152,31 @@ def test_remote_none_has_no_pass_at_1_for_escalating_policies(tmp_path: Path) ->
     folder = make_folder(tmp_path, SCENARIO)
     for rec in list(folder.records.values()):
         folder.records[rec.key] = Record(task=rec.task, local=rec.local, remote=None, gate=rec.gate)
-    tasks, _ = scoring.outcomes(folder, k=K, missing_logprobs="escalate", gate_mode="tree-sitter")
+    tasks, _ = scoring.outcomes(folder, rules=RULES, gate_mode="tree-sitter")
     p = point(tasks, "synconf")
     assert p.passed is None and p.pass_at_1 is None
     assert (p.escalated, p.kept_local_precision) == (6, 0.5)  # local side still measured
     assert scoring.oracle(tasks).passed is None
+
+
+def test_eval_scores_under_the_local_models_own_threshold(tmp_path: Path) -> None:
+    """`routing.thresholds` for the run's local model applies in `eval` as it does in
+    the server (`resolve_rules`). On 8c2c157 `score` read `routing.threshold` alone: it
+    reported -0.5 and 6 escalations, a threshold the server never used for model "m"."""
+    from synconfroute.server.evaluation.run import EvalOptions, score
+
+    folder = make_folder(tmp_path, SCENARIO)  # its run's local model is "m"
+    s = Settings()
+    s.routing.thresholds = {"m": -0.15, "other": -3.0}
+    summary = score(folder, s, EvalOptions(out=tmp_path, generate=False), folder.info())
+    assert summary["threshold"] == -0.15
+    synconf = summary["groups"]["hand/python"]["policies"]["synconf"]
+    # At -0.15, J (-0.3) is unconfident too: C D E F G I J escalate (6 at -0.5).
+    assert (synconf["threshold"], synconf["escalated"]) == (-0.15, 7)
+    assert summary["groups"]["hand/python"]["confident_wrong"]["threshold"] == -0.15
+    # --threshold still wins over the settings, as it did.
+    given = score(folder, s, EvalOptions(out=tmp_path, generate=False, threshold=-0.5), {})
+    assert given["groups"]["hand/python"]["policies"]["synconf"]["escalated"] == 6
 
 
 def test_gate_stats(tasks: list[scoring.TaskOutcome]) -> None:
@@ -166,18 +189,19 @@ def test_gate_stats(tasks: list[scoring.TaskOutcome]) -> None:
 def test_gate_false_reject_is_counted(tmp_path: Path) -> None:
     scenario = {"K": (-0.1, "invalid", True, True), "L": (-0.1, "valid", True, True)}
     tasks, _ = scoring.outcomes(
-        make_folder(tmp_path, scenario), k=K, missing_logprobs="escalate", gate_mode="tree-sitter"
+        make_folder(tmp_path, scenario), rules=RULES, gate_mode="tree-sitter"
     )
     g = scoring.gate_stats(tasks)
     assert (g["correct"], g["false_rejects"], g["false_reject_tasks"]) == (2, 1, ["hand/K"])
 
 
 def test_confident_but_wrong_split(tasks: list[scoring.TaskOutcome]) -> None:
-    cw = scoring.confident_wrong(tasks, T, K, "escalate")  # B, C, D, J
+    cw = scoring.confident_wrong(tasks, RULES)  # B, C, D, J
     assert cw["confident_wrong"] == 4
     assert (cw["syntax_invalid"], cw["valid_but_wrong"], cw["undecided"]) == (2, 2, 0)
     assert cw["syntax_invalid_share"] == 0.5
-    everything = scoring.confident_wrong(tasks, -math.inf, K, "trust")  # all 6 wrong ones
+    everyone = attrs.evolve(RULES, threshold=-math.inf, missing_logprobs="trust")
+    everything = scoring.confident_wrong(tasks, everyone)  # all 6 wrong ones
     assert (everything["syntax_invalid"], everything["valid_but_wrong"]) == (3, 3)
 
 
@@ -214,7 +238,7 @@ def test_routellm_cpt_and_apgr() -> None:
 def test_routellm_on_the_scenario(tasks: list[scoring.TaskOutcome]) -> None:
     grid = scoring.thresholds(tasks, T)
     assert T in grid and grid[0] < -2.0 and grid[-1] > -0.1
-    curve = scoring.sweep(tasks, "synconf", grid, K, "escalate")
+    curve = scoring.sweep(tasks, "synconf", grid, RULES)
     assert [p.escalation_rate for p in curve] == sorted(p.escalation_rate for p in curve)
     assert curve[-1].escalated == 10 and curve[0].escalated == 4  # all; invalid + empty
     # SynConfRoute's curve: (0.4, 0.6) (0.6, 0.7) (0.7, 0.7) (1.0, 0.7); weak 0.3, strong
@@ -232,7 +256,7 @@ def test_within_budget_takes_the_most_escalation_that_fits() -> None:
 
 
 def test_summarize_is_json_ready(tasks: list[scoring.TaskOutcome]) -> None:
-    s = scoring.summarize(tasks, threshold=T, k=K)
+    s = scoring.summarize(tasks, rules=RULES)
     json.dumps(s, allow_nan=False)
     assert s["policies"]["synconf"]["pass_at_1"] == 0.7
     assert s["local_alone"]["pass_at_1"] == 0.3

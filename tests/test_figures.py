@@ -21,6 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from synconfroute.server.evaluation import report, scoring  # noqa: E402
 from synconfroute.server.learning import figures, stats  # noqa: E402
 from synconfroute.server.routing.router import LocalEvidence  # noqa: E402
+from synconfroute.server.routing.rules import resolve_rules  # noqa: E402
+from synconfroute.server.settings.config import Settings  # noqa: E402
 
 LANGS = ["python", "java", "cpp"]
 
@@ -74,7 +76,7 @@ def _summary(panels: int, n: int, remote: str = "oracle") -> dict[str, Any]:
     groups = {}
     for p in range(panels):
         name = f"safim-block/{LANGS[p % 3]}{p // 3 or ''}" if p else "humaneval/python"
-        groups[name] = scoring.summarize(_tasks(n, p), threshold=-0.5, k=3)
+        groups[name] = scoring.summarize(_tasks(n, p), rules=resolve_rules(Settings(), ""))
     return {
         "run": {"local_model": "SmolLM2-135M-Instruct.Q4_1", "remote_model": "x"},
         "remote": remote,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 
 from synconfroute.clients.ollama import OllamaBackend
@@ -16,6 +18,7 @@ from synconfroute.server.routing import router
 from synconfroute.server.routing.gate import Anchor, make_gate
 from synconfroute.server.routing.pipeline import CompletionContext, Pipeline
 from synconfroute.server.routing.router import LocalEvidence, Reason, Rules
+from synconfroute.server.routing.rules import resolve_rules
 from synconfroute.server.settings.config import Settings, merge_workspace
 from synconfroute.server.syntax import SyntaxDocument, check_completion
 from synconfroute.server.syntax.languages import parser_for
@@ -168,6 +171,12 @@ def test_out_of_budget_the_names_check_passes() -> None:
 # ----------------------------------------------------------------- the router
 
 
+def _rules(**kw: Any) -> Rules:
+    """The server's rules at the default settings (`resolve_rules`), `kw` changed; the
+    names gate off unless asked."""
+    return attrs.evolve(resolve_rules(Settings(), ""), **{"semantic": "off", **kw})
+
+
 def _ev(**kw: object) -> LocalEvidence:
     base: dict[str, object] = {"text": " helper(n)", "logprobs": (-0.01,) * 3, "syntax": "valid"}
     base.update(kw)
@@ -176,26 +185,26 @@ def _ev(**kw: object) -> LocalEvidence:
 
 @pytest.mark.parametrize("policy", ["synconf", "syntax"])
 def test_undefined_name_escalates_where_the_gate_decides(policy: str) -> None:
-    rules = Rules(policy=policy, semantic="names")  # type: ignore[arg-type]
+    rules = _rules(policy=policy, semantic="names")  # type: ignore[arg-type]
     v = router.decide(_ev(undefined=("helper",)), rules, "ok")
     assert v.action == "escalate" and v.reasons == (Reason.UNDEFINED_NAME,)
 
 
 @pytest.mark.parametrize("policy", ["confidence", "local"])
 def test_policies_without_the_gate_ignore_names(policy: str) -> None:
-    rules = Rules(policy=policy, semantic="names")  # type: ignore[arg-type]
+    rules = _rules(policy=policy, semantic="names")  # type: ignore[arg-type]
     v = router.decide(_ev(undefined=("helper",)), rules, "ok")
     assert v.action == "keep-local"
 
 
 def test_semantic_off_ignores_names() -> None:
-    v = router.decide(_ev(undefined=("helper",)), Rules(semantic="off"), "ok")
+    v = router.decide(_ev(undefined=("helper",)), _rules(semantic="off"), "ok")
     assert v.action == "keep-local" and v.reasons == (Reason.CONFIDENT_AND_VALID,)
 
 
 def test_undefined_name_with_escalation_blocked_or_failed_keeps_local() -> None:
     ev = _ev(undefined=("helper",))
-    rules = Rules(semantic="names")
+    rules = _rules(semantic="names")
     v = router.decide(ev, rules, "privacy-blocked")
     assert v.action == "keep-local"
     assert v.reasons[0] == Reason.UNDEFINED_NAME and v.reasons[-1] == Reason.KEPT_LOCAL_UNCONFIRMED
@@ -295,10 +304,10 @@ def test_scoring_replays_synconf_with_and_without_names(tmp_path: Path) -> None:
     folder.write_info({"remote": "oracle", "local_model": "m"})
     folder.close()
     tasks, _ = scoring.outcomes(
-        RunFolder(tmp_path), k=3, missing_logprobs="escalate", gate_mode="tree-sitter"
+        RunFolder(tmp_path), rules=resolve_rules(Settings(), ""), gate_mode="tree-sitter"
     )
     assert [o.evidence.undefined for o in sorted(tasks, key=lambda o: o.key)] == [(), ("offset",)]
-    s = scoring.summarize(tasks, threshold=-0.5, k=3)
+    s = scoring.summarize(tasks, rules=resolve_rules(Settings(), ""))
     plain, named = s["policies"]["synconf"], s["policies"]["synconf+names"]
     assert (plain["escalated"], plain["kept_local_precision"]) == (0, 0.5)
     assert (named["escalated"], named["kept_local_precision"]) == (1, 1.0)

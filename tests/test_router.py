@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import attrs
 import pytest
 
 from synconfroute.server.routing.router import (
@@ -17,10 +19,18 @@ from synconfroute.server.routing.router import (
     early_escalation,
     needs_syntax,
 )
+from synconfroute.server.routing.rules import resolve_rules
+from synconfroute.server.settings.config import Settings
 
 R = Reason
 HIGH = (-0.1, -0.2, -0.05, -3.0)  # mean of first 3 = -0.1167
 LOW = (-2.0, -1.0, -0.5, -0.0)  # mean of first 3 = -1.1667
+
+
+def _rules(**kw: Any) -> Rules:
+    """The server's rules at the default settings (`resolve_rules`), `kw` changed; the
+    names gate off unless asked."""
+    return attrs.evolve(resolve_rules(Settings(), ""), **{"semantic": "off", **kw})
 
 
 def ev(
@@ -68,24 +78,24 @@ def test_confidence_is_mean_of_first_k() -> None:
 def test_decision_table(
     policy: str, evidence: LocalEvidence, action: str, reasons: tuple[Reason, ...]
 ) -> None:
-    v = decide(evidence, Rules(policy=policy), "ok")  # type: ignore[arg-type]
+    v = decide(evidence, _rules(policy=policy), "ok")  # type: ignore[arg-type]
     assert (v.action, v.reasons) == (action, reasons)
 
 
 def test_missing_logprobs_trust_setting() -> None:
-    v = decide(ev(lps=(), has_logprobs=False), Rules(missing_logprobs="trust"), "ok")
+    v = decide(ev(lps=(), has_logprobs=False), _rules(missing_logprobs="trust"), "ok")
     assert v == Ruling("keep-local", (R.CONFIDENT_AND_VALID,), None)
 
 
 def test_threshold_boundary_is_inclusive() -> None:
-    assert decide(ev(lps=(-0.5, -0.5, -0.5)), Rules(threshold=-0.5), "ok").action == "keep-local"
-    assert decide(ev(lps=(-0.5, -0.5, -0.51)), Rules(threshold=-0.5), "ok").action == "escalate"
+    assert decide(ev(lps=(-0.5, -0.5, -0.5)), _rules(threshold=-0.5), "ok").action == "keep-local"
+    assert decide(ev(lps=(-0.5, -0.5, -0.51)), _rules(threshold=-0.5), "ok").action == "escalate"
 
 
 def test_k_changes_the_window() -> None:
     lps = (-0.1, -0.1, -0.1, -5.0)
-    assert decide(ev(lps=lps), Rules(k=3), "ok").action == "keep-local"
-    assert decide(ev(lps=lps), Rules(k=4), "ok").action == "escalate"
+    assert decide(ev(lps=lps), _rules(k=3), "ok").action == "keep-local"
+    assert decide(ev(lps=lps), _rules(k=4), "ok").action == "escalate"
 
 
 @pytest.mark.parametrize(
@@ -97,18 +107,18 @@ def test_k_changes_the_window() -> None:
     ],
 )
 def test_blocked_escalation_keeps_valid_local_unconfirmed(access: str, block: Reason) -> None:
-    v = decide(ev(lps=LOW), Rules(), access)  # type: ignore[arg-type]
+    v = decide(ev(lps=LOW), _rules(), access)  # type: ignore[arg-type]
     assert v.action == "keep-local"
     assert v.reasons == (R.LOW_CONFIDENCE, block, R.KEPT_LOCAL_UNCONFIRMED)
 
 
 def test_blocked_escalation_never_shows_invalid_code() -> None:
-    v = decide(ev(syntax="invalid"), Rules(), "privacy-blocked")
+    v = decide(ev(syntax="invalid"), _rules(), "privacy-blocked")
     assert (v.action, v.reasons) == ("none", (R.SYNTAX_INVALID, R.PRIVACY_BLOCKED))
 
 
 def test_blocked_escalation_with_local_down_is_none() -> None:
-    v = decide(ev(available=False, text=""), Rules(), "not-configured")
+    v = decide(ev(available=False, text=""), _rules(), "not-configured")
     assert (v.action, v.reasons) == ("none", (R.LOCAL_UNAVAILABLE, R.NO_REMOTE))
 
 
@@ -130,21 +140,21 @@ def test_after_remote_rows() -> None:
 
 
 def test_early_escalation() -> None:
-    assert not early_escalation((-3.0, -3.0), Rules())  # fewer than k tokens: wait
-    assert early_escalation((-3.0, -3.0, -3.0), Rules())
-    assert not early_escalation((-0.1, -0.1, -0.1), Rules())
-    assert not early_escalation((-3.0, -3.0, -3.0), Rules(policy="syntax"))
-    assert not early_escalation((-3.0, -3.0, -3.0), Rules(policy="local"))
+    assert not early_escalation((-3.0, -3.0), _rules())  # fewer than k tokens: wait
+    assert early_escalation((-3.0, -3.0, -3.0), _rules())
+    assert not early_escalation((-0.1, -0.1, -0.1), _rules())
+    assert not early_escalation((-3.0, -3.0, -3.0), _rules(policy="syntax"))
+    assert not early_escalation((-3.0, -3.0, -3.0), _rules(policy="local"))
 
 
 def test_needs_syntax() -> None:
-    assert needs_syntax(ev(syntax=None), Rules())
-    assert not needs_syntax(ev(lps=LOW, syntax=None), Rules())  # escalates anyway
-    assert needs_syntax(ev(lps=LOW, syntax=None), Rules(policy="syntax"))
-    assert not needs_syntax(ev(syntax=None), Rules(policy="confidence"))
-    assert not needs_syntax(ev(text="", syntax=None), Rules())
-    assert needs_syntax(ev(lps=LOW, syntax=None), Rules(), "local-only")  # gate decides display
-    assert not needs_syntax(ev(syntax=None), Rules(policy="local"), "local-only")
+    assert needs_syntax(ev(syntax=None), _rules())
+    assert not needs_syntax(ev(lps=LOW, syntax=None), _rules())  # escalates anyway
+    assert needs_syntax(ev(lps=LOW, syntax=None), _rules(policy="syntax"))
+    assert not needs_syntax(ev(syntax=None), _rules(policy="confidence"))
+    assert not needs_syntax(ev(text="", syntax=None), _rules())
+    assert needs_syntax(ev(lps=LOW, syntax=None), _rules(), "local-only")  # gate decides display
+    assert not needs_syntax(ev(syntax=None), _rules(policy="local"), "local-only")
 
 
 def test_a_skipped_gate_is_not_a_valid_one() -> None:
@@ -152,9 +162,9 @@ def test_a_skipped_gate_is_not_a_valid_one() -> None:
     # not, show it unconfirmed (as any completion nobody could check); after a failed
     # escalation, show nothing (as after a timeout).
     skipped = ev(syntax="skipped")
-    blocked = decide(skipped, Rules(), "local-only")
+    blocked = decide(skipped, _rules(), "local-only")
     assert blocked == Ruling(
         "keep-local", (R.SYNTAX_SKIPPED, R.LOCAL_ONLY, R.KEPT_LOCAL_UNCONFIRMED), blocked.confidence
     )
-    v = decide(skipped, Rules(), "ok")
+    v = decide(skipped, _rules(), "ok")
     assert after_remote(v, skipped, remote_ok=False, remote_text="").route == "none"

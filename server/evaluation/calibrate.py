@@ -24,7 +24,7 @@ import attrs
 import tomlkit
 
 from ..routing.gate import SyntaxGate
-from ..routing.router import Rules
+from ..routing.rules import resolve_rules
 from ..settings.config import ENV_PREFIX, Settings, load
 from ..vocab.errors import UserError
 from . import scoring
@@ -96,14 +96,15 @@ def choose(
             "(with the oracle, escalating everything always wins): use --budget"
         )
     refresh_all(folder, settings)  # the texts the current pipeline would insert
+    # The server's rules for the run's local model; the threshold is what is chosen here.
+    rules = resolve_rules(settings, str(info.get("local_model", "")))
     # The server's gate mode: recorded verdicts are used, missing ones computed now.
     mode = r.syntax
 
     def replay(require_exec: bool) -> tuple[list[TaskOutcome], int]:
         return scoring.outcomes(
             folder,
-            k=r.confidence_tokens,
-            missing_logprobs=r.missing_logprobs,
+            rules=rules,
             gate_mode=mode,
             gate=SyntaxGate(mode, r.syntax_budget_ms / 1000, r.compiler_budget_ms / 1000),
             require_exec=require_exec,
@@ -120,12 +121,6 @@ def choose(
     if not tasks:
         raise CalibrationError(f"no usable records in {folder.folder}")
     policy = "synconf" if r.policy == "synconf" else "confidence-only"
-    rules = Rules(
-        policy=r.policy,
-        k=r.confidence_tokens,
-        missing_logprobs=r.missing_logprobs,
-        semantic=r.semantic,
-    )
     points = [
         scoring.evaluate(tasks, attrs.evolve(rules, threshold=t), policy) for t in candidates(tasks)
     ]

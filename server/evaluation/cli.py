@@ -131,7 +131,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="threshold of the table's confidence-only and SynConfRoute rows "
-        "(default routing.threshold); the curves sweep all thresholds",
+        "(default: the server's for the run's local model, routing.thresholds or "
+        "routing.threshold); the curves sweep all thresholds",
     )
     p.add_argument(
         "--run-exact",

@@ -18,6 +18,7 @@ from synconfroute.clients.types import Backend
 from .. import __version__
 from ..routing.backends import build_tiers
 from ..routing.gate import SyntaxGate
+from ..routing.rules import resolve_rules
 from ..settings.config import Settings
 from ..syntax.verdict import Mode
 from ..vocab.errors import UserError
@@ -260,13 +261,14 @@ def score(
     info: dict[str, Any],
     heads: ceiling.Heads | None = None,
 ) -> dict[str, Any]:
-    threshold = opts.threshold if opts.threshold is not None else settings.routing.threshold
-    k = settings.routing.confidence_tokens
+    # The rules the server would use with the run's local model (its per-model threshold
+    # among them), or the threshold given on the command line.
+    rules = resolve_rules(settings, str(info.get("local_model", "")), opts.threshold)
+    threshold, k = rules.threshold, rules.k
     mode: Mode = opts.gate_mode or settings.routing.syntax
     tasks, incomplete = scoring.outcomes(
         folder,
-        k=k,
-        missing_logprobs=settings.routing.missing_logprobs,
+        rules=rules,
         gate_mode=mode,
         gate=_gate(settings, mode),
         regate=opts.regate,
@@ -288,9 +290,7 @@ def score(
         "incomplete": incomplete,
         "ceiling": ceiling.summarize(records, settings, folder.execs, _gate(settings, mode), heads),
         "groups": {
-            name: scoring.summarize(
-                items, threshold=threshold, k=k, missing_logprobs=settings.routing.missing_logprobs
-            )
+            name: scoring.summarize(items, rules=rules)
             for name, items in scoring.groups(tasks).items()
         },
     }

@@ -30,7 +30,7 @@ from ..routing.router import LocalEvidence, Rules, SyntaxStatus
 from ..syntax import check_completion
 from ..syntax.names import LANGUAGES as NAMES_LANGUAGES
 from ..vocab.errors import UserError
-from ..vocab.kinds import GateMode
+from ..vocab.kinds import GateMode, Policy
 from ..vocab.verdict import Verdict
 from .execute import exec_key
 from .records import Record, RunFolder
@@ -39,7 +39,7 @@ _STATUSES: dict[str, SyntaxStatus] = {
     s: s for s in ("valid", "invalid", "timeout", "unsupported-language", "error")
 }
 SWEPT = ("confidence-only", "synconf", "synconf+names")
-POLICY_RULES = {
+POLICY_RULES: dict[str, Policy] = {
     "always-local": "local",
     "always-remote": "remote",
     "syntax-only": "syntax",
@@ -51,12 +51,13 @@ POLICY_RULES = {
 NAMES_POLICIES = frozenset({"synconf+names"})
 
 
-def _rules(policy: str, threshold: float, k: int, missing: str) -> Rules:
-    return Rules(
-        policy=POLICY_RULES[policy],  # type: ignore[arg-type]
-        threshold=threshold,
-        k=k,
-        missing_logprobs="trust" if missing == "trust" else "escalate",
+def policy_rules(base: Rules, policy: str, threshold: float | None = None) -> Rules:
+    """The resolved rules `base` (`resolve_rules`) under one evaluated policy, at
+    `threshold` (None: base's own)."""
+    return attrs.evolve(
+        base,
+        policy=POLICY_RULES[policy],
+        threshold=base.threshold if threshold is None else threshold,
         semantic="names" if policy in NAMES_POLICIES else "off",
     )
 
@@ -130,19 +131,18 @@ class ScoringError(UserError):
 def outcomes(
     folder: RunFolder,
     *,
-    k: int,
-    missing_logprobs: str,
+    rules: Rules,
     gate_mode: GateMode,
     gate: SyntaxGate | None = None,
     require_exec: bool = True,
     regate: bool = False,
 ) -> tuple[list[TaskOutcome], int]:
-    """The scorable tasks of `folder`, and how many records lack execution results.
+    """The scorable tasks of `folder`, and how many records lack execution results; each
+    task's confidence as `rules` (k, missing log-probs) judge it.
 
     A gate verdict missing for `gate_mode` (every one, with `regate`) is computed now with
     `gate`; it is not written back.
     """
-    rules = Rules(k=k, missing_logprobs="trust" if missing_logprobs == "trust" else "escalate")
     out: list[TaskOutcome] = []
     incomplete = 0
     for rec in folder.records.values():
@@ -296,9 +296,9 @@ def thresholds(tasks: Sequence[TaskOutcome], reference: float, steps: int = 40) 
 
 
 def sweep(
-    tasks: Sequence[TaskOutcome], policy: str, grid: Iterable[float], k: int, missing: str
+    tasks: Sequence[TaskOutcome], policy: str, grid: Iterable[float], rules: Rules
 ) -> list[Point]:
-    return [evaluate(tasks, _rules(policy, t, k, missing), policy) for t in grid]
+    return [evaluate(tasks, policy_rules(rules, policy, t), policy) for t in grid]
 
 
 # -- RouteLLM summary ---------------------------------------------------------------------
@@ -378,14 +378,10 @@ def gate_stats(tasks: Sequence[TaskOutcome]) -> dict[str, Any]:
     }
 
 
-def confident_wrong(
-    tasks: Sequence[TaskOutcome], threshold: float, k: int, missing: str
-) -> dict[str, Any]:
-    """Local completions confident at `threshold` (as the router judges) that fail their
+def confident_wrong(tasks: Sequence[TaskOutcome], rules: Rules) -> dict[str, Any]:
+    """Local completions confident under `rules` (as the router judges) that fail their
     tests, split by the gate's verdict: the paper found 46% syntax-invalid, 54% valid."""
-    rules = Rules(
-        threshold=threshold, k=k, missing_logprobs="trust" if missing == "trust" else "escalate"
-    )
+    threshold = rules.threshold
     wrong = [
         o
         for o in tasks
@@ -427,19 +423,19 @@ def groups(tasks: Sequence[TaskOutcome]) -> dict[str, list[TaskOutcome]]:
 def summarize(
     tasks: Sequence[TaskOutcome],
     *,
-    threshold: float,
-    k: int,
-    missing_logprobs: str = "escalate",
+    rules: Rules,
     progress: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """Every metric for one group of tasks (JSON-ready)."""
+    """Every metric for one group of tasks (JSON-ready), under the resolved `rules`
+    (their threshold, k and missing log-probs; each policy its own)."""
+    threshold = rules.threshold
     weak = local_alone(tasks)
-    rules = {name: _rules(name, threshold, k, missing_logprobs) for name in POLICY_RULES}
-    points = {name: evaluate(tasks, r, name) for name, r in rules.items()}
+    by_policy = {name: policy_rules(rules, name) for name in POLICY_RULES}
+    points = {name: evaluate(tasks, r, name) for name, r in by_policy.items()}
     points["oracle"] = oracle(tasks)
     strong = points["always-remote"].pass_at_1
     grid = thresholds(tasks, threshold)
-    curves = {p: sweep(tasks, p, grid, k, missing_logprobs) for p in SWEPT}
+    curves = {p: sweep(tasks, p, grid, rules) for p in SWEPT}
     if progress:
         progress()
     summary: dict[str, Any] = {
@@ -456,8 +452,10 @@ def summarize(
             for b in BUDGETS
         },
         "gate": gate_stats(tasks),
-        "confident_wrong": confident_wrong(tasks, threshold, k, missing_logprobs),
-        "wrong_by_gate": confident_wrong(tasks, -math.inf, k, "trust"),
+        "confident_wrong": confident_wrong(tasks, rules),
+        "wrong_by_gate": confident_wrong(
+            tasks, attrs.evolve(rules, threshold=-math.inf, missing_logprobs="trust")
+        ),
     }
     summary["confident_wrong"]["threshold"] = threshold
     summary["wrong_by_gate"]["threshold"] = None

@@ -8,10 +8,10 @@ import logging
 import attrs
 import httpx
 
-from synconfroute.clients.plan import PromptPlan
 from synconfroute.clients.types import Backend
 
 from ..settings.config import LocalSettings, RemoteSettings, Settings
+from .gated import GatedRemote
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +130,10 @@ def speculates(backend: Backend | None) -> bool:
     return isinstance(backend, EmbeddedBackend)
 
 
-def make_remote(remote: RemoteSettings) -> Backend | None:
-    """The remote backend, or None when no remote tier is configured."""
+def make_remote(remote: RemoteSettings) -> GatedRemote | None:
+    """The remote backend behind the egress gate, or None when no remote tier is
+    configured. Until a pipeline holds it (with the live settings), only text from no
+    workspace file (benchmarks, doctor) may be sent."""
     if not remote.configured:
         return None
     from synconfroute.clients.connection import Connection
@@ -153,18 +155,4 @@ def make_remote(remote: RemoteSettings) -> Backend | None:
         session_header=remote.session_header or None,
         metrics_url=remote.metrics_url,
     )
-    # Never without an egress check: until a pipeline installs its own (with the live
-    # settings), only text from no workspace file (benchmarks, doctor) may be sent.
-    backend.set_egress(refuse_workspace_code)
-    return backend
-
-
-def refuse_workspace_code(body: bytes, plan: PromptPlan | None) -> None:
-    from synconfroute.clients.errors import EgressRefused
-
-    if plan is None or not plan.sources or any(s.role != "dataset" for s in plan.sources):
-        raise EgressRefused(
-            "not sent: this remote client has no privacy settings to judge workspace code by",
-            backend="openai",
-            reason="no-pipeline",
-        )
+    return GatedRemote(backend)

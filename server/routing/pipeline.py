@@ -1,7 +1,12 @@
-"""One completion request end to end: local stream, gate, decision, escalation.
+"""One completion request end to end, as a short sequence of named steps over frozen
+values: plan (`planner`), local (`local_run`), gate (`gating`), decide (`router`),
+remote (`remote_call`, through the egress gate the remote is wrapped in: `gated`), and
+record (`steps.decision`). Each step is a function of frozen inputs that can be run
+alone; `Pipeline` holds what lives longer than one request (backends, cache, load,
+lifetime, remote calls in flight) and runs the sequence.
 
-The pipeline owns timing and failure handling; the decision itself is the pure
-`router`. It never imports pygls: the LSP layer and the CLI call `complete()`.
+The decision itself is the pure `router`. It never imports pygls: the LSP layer and
+the CLI call `complete()`.
 """
 
 from __future__ import annotations
@@ -13,41 +18,42 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from synconfroute.clients._speed import Rates
-from synconfroute.clients.errors import BackendError, BackendTimeout
-from synconfroute.clients.plan import FolderRules, PromptPlan
-from synconfroute.clients.types import Backend, Completion, CompletionRequest, line_end
+from synconfroute.clients.errors import BackendTimeout
+from synconfroute.clients.plan import FolderRules
+from synconfroute.clients.types import Backend
 
 from ..settings.config import PrivacySettings, Settings
-from ..vocab.record import Latency, Problem, RouteDecision, Truncation
-from ..vocab.verdict import Verdict
-from ..workspace import crossfile, egress, privacy, prompt_split
-from . import affinity, kv_window, router, time_budget
+from ..vocab.record import Problem, RouteDecision
+from ..workspace import egress, prompt_split
+from . import affinity, router, sequence
 from .backends import Tiers
 from .backpressure import Backpressure, EscalationBudget, Limits, Pressure, load_hold
-from .cache import CompletionCache, Hit
+from .cache import CompletionCache
 from .gate import SyntaxGate, make_gate
+from .gated import GatedRemote, gated
+from .gating import Gating, gate_local
+from .local_run import LocalLimits, prefill, run_local
+from .planner import (
+    Planning,
+    TierRequest,
+    display_path,
+    plan_tier,
+    sized_budget,
+)
+from .remote_call import InFlight, call_remote
 from .request import CompletionContext, Gate
 from .router import LocalEvidence, Reason, RemoteAccess, Rules
 from .rules import resolve_rules
+from .sequence import Req
 from .steps import (
-    ContextNote,
     Gated,
-    LocalRun,
     LocalStep,
     Outcome,
     RemoteStep,
+    cached_decision,
     decision,
-    local_outcome,
 )
-from .text_rules import (
-    gate_trimmed,
-    post_process,
-    request_stops,
-    shown_text,
-    truncation,
-    wants_multiline,
-)
+from .text_rules import shown_text
 from .time_budget import TierBudget
 
 log = logging.getLogger(__name__)
@@ -69,56 +75,17 @@ def remote_access(
     return "ok"
 
 
-def display_path(path: str, roots: tuple[str, ...]) -> str:
-    """Workspace-relative where possible (prompts and the hover card), else the file name."""
-    rel = privacy.relative_paths(path, roots)
-    return min(rel, key=len) if rel else path.rsplit("/", 1)[-1]
-
-
-@attrs.define
-class _LocalRun:
-    """The local stream while it runs; `_run_local` returns it frozen (`LocalRun`)."""
-
-    text: str = ""
-    logprobs: list[float] = attrs.field(factory=list)
-    has_logprobs: bool = True
-    cancelled_early: bool = False
-    error: BackendError | None = None
-    first_token_s: float | None = None
-    total_s: float = 0.0
-    timed_out: bool = False
-    finish_reason: str | None = None
-
-    def frozen(self) -> LocalRun:
-        return LocalRun(**{**attrs.asdict(self, recurse=False), "logprobs": tuple(self.logprobs)})
-
-
-@attrs.frozen(kw_only=True)
-class _Req:
-    """One request's constants, fixed when it starts."""
-
-    ctx: CompletionContext
-    rules: Rules
-    models: tuple[str | None, str | None]  # (local, remote) as the request saw them
-    t0: float
-    deadline: float
-    budget: TierBudget  # the local tier's
-    multiline: bool
-    notes: tuple[ContextNote, ...]  # the files that fed the local prompt
+def _cache_key(ctx: CompletionContext, models: tuple[str | None, str | None], rules: Rules) -> str:
+    key = f"{models[0]}|{models[1]}|{rules.policy}"
+    if ctx.crossfile or ctx.recent_edits:  # other context, other prompt
+        edits = tuple((c.path, c.text) for c in ctx.recent_edits)
+        key += f"|{hash((ctx.crossfile, edits))}"
+    return key
 
 
 def build_pipeline(settings: Settings, tiers: Tiers) -> Pipeline:
     """A pipeline for `settings` over its tiers, with the gate the settings ask for."""
     return Pipeline(settings, tiers.local, tiers.remote, make_gate(settings.routing))
-
-
-# How late the pipeline cuts a prediction past its time cap (`local.max_predict_ms`):
-# the embedded worker ends there by itself; Ollama does not know the cap.
-_PREDICT_SLACK_S = 0.05
-
-
-def _earliest(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else min(a, b)
 
 
 class Pipeline:
@@ -136,7 +103,9 @@ class Pipeline:
     ) -> None:
         self._settings = settings  # privacy changes come through update_privacy
         self.local = local
-        self.remote = remote
+        # Every remote send passes the egress gate, under the settings of its moment:
+        # whatever remote it is given, the pipeline holds it only wrapped in the gate.
+        self.remote: GatedRemote | None = gated(remote, lambda: self.settings)
         self.gate = gate
         self.cache = cache if cache is not None else CompletionCache()
         self._clock = clock
@@ -145,14 +114,10 @@ class Pipeline:
         self._users = 0
         self._idle = asyncio.Event()
         self._idle.set()
-        # Remote calls in flight, so a privacy change can stop them.
-        self._remote_calls: dict[asyncio.Future[Completion], CompletionContext] = {}
-        self._revoked: set[asyncio.Future[Completion]] = set()
-        # Each remote call's prompt plan: the privacy re-check reads its context files.
-        self._remote_plans: dict[asyncio.Future[Completion], PromptPlan | None] = {}
+        # Remote calls in flight with their planned requests, so a privacy change can
+        # stop them.
+        self._inflight = InFlight()
         self.remote_revoked = False  # the settings no longer name this remote
-        # Every remote send passes this check, under the settings of its moment.
-        self.egress = egress.guard(remote, lambda: self.settings)
         # The context each (document, tier) got last: kept while the ranking agrees.
         self._sticky = prompt_split.Sticky()
         # How busy the cluster is (routing.backpressure) and this machine's share of
@@ -240,145 +205,31 @@ class Pipeline:
         before it escalates, and a remote call they no longer allow is cancelled."""
         self._settings = attrs.evolve(self._settings, privacy=privacy)
         self.remote_revoked = self.remote_revoked or remote_revoked
-        for call, ctx in self._remote_calls.items():
-            plan = self._remote_plans.get(call)
+
+        def refused(ctx: CompletionContext, planned: TierRequest) -> bool:
+            plan = planned.plan
             now_private = plan is not None and any(
                 egress.private_reason(c, plan, privacy) for c in plan.context
             )
-            if not call.done() and (self.access(ctx) != "ok" or now_private):
-                log.info("privacy settings changed: cancelling a remote request in flight")
-                self._revoked.add(call)
-                call.cancel()
+            return self.access(ctx) != "ok" or now_private
+
+        self._inflight.revoke(refused)
 
     def rules(self) -> Rules:
         """The rules without adaptive mode (the command line, the evaluation): a session
         passes its own to `complete`."""
         return resolve_rules(self._settings, self.local_model)
 
-    def context_allowed(self, ctx: CompletionContext, tier: str) -> Callable[[str], bool]:
-        """Which other files may feed `tier`'s prompt, under the settings of this moment:
-        any for the local tier; for the remote tier, none unless the user sends context
-        there (`remote.send_context`), and never a file privacy keeps on the machine."""
-        if tier != "remote":
-            return lambda f: True
-        if self.settings.privacy.local_only or not self.settings.remote.send_context:
-            return lambda f: False
-        p = self.settings.privacy
-        return lambda f: (
-            not egress.check_path(f, ctx.roots, p, "context", window=ctx.path, folders=ctx.folders)
-        )
-
-    def tier_prompt(
-        self, ctx: CompletionContext, tier: str, total_chars: int
-    ) -> prompt_split.TierPrompt:
-        """`tier`'s prompt parts within its total budget `total_chars`: other files' code
-        and recent edits within their share, the window (cut by `_window`) the rest."""
-        t = self.settings.remote if tier == "remote" else self.settings.local
-        return prompt_split.assemble(
-            prefix=ctx.prefix,
-            suffix=ctx.suffix,
-            ranked=ctx.crossfile,
-            chunks=ctx.recent_edits,
-            total_chars=total_chars,
-            context_tokens=t.context_tokens,
-            allowed=self.context_allowed(ctx, tier),
-            sticky=self._sticky,
-            key=(ctx.path, f"{tier}@{total_chars}"),  # each window size its own context
-            cut_window=lambda _pre, _suf, chars: self._window(ctx, tier, chars),
-        )
-
-    def context_files(
-        self, ctx: CompletionContext, tier: str, total_chars: int
-    ) -> list[crossfile.ContextFile]:
-        """Everything from other files that `tier`'s prompt holds, in prompt order."""
-        return list(self.tier_prompt(ctx, tier, total_chars).files)
-
-    def _note_context(
-        self, ctx: CompletionContext, tier: str, max_chars: int
-    ) -> tuple[ContextNote, ...]:
-        """Which files fed `tier`'s prompt, and how many bytes of each."""
-        files = self.context_files(ctx, tier, max_chars)
-        return tuple((display_path(f.path, ctx.roots), f.bytes, tier) for f in files)
+    # -- plan ----------------------------------------------------------------
+    def planning(self) -> Planning:
+        """What a plan reads now: the settings of this moment, the local backend, the
+        context kept per (document, tier)."""
+        return Planning(self.settings, self.local, self._sticky)
 
     def local_budget(self, ctx: CompletionContext | None = None) -> TierBudget:
         """The local tier's total prompt and prediction budget, from its measured speed;
         at `ctx`, the prompt as large as the KV cache allows (`kv_window`)."""
-        rates = getattr(self.local, "rates", None)
-        budget = time_budget.local_budget(
-            self.settings.local,
-            self.settings.completion,
-            rates if isinstance(rates, Rates) else None,
-        )
-        uncached = getattr(self.local, "uncached_chars", None)
-        if ctx is None or uncached is None:
-            return budget
-        return kv_window.sized(
-            budget,
-            self._kv_cap(),
-            lambda size: int(uncached(self._request(ctx, None, size, single_line=True))),
-        )
-
-    def _kv_cap(self) -> int:
-        """The largest local prompt: the setting, and what the backend holds untrimmed."""
-        cap = self.settings.local.max_prompt_chars
-        return min(cap, int(getattr(self.local, "prompt_chars_cap", cap)))
-
-    def _window(self, ctx: CompletionContext, tier: str, max_chars: int) -> tuple[str, str]:
-        """The prefix and suffix `tier` sees: the window's start on a line grid, so the
-        local KV cache and the cluster's prefix cache survive the cursor moving on; no
-        suffix for a local model that only sees the prefix."""
-        if tier != "local":
-            return time_budget.anchored_window(ctx.prefix, ctx.suffix, max_chars)
-        prefix_only = getattr(self.local, "prompt_mode", None) == "prefix-only"
-        return time_budget.anchored_window(
-            ctx.prefix, ctx.suffix, max_chars, prefix_only=prefix_only
-        )
-
-    def _request(
-        self,
-        ctx: CompletionContext,
-        deadline: float | None,
-        max_chars: int,
-        tier: str = "local",
-        *,
-        single_line: bool,
-        budget: TierBudget | None = None,
-    ) -> CompletionRequest:
-        c = self.settings.completion
-        parts = self.tier_prompt(ctx, tier, max_chars)  # per tier
-        prefix, suffix, files = parts.prefix, parts.suffix, parts.files
-        # The time cap is for several lines: one line ends at its end, and half a line
-        # is no completion.
-        capped = budget is not None and not single_line
-        return CompletionRequest(
-            context_files=tuple((display_path(f.path, ctx.roots), f.text) for f in files),
-            repo=ctx.repo,
-            repo_path=display_path(ctx.path, ctx.roots) if files else "",
-            prefix=prefix,
-            suffix=suffix,
-            language=ctx.language,
-            path=ctx.path,
-            max_tokens=budget.max_tokens if budget is not None and capped else c.max_tokens,
-            stop=request_stops(single_line=single_line),
-            temperature=0.0,
-            deadline=deadline,
-            single_line=single_line,
-            max_predict_s=budget.max_predict_s if budget is not None and capped else None,
-            priority=(
-                self.settings.remote.request_priority(invoked=ctx.invoked)
-                if tier == "remote"
-                else None
-            ),
-            affinity=affinity.workspace_key(ctx.path, ctx.roots) if tier == "remote" else "",
-            plan=egress.make_plan(
-                tier,
-                ctx.path,
-                ctx.roots,
-                window_chars=len(prefix) + len(suffix),
-                context=[(f.path, len(f.text)) for f in files],
-                folders=ctx.folders,
-            ),
-        )
+        return sized_budget(ctx, self.planning())
 
     async def prefill(self, ctx: CompletionContext) -> dict[str, object] | None:
         """Evaluate the prompt a local request at `ctx` would send, ahead of it, at low
@@ -387,27 +238,13 @@ class Pipeline:
         fill = getattr(self.local, "prefill", None)
         if fill is None:
             return None
-        budget = self.local_budget(ctx)
-        multiline = wants_multiline(ctx.prefix, self.settings.completion.multiline)
-        single_line = not (multiline and budget.multiline)
-        request = self._request(
-            ctx, None, budget.prompt_chars, single_line=single_line, budget=budget
-        )
-        stats: dict[str, object] = await fill(request)
-        # Then, still at low priority, larger windows into the spare cache while the
-        # cursor rests: the next request takes the largest one that is warm (`kv_window`).
-        while stats.get("outcome") == "done" and (
-            grow := kv_window.grow_size(budget, self._kv_cap())
-        ):
-            request = self._request(ctx, None, grow, single_line=single_line, budget=budget)
-            stats = await fill(request)
-            budget = attrs.evolve(budget, prompt_chars=grow)
-        return stats
+        return await prefill(fill, ctx, self.planning())
 
+    # -- the sequence ----------------------------------------------------------
     async def complete(self, ctx: CompletionContext, rules: Rules | None = None) -> RouteDecision:
         """One request under `rules` (resolved once for it by the caller; by default
-        the configured ones for this local model). Each step returns a frozen result;
-        the decision record is built once, at the end."""
+        the configured ones for this local model): plan, local, gate, decide, then
+        remote or not, and the record, built once at the end."""
         t0 = self._clock()
         rules = self.rules() if rules is None else rules
         access = self.access(ctx)
@@ -415,111 +252,49 @@ class Pipeline:
             self.local.model if self.local else None,
             self.remote.model if self.remote and access == "ok" else None,
         )
-        cache_key = f"{models[0]}|{models[1]}|{rules.policy}"
-        if ctx.crossfile or ctx.recent_edits:  # other context, other prompt
-            edits = tuple((c.path, c.text) for c in ctx.recent_edits)
-            cache_key += f"|{hash((ctx.crossfile, edits))}"
+        cache_key = _cache_key(ctx, models, rules)
         hit = self.cache.get(cache_key, ctx.prefix, ctx.suffix)
         if hit is not None:
-            return self._from_cache(hit, ctx, rules, models, t0)
-        budget = self.local_budget(ctx)
-        local_prompt = budget.prompt_chars
-        req = _Req(
-            ctx=ctx,
-            rules=rules,
-            models=models,
-            t0=t0,
-            deadline=t0 + self.settings.completion.deadline_ms / 1000,
-            budget=budget,
-            # Several lines only when they can arrive within the prediction's time cap.
-            multiline=wants_multiline(ctx.prefix, self.settings.completion.multiline)
-            and budget.multiline,
-            notes=() if self.local is None else self._note_context(ctx, "local", local_prompt),
-        )
-
-        # 1. Local tier, cut short as soon as k tokens say "escalate" (or, single-line,
-        # as soon as the line ends).
-        first = await self._local_step(req, access, budget)
-        problems = [] if first.run.error is None else [Problem.of("local", first.run.error)]
-        ev, gated = first.evidence(), None
-
-        # 2. Gate, only when the verdict depends on it.
-        if router.needs_syntax(ev, rules, access) and not first.run.cut:
-            gated = await self._gate_local(req, first, ev)
-            ev = gated.evidence
-        verdict = router.decide(ev, rules, access)
-        cacheable = True
-        if verdict.action == "escalate":
-            rec, cacheable = await self._escalate(req, verdict, (first, gated, ev), problems)
-        else:
-            outcome = local_outcome(verdict, gated.text if gated else first.text)
-            rec = self._record(req, outcome, (first, first, gated), None, problems)
+            total_ms = (self._clock() - t0) * 1000
+            sharing = prompt_split.sharing(self.settings)
+            return cached_decision(
+                hit, ctx, rules, models, total_ms=total_ms, context_sharing=sharing
+            )
+        req = sequence.plan(ctx, rules, models, t0, self.planning())
+        rec, cacheable = await sequence.run(self, req, access)
         if cacheable and rec.route != "none" and rec.completion:
             self.cache.put(
                 cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, rec.reasons, rec
             )
         return rec
 
-    async def _escalate(
-        self,
-        req: _Req,
-        verdict: router.Ruling,
-        local: tuple[LocalStep, Gated | None, LocalEvidence],  # the run, its gate, evidence
-        problems: list[Problem],
-    ) -> tuple[RouteDecision, bool]:
-        """3. The remote tier, if privacy still allows it at this moment: local-only may
-        have been switched on (or the settings changed) while the local tier ran. The
-        decision, and whether it may be cached."""
-        first, gated, ev = local
-        ctx = req.ctx
-        access = self.access(ctx)
-        remote = None
-        held: Reason | None = None
-        if access == "ok":
-            held = self._hold(req, verdict, ev)
-            if held is None:
-                remote = await self._remote(req, self._draft(first, gated))
-            else:
-                remote = RemoteStep("failed")  # not asked: the local answer stays
-        if remote is not None and remote.problem is not None:
-            problems.append(remote.problem)
-        if remote is None or remote.outcome == "revoked":
-            # Not cached: the key names the remote model, which this answer never saw.
-            return await self._blocked_late(req, local, remote, problems), False
-        last, rerun_ms = first, None
-        if not remote.ok and first.run.cut and self._clock() < req.deadline:
-            # We cut the local stream for an escalation that failed: finish the
-            # local completion after all, so the user may still get something.
-            last = await self._local_step(req, "not-configured", req.budget)
-            rerun_ms = last.run.total_s * 1000
-            ev = attrs.evolve(
-                ev, available=last.run.available, text=last.text, timed_out=last.run.timed_out
-            )
-        if not remote.ok and ev.syntax is None and ev.available and last.text:
-            # Could we still keep the local completion? Only if it passes the gate.
-            gated = await self._gate_local(req, last, ev)
-            ev = gated.evidence
-        if held is not None and ev.syntax == "invalid" and self._may_escalate_broken(req):
-            # Held for the raised bar, but the code is broken: the rule still escalates it.
-            held, remote = None, await self._remote(req, self._draft(first, gated))
-            if remote.problem is not None:
-                problems.append(remote.problem)
-        local_text = gated.text if gated else last.text
-        final = router.after_remote(
-            verdict, ev, remote_ok=remote.ok, remote_text=remote.text, held=held,
-            verified=remote.verified,
-        )  # fmt: skip
-        self.budget.record(self._clock(), verdict.confidence, held is None)
-        outcome = Outcome(
-            route=final.route,
-            reasons=final.reasons,
-            completion={"remote": remote.text, "local": local_text}.get(final.route, ""),
-            confidence=verdict.confidence,
+    async def local_step(self, req: Req, access: RemoteAccess) -> LocalStep:
+        """Local: the planned request streamed, and its text as judged and shown."""
+        lim = LocalLimits(
+            settings=self.settings.local,
+            deadline=req.deadline,
+            rules=req.rules,
+            access=access,
+            multiline=req.multiline,
+            early_escalation=self.settings.routing.early_escalation,
+            clock=self._clock,
         )
-        rec = self._record(req, outcome, (first, last, gated), remote, problems, rerun_ms)
-        if held is not None:
-            rec = attrs.evolve(rec, load=self._load_text(held))
-        return rec, True
+        run = await run_local(self.local, req.local, lim)
+        text, cut = shown_text(run.text, run.finish_reason, req.ctx.suffix, multiline=req.multiline)
+        return LocalStep(run, text, cut)
+
+    def now(self) -> float:
+        return self._clock()
+
+    def escalated(self, confidence: float | None, sent: bool) -> None:
+        self.budget.record(self._clock(), confidence, sent)
+
+    def _gating(self, req: Req) -> Gating:
+        return Gating(self.gate, req.deadline, self._clock)
+
+    async def gate_step(self, req: Req, local: LocalStep, ev: LocalEvidence) -> Gated:
+        """Gate: the local text judged (and trimmed to whole lines the gate accepts)."""
+        return await gate_local(self._gating(req), req.ctx, local, ev, req.multiline)
 
     def _read_cluster(self, ctx: CompletionContext) -> None:
         """Feed the cluster's own load signal, only while escalating: the remote client's
@@ -534,7 +309,7 @@ class Pipeline:
             self._load_read = load.at
             self.load.cluster(now, load.waiting, load.running, load.kv_usage, load.url)
 
-    def _hold(self, req: _Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None:
+    def _hold(self, req: Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None:
         """Why this escalation stays home under load; None: it goes out."""
         self._read_cluster(req.ctx)
         now = self._clock()
@@ -561,27 +336,30 @@ class Pipeline:
             return ""
         return f"{p.why}; escalation bar {p.lift:.2f} below the threshold (moved by {p.source})"
 
-    def _may_escalate_broken(self, req: _Req) -> bool:
+    def _may_escalate_broken(self, req: Req) -> bool:
         p = self.pressure()
         now = self._clock()
         return (p is None or p.can_escalate(now, req.deadline)) and now < req.deadline
 
-    def _draft(self, first: LocalStep, gated: Gated | None) -> str:
-        """The local answer the remote may verify instead of starting over
-        (remote.verify_draft); "" for a plain escalation."""
-        if not self.settings.remote.verify_draft:
-            return ""
-        return gated.text if gated is not None else first.text
-
-    async def _remote(self, req: _Req, draft: str = "") -> RemoteStep:
+    async def remote_step(self, req: Req, draft: str = "") -> RemoteStep:
+        """Remote: planned once typing has settled, sent through the egress gate."""
+        assert self.remote is not None
         started = self._clock()
-        remote = await self._call_remote(req.ctx, req.deadline, req.multiline, draft)
+        ctx = req.ctx
+        if ctx.settled is not None and not await asyncio.shield(ctx.settled):
+            raise asyncio.CancelledError  # typing went on: a newer request replaces this one
+        env, single = self.planning(), not req.multiline
+        planned = plan_tier(ctx, "remote", None, env, deadline=req.deadline, single_line=single)
+        planned = attrs.evolve(planned, request=attrs.evolve(planned.request, draft=draft))
+        remote = await call_remote(
+            self.remote, planned, ctx, self._inflight, self._gating(req), req.multiline
+        )
         self._observe(remote, started, req.deadline)
         return remote
 
-    def _record(
+    def record(
         self,
-        req: _Req,
+        req: Req,
         outcome: Outcome,
         local: tuple[LocalStep, LocalStep, Gated | None],  # first run, last run, its gate
         remote: RemoteStep | None,
@@ -591,7 +369,8 @@ class Pipeline:
         tokens_of_last: bool = False,
         models: tuple[str | None, str | None] | None = None,
     ) -> RouteDecision:
-        first, last, gated = local
+        """Record: the decision, built once from the steps' frozen results."""
+        first, last, gated_ = local
         return decision(
             req.ctx,
             req.rules,
@@ -599,311 +378,15 @@ class Pipeline:
             outcome,
             first=first,
             last=last,
-            gated=gated,
+            gated=gated_,
             remote=remote,
             rerun_ms=rerun_ms,
             local_tokens=len((last if tokens_of_last else first).run.logprobs),
-            local_context=req.notes,
+            local_context=req.local.notes if req.local is not None else (),
             problems=problems,
             total_ms=(self._clock() - req.t0) * 1000,
             context_sharing=prompt_split.sharing(self.settings),
         )
 
-    def _from_cache(
-        self,
-        hit: Hit,
-        ctx: CompletionContext,
-        rules: Rules,
-        models: tuple[str | None, str | None],
-        t0: float,
-    ) -> RouteDecision:
-        origin = hit.entry.origin if isinstance(hit.entry.origin, RouteDecision) else None
-        return RouteDecision(
-            completion=hit.completion,
-            route=hit.entry.route,  # type: ignore[arg-type]
-            reasons=(Reason.CACHE_HIT, *hit.entry.reasons),
-            policy=rules.policy,
-            # What the original decision knew, so the card still explains the route.
-            confidence=origin.confidence if origin else None,
-            threshold=rules.threshold,
-            syntax=origin.syntax if origin else None,
-            local_model=models[0],
-            remote_model=models[1],
-            local_completion=origin.local_completion if origin else "",
-            cache_hit=True,
-            latency=Latency(total=(self._clock() - t0) * 1000),
-            language=ctx.language,
-            path=ctx.path,
-            context_sharing=prompt_split.sharing(self.settings),
-        )
 
-    async def _local_step(self, req: _Req, access: RemoteAccess, budget: TierBudget) -> LocalStep:
-        """The local run and its text as judged and shown."""
-        ctx, multiline = req.ctx, req.multiline
-        run = await self._run_local(ctx, req.deadline, req.rules, access, multiline, budget)
-        text, cut = shown_text(run.text, run.finish_reason, ctx.suffix, multiline=multiline)
-        return LocalStep(run, text, cut)
-
-    async def _call_remote(
-        self, ctx: CompletionContext, deadline: float, multiline: bool, draft: str = ""
-    ) -> RemoteStep:
-        assert self.remote is not None
-        if ctx.settled is not None and not await asyncio.shield(ctx.settled):
-            raise asyncio.CancelledError  # typing went on: a newer request replaces this one
-        t_remote = self._clock()
-        max_chars = self.settings.remote.max_prompt_chars
-        # The prompt is planned once: the request, the record's context files and the
-        # privacy re-check of a call in flight all read this one.
-        request = self._request(ctx, deadline, max_chars, "remote", single_line=not multiline)
-        request = attrs.evolve(request, draft=draft)  # same prompt, same plan
-        call = asyncio.ensure_future(self.remote.complete(request))
-        notes = tuple(
-            (path, len(text.encode("utf-8", "surrogatepass")), "remote")
-            for path, text in request.context_files
-        )
-        ctx_bytes = sum(n[1] for n in notes)
-        self._remote_calls[call] = ctx
-        self._remote_plans[call] = request.plan
-
-        def ms() -> float:
-            return (self._clock() - t_remote) * 1000
-
-        try:
-            result = await call
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if call not in self._revoked or (task is not None and task.cancelling()):
-                raise
-            # The request may already be on the wire: count it, to be safe.
-            return RemoteStep(
-                "revoked",
-                bytes_sent=len((ctx.prefix + ctx.suffix).encode()) + ctx_bytes,
-                context_bytes=ctx_bytes,
-                context=notes,
-                problem=Problem("remote", "cancelled: privacy settings changed during the request"),
-                total_ms=ms(),
-            )
-        except BackendError as exc:
-            return RemoteStep(
-                "failed",
-                bytes_sent=exc.bytes_sent,  # what went out before it failed (often 0)
-                context_bytes=ctx_bytes if exc.bytes_sent else 0,
-                context=notes,
-                problem=Problem.of("remote", exc),
-                total_ms=ms(),
-            )
-        finally:
-            self._remote_calls.pop(call, None)
-            self._remote_plans.pop(call, None)
-            self._revoked.discard(call)
-        total_ms = ms()
-        text, cut, gate_ms = await self._remote_text(ctx, result, deadline, multiline)
-        return RemoteStep(
-            "ok",
-            text=text,
-            truncated=cut,
-            bytes_sent=result.bytes_sent,
-            context_bytes=ctx_bytes,
-            context=notes,
-            total_ms=total_ms,
-            first_token_ms=None if result.first_token_s is None else result.first_token_s * 1000,
-            gate_ms=gate_ms,
-            draft_tokens=result.draft_tokens,
-            draft_kept=result.draft_kept,
-        )
-
-    async def _remote_text(
-        self, ctx: CompletionContext, result: Completion, deadline: float, multiline: bool
-    ) -> tuple[str, Truncation | None, float | None]:
-        """The remote's text as shown, what a length cut dropped, and the gate's time
-        (None: not run)."""
-        text, cut = shown_text(result.text, result.finish_reason, ctx.suffix, multiline=multiline)
-        if result.finish_reason != "length" or not multiline or self.gate is None or not text:
-            return text, cut, None
-        # Whole lines may still leave a block open: keep those the gate accepts (none
-        # accepted: nothing from the remote is shown, rather than broken code).
-        t = self._clock()
-        found = await self._trimmed(ctx, text, deadline, cut_in=ctx.language)
-        kept = found[0] if found is not None else ""
-        gate_ms = (self._clock() - t) * 1000
-        if kept != text:
-            cut = truncation(post_process(result.text, ctx.suffix, multiline=multiline), kept)
-            cut = attrs.evolve(cut, kept="gate" if kept else "nothing")
-        return kept, cut, gate_ms
-
-    async def _blocked_late(
-        self,
-        req: _Req,
-        local: tuple[LocalStep, Gated | None, LocalEvidence],
-        remote: RemoteStep | None,
-        problems: list[Problem],
-    ) -> RouteDecision:
-        """The request wanted to escalate, but privacy forbids it now: decide as if it
-        had been forbidden from the start (finishing a local stream we cut)."""
-        first, gated, ev = local
-        access = self.access(req.ctx)
-        if access == "ok":  # pragma: no cover - only called once access changed
-            access = "local-only"
-        sent = remote is not None and remote.bytes_sent > 0
-        models = req.models if sent else (req.models[0], None)
-        last, rerun_ms = first, None
-        if first.run.cut and self._clock() >= req.deadline:
-            ev = attrs.evolve(ev, text=first.text)
-        elif first.run.cut:
-            last = await self._local_step(req, access, self.local_budget())
-            rerun_ms = last.run.total_s * 1000
-            if last.run.error is not None:
-                problems.append(Problem.of("local", last.run.error))
-            ev, gated = last.evidence(), None
-        if router.needs_syntax(ev, req.rules, access) and ev.syntax is None:
-            gated = await self._gate_local(req, last, ev)
-            ev = gated.evidence
-        verdict = router.decide(ev, req.rules, access)
-        outcome = local_outcome(verdict, gated.text if gated else last.text)
-        return self._record(
-            req, outcome, (first, last, gated), remote, problems, rerun_ms,
-            tokens_of_last=True, models=models,
-        )  # fmt: skip
-
-    async def _run_local(
-        self,
-        ctx: CompletionContext,
-        deadline: float,
-        rules: Rules,
-        access: RemoteAccess,
-        multiline: bool,
-        budget: TierBudget,
-    ) -> LocalRun:
-        run = _LocalRun()
-        if self.local is None:
-            return LocalRun(error=BackendError("no local backend configured", backend="local"))
-        started = self._clock()
-        first_end: float | None = None
-        total_end: float | None = None
-        if access == "ok" and rules.policy != "local":
-            # The request may escalate: a slow or hung local tier must leave the remote
-            # time to answer. Where it cannot escalate, the local tier has the deadline.
-            b = self.settings.local
-            total_end = min(deadline, started + b.total_ms / 1000)
-            first_end = min(total_end, started + b.first_token_ms / 1000)
-        stream = self.local.stream(
-            self._request(
-                ctx, deadline, budget.prompt_chars, single_line=not multiline, budget=budget
-            )
-        )
-        predict_end: float | None = None  # the prediction's time cap, once the first token came
-        try:
-            while True:
-                end = first_end if run.first_token_s is None else _earliest(total_end, predict_end)
-                try:
-                    async with asyncio.timeout(
-                        None if end is None else max(0.0, end - self._clock())
-                    ):
-                        chunk = await anext(stream)
-                except StopAsyncIteration:
-                    break
-                except TimeoutError:
-                    if predict_end is not None and end == predict_end != total_end:
-                        # The time cap (a backend that does not end there by itself):
-                        # what came is the completion, cut like a token cap cuts it.
-                        run.finish_reason = "length"
-                        break
-                    run.timed_out = True
-                    b = self.settings.local
-                    what = (
-                        f"no first token within {b.first_token_ms:g} ms (local.first_token_ms)"
-                        if run.first_token_s is None
-                        else f"not done within {b.total_ms:g} ms (local.total_ms)"
-                    )
-                    run.error = BackendTimeout(f"{what}; escalated", backend=self.local.name)
-                    break
-                if chunk.text and run.first_token_s is None:
-                    run.first_token_s = self._clock() - started
-                    if multiline and budget.max_predict_s is not None:
-                        # A little slack: a backend that honours the cap ends first.
-                        predict_end = self._clock() + budget.max_predict_s + _PREDICT_SLACK_S
-                run.text += chunk.text
-                run.logprobs.extend(t.logprob for t in chunk.tokens)
-                run.has_logprobs = run.has_logprobs and chunk.logprobs
-                run.finish_reason = chunk.finish_reason or run.finish_reason
-                if not multiline and line_end(run.text) >= 0:
-                    # The line is complete and post_process keeps nothing after it:
-                    # closing the stream (finally) ends the generation.
-                    run.finish_reason = "stop"
-                    break
-                # Early escalation: no point waiting for the rest of a completion
-                # we are going to throw away; the remote request starts now.
-                if (
-                    access == "ok"
-                    and self.settings.routing.early_escalation
-                    and router.early_escalation(run.logprobs, rules)
-                ):
-                    run.cancelled_early = True
-                    break
-        except BackendError as exc:
-            run.error = exc
-            log.info("local backend failed: %s", exc)
-        finally:
-            await stream.aclose()
-            run.total_s = self._clock() - started
-        return run.frozen()
-
-    async def _check(self, ctx: CompletionContext, text: str) -> Verdict:
-        assert self.gate is not None
-        if self.gate.blocking:
-            return await asyncio.to_thread(self.gate.check, ctx, text)
-        return self.gate.check(ctx, text)
-
-    async def _trimmed(
-        self,
-        ctx: CompletionContext,
-        text: str,
-        deadline: float,
-        *,
-        skip: int = 0,
-        cut_in: str | None = None,
-    ) -> tuple[str, Verdict | None] | None:
-        """`gate_trimmed` with this request's gate and deadline (in the gate's thread
-        when its checks block)."""
-        gate = self.gate
-        assert gate is not None
-
-        def trim() -> tuple[str, Verdict | None] | None:
-            return gate_trimmed(
-                text,
-                lambda run: gate.check(ctx, run),
-                ctx.suffix,
-                skip=skip,
-                out_of_time=lambda: self._clock() >= deadline,
-                cut_in=cut_in,
-            )
-
-        return await asyncio.to_thread(trim) if gate.blocking else trim()
-
-    async def _gate_local(self, req: _Req, local: LocalStep, ev: LocalEvidence) -> Gated:
-        """Gate the local text; a multi-line text the token budget cut that the gate
-        rejects is trimmed to the longest run of whole lines it accepts, if any (else, or
-        once the deadline passed, it stays as it is, rejected, and escalates as
-        syntax-invalid)."""
-        ctx, text = req.ctx, local.text
-        if self.gate is None:
-            no_gate = attrs.evolve(ev, syntax="unsupported-language")
-            return Gated(text, no_gate, None, None, local.truncated)
-        t = self._clock()
-        verdict = await self._check(ctx, text)
-        ms = (self._clock() - t) * 1000
-        ev = attrs.evolve(ev, syntax=verdict.status, undefined=verdict.undefined)
-        if verdict.status != "invalid" or not req.multiline or local.truncated is None:
-            return Gated(text, ev, verdict, ms, local.truncated)
-        t = self._clock()
-        found = await self._trimmed(ctx, text, req.deadline, skip=1)
-        ms += (self._clock() - t) * 1000
-        run, info = found if found is not None else (text, None)
-        if info is None:  # every run rejected, or out of time
-            return Gated(text, ev, verdict, ms, local.truncated)
-        more = truncation(text, run)
-        cut = Truncation(
-            chars=local.truncated.chars + more.chars, lines=local.truncated.lines + more.lines
-        )
-        kept = attrs.evolve(ev, text=run, syntax=info.status, undefined=info.undefined)
-        return Gated(run, kept, info, ms, cut)
+__all__ = ["Pipeline", "build_pipeline", "display_path", "remote_access"]

@@ -41,15 +41,15 @@ def confidence(logprobs: Sequence[float], k: int) -> float | None:
 class Rules:
     """The routing settings the decision needs (a projection of RoutingSettings)."""
 
-    policy: Policy = "synconf"
-    threshold: float = -0.5
-    k: int = 3
-    missing_logprobs: Literal["escalate", "trust"] = "escalate"
+    policy: Policy
+    threshold: float
+    k: int
+    missing_logprobs: Literal["escalate", "trust"]
     # "names": a syntax-valid completion that uses a name defined nowhere escalates
     # wherever the gate decides (policies synconf and syntax); "off": names are ignored.
-    # Off unless asked: the pipeline passes routing.semantic (default "names"), the
-    # evaluation names its "+names" policies.
-    semantic: Semantic = "off"
+    # No defaults of its own: `resolve_rules` builds it from the settings (the evaluation
+    # then names its "+names" policies).
+    semantic: Semantic
 
 
 @attrs.frozen(kw_only=True)

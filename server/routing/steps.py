@@ -6,7 +6,7 @@ decision record is built once from their results (`decision`), at the end.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -15,6 +15,7 @@ from synconfroute.clients.errors import BackendError
 from ..vocab.kinds import Reason, Route
 from ..vocab.record import Latency, Problem, RouteDecision, Truncation
 from ..vocab.verdict import Verdict
+from .cache import Hit
 from .request import CompletionContext
 from .router import LocalEvidence, Rules, Ruling
 
@@ -91,6 +92,9 @@ class RemoteStep:
     total_ms: float = 0.0
     first_token_ms: float | None = None
     gate_ms: float | None = None
+    # The egress gate's verdict on the planned request: "passed", "refused: <why>", or
+    # "revoked in flight" (a privacy change cancelled it after it passed).
+    egress: str = ""
     # The local draft's tokens the remote scored (0: not verified) and kept.
     draft_tokens: int = 0
     draft_kept: int = 0
@@ -177,13 +181,54 @@ def decision(
             remote_gate=remote.gate_ms if remote else None,
             total=total_ms,
         ),
-        bytes_sent=remote.bytes_sent if remote else 0,
         context_files=(*local_context, *(remote.context if remote else ())),
-        context_bytes_sent=remote.context_bytes if remote else 0,
         context_sharing=context_sharing,
-        draft_tokens=remote.draft_tokens if remote else 0,
-        draft_kept=remote.draft_kept if remote else 0,
+        **_sent(remote),
         language=ctx.language,
         path=ctx.path,
         problems=tuple(problems),
+    )
+
+
+def _sent(remote: RemoteStep | None) -> dict[str, Any]:
+    """What the record says of the remote call: what left the machine, the egress gate's
+    verdict, the local draft's tokens it verified."""
+    r = remote if remote is not None else RemoteStep("failed")
+    return {
+        "bytes_sent": r.bytes_sent,
+        "context_bytes_sent": r.context_bytes,
+        "egress": r.egress,
+        "draft_tokens": r.draft_tokens,
+        "draft_kept": r.draft_kept,
+    }
+
+
+def cached_decision(
+    hit: Hit,
+    ctx: CompletionContext,
+    rules: Rules,
+    models: tuple[str | None, str | None],
+    *,
+    total_ms: float,
+    context_sharing: str,
+) -> RouteDecision:
+    """The record of a request the cache answered: what the original decision knew, so
+    the card still explains the route."""
+    origin = hit.entry.origin if isinstance(hit.entry.origin, RouteDecision) else None
+    return RouteDecision(
+        completion=hit.completion,
+        route=hit.entry.route,  # type: ignore[arg-type]
+        reasons=(Reason.CACHE_HIT, *hit.entry.reasons),
+        policy=rules.policy,
+        confidence=origin.confidence if origin else None,
+        threshold=rules.threshold,
+        syntax=origin.syntax if origin else None,
+        local_model=models[0],
+        remote_model=models[1],
+        local_completion=origin.local_completion if origin else "",
+        cache_hit=True,
+        latency=Latency(total=total_ms),
+        language=ctx.language,
+        path=ctx.path,
+        context_sharing=context_sharing,
     )

@@ -19,8 +19,15 @@ from . import _bracewindow, _cmacros, _cnames, _compilers, _cscope, _pywindow
 from ._compilers import DEFAULT_CONFIG, CompilerConfig, CompilerResult, Judgement
 from ._pyindent import indentation_sites
 from ._treesitter import ErrorSite, Splice, blame, collect_sites, introduced, parse
-from .languages import LANGUAGES, UnsupportedLanguage, detect_language, parser_for, ts_language
-from .names import LANGUAGES as NAMES_LANGUAGES
+from .languages import (
+    LANGUAGES,
+    LanguageSpec,
+    UnsupportedLanguage,
+    detect_language,
+    parser_for,
+    spec_of,
+    ts_language,
+)
 from .names import UnknownName, undefined_names
 from .verdict import DEFAULT_BUDGET_S, MODES, Mode, Verdict
 
@@ -31,7 +38,6 @@ _WS = frozenset(b" \t\r\n")
 # two lines below the replaced range) makes the file "broken near the cursor".
 _NEAR_LINES = 6
 _STRING_REACH = 40_000  # bytes (~500 lines) searched back for a string left open
-_BRACE = frozenset({"java", "c", "cpp"})
 
 
 def _utf8(text: str) -> bytes:
@@ -218,6 +224,11 @@ class SyntaxDocument:
             self._stale = False
         return self._tree
 
+    @property
+    def spec(self) -> LanguageSpec:
+        """How the gate treats this document's language (its spec; PLAIN for none)."""
+        return spec_of(self.language)
+
     def _parser(self) -> tree_sitter.Parser:
         assert self.language is not None
         return parser_for(self.language)
@@ -354,7 +365,7 @@ class SyntaxDocument:
             verdict = self._compiler_mode(completion, after, splice, deadline, full)
         else:
             verdict = self._confirm_mode(completion, after, splice, deadline, full)
-        if names and verdict.valid and ins and self.language in NAMES_LANGUAGES:
+        if names and verdict.valid and ins and self.spec.names is not None:
             verdict = self._names(verdict, after, splice, deadline, ts_tree)
         return verdict.with_elapsed(time.perf_counter() - t0)
 
@@ -368,7 +379,7 @@ class SyntaxDocument:
     ) -> Verdict:
         """The names gate on a syntax-valid completion; out of budget, it passes."""
         base = self.tree
-        if tree is None and base is not None and self.language in ("c", "cpp"):
+        if tree is None and base is not None and self.spec.names == "scope":
             # no tree of `after` yet (the window or the compiler decided): C/C++ parse only
             # the function that holds the completion (a whole parse is 3-4 ms at 2,500 lines)
             span = (splice.start, splice.old_end, splice.new_end)
@@ -381,14 +392,13 @@ class SyntaxDocument:
                 )
             if tree is None or time.monotonic() > deadline:
                 return attrs.evolve(verdict, detail=_join(verdict.detail, "names: no time left"))
-            lang = self.language or ""
-            unknown = undefined_names(lang, tree, after, splice.start, splice.new_end)
+            unknown = undefined_names(self.spec, tree, after, splice.start, splice.new_end)
         if not unknown:
             return verdict
         line, column = self._position_after(after, unknown[0].start)
         listed = ", ".join(f"'{u.name}'" for u in unknown)
         one = len(unknown) == 1
-        if self.language in ("c", "cpp"):
+        if self.spec.names == "scope":
             message = f"{'name' if one else 'names'} {listed} {'is' if one else 'are'} not "
             message += "declared in scope here"
         else:
@@ -439,10 +449,10 @@ class SyntaxDocument:
         return sites
 
     def _ts_stage(self, after: bytes, splice: Splice, deadline: float, full: bool) -> _Stage:
-        if self.language in _BRACE:
+        if self.spec.window == "brace":
             return self._brace_stage(after, splice, deadline, full)
         stage = self._ts_differential(after, splice, deadline, full)
-        if self.language != "python" or stage.status == "timeout":
+        if self.spec.window != "indent" or stage.status == "timeout":
             return stage
         if not self._broken_near(splice) and not (
             _pywindow.stranded(
@@ -510,7 +520,7 @@ class SyntaxDocument:
             w is None
             and stage.status == "invalid"
             and tree is not None
-            and self.language in ("c", "cpp")
+            and self.spec.preprocessor
             and any(_unfinished_above(s, tree, after, splice) for s in stage.intro)
         ):
             # the user's line above is a statement left unfinished (`ll n;c`, cut short)
@@ -537,12 +547,16 @@ class SyntaxDocument:
         sites = self._sites_before()
         if not (sites or broken) or not after[splice.start : splice.new_end].strip():
             return None
-        lang = self.language or ""
+        spec = self.spec
+        in_class = spec.stubs == "class"
         parse = (
             _bracewindow.java_parser(deadline)
-            if lang == "java"
+            if in_class
             else _bracewindow.tree_sitter_parser(
-                lang, self._macros(), deadline, _cnames.value_names(self.data)
+                spec.name,
+                self._macros() if spec.preprocessor else {},
+                deadline,
+                _cnames.value_names(self.data) if spec.preprocessor else None,
             )
         )
         delta = splice.delta
@@ -554,7 +568,7 @@ class SyntaxDocument:
             after,
             splice.start,
             splice.new_end,
-            lang == "java",
+            in_class,
             parse,
             self._brace_surplus(),
             user_broken,
@@ -643,7 +657,7 @@ class SyntaxDocument:
         if new is None:
             return _Stage("timeout", [])
         intro: list[ErrorSite] = []
-        if self.language == "python":
+        if self.spec.indentation:
             intro = indentation_sites(
                 new,
                 after,
@@ -656,7 +670,7 @@ class SyntaxDocument:
         # In Python a hole under a block header makes tree-sitter wrap the lines above the
         # cursor in an ERROR, so an error region that starts above the cursor is no sign of
         # code broken before it (see `introduced`); in brace languages it is.
-        old_ok = self.language != "python"
+        old_ok = not self.spec.indentation
         intro += introduced(
             collect_sites(new, after),
             self._sites_before(),
@@ -665,7 +679,7 @@ class SyntaxDocument:
             enclosing_is_old=old_ok,
         )
         intro.sort(key=lambda s: s.start)
-        if intro and self.language in ("c", "cpp"):
+        if intro and self.spec.preprocessor:
             macros = _cmacros.statement_macros(after)
             if macros:
                 # Rare path: full parses of both texts with the macro invocations rewritten.

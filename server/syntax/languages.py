@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
+from typing import Literal
 
 import attrs
 import tree_sitter
@@ -12,7 +13,9 @@ import tree_sitter
 
 @attrs.frozen(kw_only=True)
 class LanguageSpec:
-    """One language: its grammar package, how editors name it, and its compiler check."""
+    """One language: its grammar package, how editors name it, its compiler check, and
+    how the gate treats it. The gate's core (document.py, names.py) asks these and never
+    compares language names: a new language is one spec (and its tests)."""
 
     name: str
     package: str  # the PyPI package (and, with '-' -> '_', the module) of the grammar
@@ -20,6 +23,22 @@ class LanguageSpec:
     extensions: tuple[str, ...]
     language_ids: tuple[str, ...]  # LSP languageId values
     compiler: str | None  # checker name for mode "compiler"; None: tree-sitter only
+    # The window judge where the file is broken near the cursor: "indent", Python's own
+    # parser on the completion's lines (_pywindow); "brace", the completion's statement
+    # with stubs for the code around it (_bracewindow); None: the differential alone.
+    window: Literal["indent", "brace"] | None = None
+    # Blocks by indentation: a hole under a block header is no error of the code above
+    # (tree-sitter wraps it in an ERROR), and changed indentation is checked (_pyindent).
+    indentation: bool = False
+    # The brace window's stubs and check: statements in a method of a class, checked by
+    # javalang ("class"), or in a function, checked by the tree-sitter grammar.
+    stubs: Literal["class", "function"] = "function"
+    # The C preprocessor: statement-like macros (`FOR(i,1,n) stmt`) are rewritten before
+    # the differential decides, and the window's stubs know the file's value names.
+    preprocessor: bool = False
+    # The names gate: a name "file" defines nowhere (Python), or one not declared in
+    # "scope" at the completion (C/C++, _cscope); None: no names check.
+    names: Literal["file", "scope"] | None = None
 
     @property
     def module(self) -> str:
@@ -34,6 +53,9 @@ _SPECS = (
         extensions=(".py", ".pyi", ".pyw"),
         language_ids=("python",),
         compiler="python-ast",
+        window="indent",
+        indentation=True,
+        names="file",
     ),
     LanguageSpec(
         name="java",
@@ -42,6 +64,8 @@ _SPECS = (
         extensions=(".java",),
         language_ids=("java",),
         compiler="javalang",
+        window="brace",
+        stubs="class",
     ),
     LanguageSpec(
         name="cpp",
@@ -63,6 +87,9 @@ _SPECS = (
         ),
         language_ids=("cpp", "c++", "cuda-cpp"),
         compiler="g++",
+        window="brace",
+        preprocessor=True,
+        names="scope",
     ),
     LanguageSpec(
         name="c",
@@ -71,6 +98,9 @@ _SPECS = (
         extensions=(".c",),
         language_ids=("c",),
         compiler="gcc",
+        window="brace",
+        preprocessor=True,
+        names="scope",
     ),
     LanguageSpec(
         name="javascript",
@@ -115,6 +145,15 @@ _SPECS = (
 )
 
 LANGUAGES: dict[str, LanguageSpec] = {s.name: s for s in _SPECS}
+# What a document of no known language is judged as: no window, no names.
+PLAIN = LanguageSpec(name="", package="", factory="", extensions=(), language_ids=(), compiler=None)
+
+
+def spec_of(name: str | None) -> LanguageSpec:
+    """The spec of the gate's language `name` (PLAIN when it has none)."""
+    return LANGUAGES.get(name or "", PLAIN)
+
+
 _BY_ID = {lid: s.name for s in _SPECS for lid in s.language_ids}
 _BY_EXT = {ext: s.name for s in _SPECS for ext in s.extensions}
 

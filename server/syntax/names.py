@@ -37,8 +37,11 @@ import attrs
 import tree_sitter
 
 from . import _cscope
+from .languages import LANGUAGES as SPECS
+from .languages import LanguageSpec, spec_of
 
-LANGUAGES = frozenset({"python", "c", "cpp"})
+# The languages with a names check (their spec's `names` rule).
+LANGUAGES = frozenset(s.name for s in SPECS.values() if s.names is not None)
 
 _PY_KNOWN = frozenset(
     [
@@ -198,17 +201,18 @@ def _identifiers(node: tree_sitter.Node, lo: int, hi: int) -> list[tree_sitter.N
 
 
 def undefined_names(
-    language: str, tree: tree_sitter.Tree, data: bytes, lo: int, hi: int
+    language: str | LanguageSpec, tree: tree_sitter.Tree, data: bytes, lo: int, hi: int
 ) -> list[UnknownName]:
     """Names the completion at bytes [lo, hi) of `data` (parsed as `tree`) uses and that
     nothing in the file defines (C/C++: nothing in scope, see _cscope); empty when unsure
     or the language has no check."""
-    if language in ("c", "cpp"):
+    rule = (language if isinstance(language, LanguageSpec) else spec_of(language)).names
+    if rule == "scope":
         return [
             UnknownName(w.decode("utf-8", "replace"), a, b)
             for w, a, b in _cscope.out_of_scope(tree, data, lo, hi)
         ]
-    if language not in LANGUAGES or hi <= lo or _star_import(data):
+    if rule != "file" or hi <= lo or _star_import(data):
         return []
     root = tree.root_node
     start = root.descendant_for_byte_range(lo, max(lo, hi - 1)) or root

@@ -122,6 +122,8 @@ def route_card(rec: RouteDecision, *, markdown: bool = True) -> str:
             f"{rec.draft_tokens} tokens ({100 * share:.0f}%) and generated the rest"
         )
     lines.append(f"- sent off this machine: {rec.bytes_sent:,} bytes")
+    if rec.egress:
+        lines.append(f"- egress gate: {rec.egress}")
     if rec.context_files:
         fed: dict[str, tuple[int, list[str]]] = {}
         for path, size, tier in rec.context_files:

@@ -91,6 +91,9 @@ class RouteDecision:
     context_files: tuple[tuple[str, int, str], ...] = ()
     context_bytes_sent: int = 0
     context_sharing: str = ""  # where other files' code may go, in words (settings)
+    # The egress gate's verdict on the remote request ("passed", "refused: <why>"); "":
+    # the remote tier was not asked.
+    egress: str = ""
     load: str = ""  # why the cluster's load kept this request home (cluster-busy), in words
     cache_hit: bool = False
     # A verified escalation (remote.verify_draft): the local draft's tokens the remote

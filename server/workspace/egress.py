@@ -21,8 +21,9 @@ its relative `never_send` patterns and the `.gitignore` files are matched from e
 folder above it (over-private, never under-private).
 
 `make_plan` resolves each source once per request and tier (a `PromptPlan`);
-`EgressGate` is installed on the remote client and checks the plan at the moment the
-request is sent, under the settings of that moment.
+`EgressGate` checks the plan at the moment the request is sent, under the settings of
+that moment: the backend factory wraps every remote backend in it (`routing.gated`), so
+no remote backend exists without it.
 """
 
 from __future__ import annotations
@@ -268,16 +269,6 @@ class EgressGate:
                 backend="openai",
                 reason=why,
             )
-
-
-def guard(remote: object, settings: Callable[[], Settings]) -> EgressGate | None:
-    """Install an egress gate on `remote` (a client with `set_egress`); the gate."""
-    install = getattr(remote, "set_egress", None)
-    if install is None:
-        return None
-    gate = EgressGate(settings)
-    install(gate)
-    return gate
 
 
 # -- .gitignore ------------------------------------------------------------------------

@@ -47,6 +47,9 @@ class CompletionRequest:
     # vLLM's request priority (lower is served first; the server must run with
     # `--scheduling-policy priority`, which rejects none); None: the field is not sent.
     priority: int | None = None
+    # `prefix` is the whole prompt, sent as it is: no FIM template, no suffix, no
+    # context headers (next-edit suggestions lay out their own prompt).
+    raw: bool = False
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or None."""

@@ -102,3 +102,21 @@ def test_confidence_counts_only_the_changed_tokens() -> None:
         ("<|editable_region_end|>\n```", -0.01),
     ]
     assert answer.changed_logprobs(toks2, t2, rw2, d) == (-1.5,)
+
+
+def test_the_ring_knows_a_chunk_before_its_changes() -> None:
+    from synconfroute.server.workspace.recent_edits import RecentEdits
+
+    ring = RecentEdits(clock=lambda: 0.0)
+    v0 = "a\nb\n    total = 1\nc\nd\ne"
+    v1 = v0.replace("total", "subtotal")
+    ring.note("/w/m.py", v1, 2, 2, v0)
+    v2 = v1.replace("= 1", "= 2")  # typed again on the same line: one chunk
+    ring.note("/w/m.py", v2, 2, 2, v1)
+    (chunk,) = ring.recent()
+    # Two lines around the change, as they were before both changes.
+    assert (
+        chunk.text == "a\nb\n    subtotal = 2\nc\nd" and chunk.before == "a\nb\n    total = 1\nc\nd"
+    )
+    edit = prompt.RecentEdit("m.py", chunk.before, chunk.text)
+    assert "-    total = 1\n+    subtotal = 2" in prompt.unified_diff(edit)

@@ -108,7 +108,7 @@ class ContextBuilder:
                 first, last = recent_edits.lines_of_sync(old, new)
             else:
                 first, last = recent_edits.lines_of_range_edit(e.start[0], e.text)
-            self.recent.note(st.path, new, first, last)
+            self.recent.note(st.path, new, first, last, old if len(edits) == 1 else None)
 
     def roots(self) -> tuple[str, ...]:
         return tuple(path_of(u) for u in self._roots() if u.startswith("file:"))

@@ -86,7 +86,7 @@ def test_confidence_counts_only_the_changed_tokens() -> None:
     assert rw is not None
     e = answer.one_edit(old, rw.text)
     assert e is not None
-    changed = answer.changed_logprobs(tokens, text, rw, e)
+    changed = answer.changed_logprobs(tokens, text, rw, old)
     assert changed == (-2.5,)
     assert answer.mean(changed) == -2.5
     # A deletion is judged by the token at the seam.
@@ -101,7 +101,7 @@ def test_confidence_counts_only_the_changed_tokens() -> None:
         ("\n", -1.5),
         ("<|editable_region_end|>\n```", -0.01),
     ]
-    assert answer.changed_logprobs(toks2, t2, rw2, d) == (-1.5,)
+    assert answer.changed_logprobs(toks2, t2, rw2, old) == (-1.5,)
 
 
 def test_the_ring_knows_a_chunk_before_its_changes() -> None:

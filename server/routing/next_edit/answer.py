@@ -6,6 +6,7 @@ Pure: strings and numbers in, frozen values out.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Sequence
 
@@ -86,26 +87,35 @@ def one_edit(old: str, new: str) -> RegionEdit | None:
     return RegionEdit(p, len(old) - s, new[p : len(new) - s], p, len(new) - s)
 
 
+def changed_spans(old: str, new: str) -> list[tuple[int, int]]:
+    """Where `new` differs from `old`, as spans of `new` (a deletion: an empty span at
+    its seam). Finer than the one edit: the text copied between two changes is not in
+    any span."""
+    sm = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    return [(b0, b1) for tag, _a0, _a1, b0, b1 in sm.get_opcodes() if tag != "equal"]
+
+
 def changed_logprobs(
-    tokens: Sequence[tuple[str, float]], answer: str, rewrite: Rewrite, edit: RegionEdit
+    tokens: Sequence[tuple[str, float]], answer: str, rewrite: Rewrite, old: str
 ) -> tuple[float, ...]:
-    """The log-probs of the answer's tokens that produced the change: those overlapping
-    the changed text (a deletion: the token at the seam), not the copied ones. When the
+    """The log-probs of the answer's tokens that produced a change (those overlapping a
+    changed span; a deletion: the token at its seam), not the copied ones. When the
     tokens do not spell the answer (a server that reports them otherwise), all count."""
     if "".join(t for t, _ in tokens) != answer:
         return tuple(lp for _, lp in tokens)
-    if edit.new_end > edit.new_start:
-        lo = rewrite.at[edit.new_start]
-        hi = rewrite.at[edit.new_end - 1] + 1
-    else:  # a deletion: the token where the removed text was
-        lo = rewrite.at[edit.new_start] if edit.new_start < len(rewrite.at) else rewrite.end
-        hi = lo + 1
+    spans = []  # in answer offsets, half-open
+    for b0, b1 in changed_spans(old, rewrite.text):
+        if b1 > b0:
+            spans.append((rewrite.at[b0], rewrite.at[b1 - 1] + 1))
+        else:
+            seam = rewrite.at[b0] if b0 < len(rewrite.at) else rewrite.end
+            spans.append((seam, seam + 1))
     out = []
     pos = 0
     for text, lp in tokens:
         t_lo, t_hi = pos, pos + len(text)
         pos = t_hi
-        if t_lo < hi and t_hi > lo:
+        if any(t_lo < hi and t_hi > lo for lo, hi in spans):
             out.append(lp)
     return tuple(out)
 
@@ -116,4 +126,13 @@ def mean(logprobs: Sequence[float]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-__all__ = ["RegionEdit", "Rewrite", "changed_logprobs", "complete", "mean", "one_edit", "parse"]
+__all__ = [
+    "RegionEdit",
+    "Rewrite",
+    "changed_logprobs",
+    "changed_spans",
+    "complete",
+    "mean",
+    "one_edit",
+    "parse",
+]

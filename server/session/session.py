@@ -51,6 +51,7 @@ from ..workspace.documents import (
 )
 from ..workspace.workspace_index import WorkspaceIndex
 from .context_builder import ContextBuilder
+from .next_edits import NextEdits
 from .prefill import Prefiller, rest_after
 from .tracker import RequestTracker, Ticket
 
@@ -111,6 +112,7 @@ class Session:
         self._cursors: dict[str, tuple[int, int]] = {}
         self._cursor_reported = False  # the editor sends `synconfroute/cursor` itself
         self.context = ContextBuilder(self.docs, roots, self._spawn)
+        self.next_edits = NextEdits(self)  # copilotInlineEdit
         self._sync_adaptive()
 
     @property

@@ -1,0 +1,122 @@
+"""Next-edit suggestions in the session: one `copilotInlineEdit` request from the open
+document to the edit shown, with its record, and the client's reports (shown, accepted).
+
+The request is answered for the document version the client names: a stale version
+(the client has typed since) gets no edit, and neither does a request the document
+outran while the tiers worked. Each suggestion is a decision like a completion's (the
+ledger, the hover card) but stays out of the completion's adaptive threshold: its
+confidence is another measure (changed tokens of a rewrite).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ..routing.next_edit.plan import EditRequest
+from ..routing.next_edit.sequence import suggest
+from ..vocab.record import RouteDecision
+from ..workspace.documents import DocumentNotOpen, uri_key
+
+if TYPE_CHECKING:
+    from .session import Session
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class EditShown:
+    """An edit ready to be an LSP item: `text` replaces `start`..`end` of `version`."""
+
+    id: str
+    decision: RouteDecision
+    text: str
+    start: tuple[int, int]
+    end: tuple[int, int]
+    version: int
+
+
+class NextEdits:
+    """The session's next-edit suggestions (one per session)."""
+
+    def __init__(self, session: Session) -> None:
+        self._s = session
+        self.ids: set[str] = set()  # decisions that are next-edit suggestions
+        # Per document, the editor's version (didOpen, didChange) and the text's own
+        # version when it came: the text is at the editor's version while both hold.
+        self._versions: dict[str, tuple[int, int]] = {}
+
+    def version(self, uri: str, version: int) -> None:
+        """The editor says the document is now at `version` (didOpen, didChange)."""
+        st = self._s.docs.documents.get(uri_key(uri))
+        if st is not None:
+            self._versions[uri_key(uri)] = (version, st.text.version)
+
+    def forget(self, uri: str) -> None:
+        """The document was closed."""
+        self._versions.pop(uri_key(uri), None)
+
+    def _at(self, key: str, version: int) -> int | None:
+        """The text's own version matching the editor's `version`; None: stale."""
+        known = self._versions.get(key)
+        return known[1] if known is not None and known[0] == version else None
+
+    async def suggest(self, uri: str, version: int, line: int, character: int) -> EditShown | None:
+        """The edit after this one at (line, character) of `version`; None: nothing to
+        suggest (off, stale, or no edit). Raises DocumentNotOpen, PositionOutOfRange."""
+        s = self._s
+        st = s.docs.documents.get(uri_key(uri))
+        if st is None:
+            raise DocumentNotOpen(f"{uri} is not open (send didOpen first)")
+        settings = s.settings
+        own = self._at(uri_key(uri), version)
+        if not settings.next_edit.enabled or own is None or st.text.version != own:
+            return None  # off, or the client's version is not the text's (stale)
+        offset = st.text.offset(line, character)
+        text = st.text.text
+        await s._await_workspace()
+        pipeline = await s.pipeline()
+        if st.text.version != own:
+            return None
+        window = s.context.window(st, offset, settings)
+        ctx = s.context.build(
+            window, st, (text, own), offset, (line, character), settings,
+            blocking_gate=pipeline.gate_blocks,
+        )  # fmt: skip
+        # This file's own recent edits too: they are what the next edit follows from.
+        recent = tuple(s.context.recent.recent()) if settings.completion.recent_edits else ()
+        ereq = EditRequest(ctx=ctx, text=text, cursor=offset, recent=recent)
+        pipeline.hold()  # a settings change must not close its backends meanwhile
+        try:
+            got = await suggest(pipeline, ereq, s.rules())
+        finally:
+            pipeline.release()
+        did = s.decision_log.record(got.decision)
+        self.ids.add(did)
+        if got.edit is None or st.text.version != own:
+            return None  # nothing to suggest, or the document moved on meanwhile
+        start, end = st.text.position(got.edit.start), st.text.position(got.edit.end)
+        return EditShown(did, got.decision, got.edit.text, start, end, version)
+
+    def shown(self, did: str) -> bool:
+        """`textDocument/didShowInlineEdit`: the client showed suggestion `did`."""
+        if did not in self.ids:
+            return False
+        self._s.decision_log.shown(did)
+        return True
+
+    def accepted(self, did: str) -> bool:
+        """The item's command: the user took suggestion `did` (ledger only: the
+        completion's adaptive threshold learns from completions alone)."""
+        log_ = self._s.decision_log
+        if did not in self.ids or did in log_.accepted:
+            return did in self.ids
+        log_.accepted.add(did)
+        if log_._ledger_on:
+            log_.ledger.event("accepted", did)
+        return True
+
+
+__all__ = ["EditShown", "NextEdits"]

@@ -106,6 +106,12 @@ async def test_a_confident_valid_local_edit_is_shown_and_accepted(
     cfg = write_config(tmp_path, local_url=local.url, remote_url=remote.base_url)
     client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
     uri = (ROOT / "src" / "shop.py").as_uri()
+    routes: list[dict[str, Any]] = []
+
+    @client.feature("synconfroute/route")
+    def on_route(params: Any) -> None:
+        routes.append(_plain(params))
+
     try:
         type_rename(client, uri)
         got = await edit_at(client, uri, 2, 1, 12)
@@ -116,6 +122,14 @@ async def test_a_confident_valid_local_edit_is_shown_and_accepted(
         assert item["command"]["command"] == "synconfroute.acceptNextEdit"
         assert "local" in item["command"]["title"], item["command"]
         assert len(remote.received("/v1/completions")) == 0
+        # The route card: as data (before the response), and on hover over its lines.
+        assert await until(lambda: bool(routes)), routes
+        assert routes[-1]["kind"] == "next-edit" and routes[-1]["route"] == "local"
+        assert routes[-1]["id"] == item["command"]["arguments"][0]
+        hover = await client.text_document_hover_async(
+            t.HoverParams(t.TextDocumentIdentifier(uri), t.Position(3, 10))
+        )
+        assert hover is not None and "local" in str(hover.contents), hover
         # The prompt held the rename just made, as a diff, and the cursor.
         (prompt,) = model.prompts
         assert "-    total = 0\n+    subtotal = 0" in prompt, prompt

@@ -399,6 +399,9 @@ async def inline_edit(ls: SynConfRouteServer, params: Any) -> dict[str, Any]:
     if shown is None:
         return {"edits": []}
     rec = shown.decision
+    # The route as data, before the response, as for completions.
+    done = Completed(shown.id, rec, shown.text, shown.start, shown.end, "")
+    _notify_route(ls, uri, done, kind="next-edit")
     item = {
         "text": shown.text,
         "range": {
@@ -545,9 +548,12 @@ def _markup(markdown: str, formats: Any) -> t.MarkupContent | str:
     return plain
 
 
-def _notify_route(ls: SynConfRouteServer, uri: str, done: Completed) -> None:
-    """The route of a completion as data (status bars, accept commands): sent before the
-    response, so a client has it when the completion arrives."""
+def _notify_route(
+    ls: SynConfRouteServer, uri: str, done: Completed, *, kind: str = "completion"
+) -> None:
+    """The route of a completion (or, `kind` "next-edit", of a next-edit suggestion) as
+    data (status bars, accept commands): sent before the response, so a client has it
+    when the completion arrives."""
     rec = done.decision
     card: Any = _markup(route_card(rec), _hover_formats(ls))
     if not isinstance(card, str):
@@ -568,6 +574,7 @@ def _notify_route(ls: SynConfRouteServer, uri: str, done: Completed) -> None:
                 "start": {"line": done.start[0], "character": done.start[1]},
                 "end": {"line": done.end[0], "character": done.end[1]},
             },
+            **({"kind": kind} if kind != "completion" else {}),
         },
     )
 

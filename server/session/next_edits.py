@@ -98,6 +98,7 @@ class NextEdits:
         if got.edit is None or st.text.version != own:
             return None  # nothing to suggest, or the document moved on meanwhile
         start, end = st.text.position(got.edit.start), st.text.position(got.edit.end)
+        st.last = (did, start[0], end[0])  # hover over the lines it replaces: its card
         return EditShown(did, got.decision, got.edit.text, start, end, version)
 
     def shown(self, did: str) -> bool:

@@ -468,6 +468,8 @@ class Session:
         return card
 
     def accept(self, did: str) -> bool:
+        if did in self.next_edits.ids:  # a next edit's id, sent to the completion's command
+            return self.next_edits.accepted(did)
         decisions, accepted = self.decision_log.decisions, self.decision_log.accepted
         if did not in decisions:
             return False

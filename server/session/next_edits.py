@@ -11,17 +11,19 @@ confidence is another measure (changed tokens of a rewrite).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
 import attrs
 
+from ..learning.decision_log import DecisionLog
 from ..routing.next_edit.plan import EditRequest
 from ..routing.next_edit.sequence import suggest
+from ..routing.pipeline import Pipeline
+from ..routing.router import Rules
+from ..settings.config import Settings
 from ..vocab.record import RouteDecision
-from ..workspace.documents import DocumentNotOpen, uri_key
-
-if TYPE_CHECKING:
-    from .session import Session
+from ..workspace.documents import DocumentNotOpen, DocumentStore, uri_key
+from .context_builder import ContextBuilder
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +40,24 @@ class EditShown:
     version: int
 
 
+@attrs.frozen
+class Host:
+    """What next edits use of the session (given as parts: no import of the session)."""
+
+    docs: DocumentStore
+    context: ContextBuilder
+    decision_log: DecisionLog
+    settings: Callable[[], Settings]
+    rules: Callable[[], Rules]
+    pipeline: Callable[[], Awaitable[Pipeline]]
+    await_workspace: Callable[[], Awaitable[None]]
+
+
 class NextEdits:
     """The session's next-edit suggestions (one per session)."""
 
-    def __init__(self, session: Session) -> None:
-        self._s = session
+    def __init__(self, host: Host) -> None:
+        self._s = host
         self.ids: set[str] = set()  # decisions that are next-edit suggestions
         # Per document, the editor's version (didOpen, didChange) and the text's own
         # version when it came: the text is at the editor's version while both hold.
@@ -70,13 +85,13 @@ class NextEdits:
         st = s.docs.documents.get(uri_key(uri))
         if st is None:
             raise DocumentNotOpen(f"{uri} is not open (send didOpen first)")
-        settings = s.settings
+        settings = s.settings()
         own = self._at(uri_key(uri), version)
         if not settings.next_edit.enabled or own is None or st.text.version != own:
             return None  # off, or the client's version is not the text's (stale)
         offset = st.text.offset(line, character)
         text = st.text.text
-        await s._await_workspace()
+        await s.await_workspace()
         pipeline = await s.pipeline()
         if st.text.version != own:
             return None
@@ -120,4 +135,4 @@ class NextEdits:
         return True
 
 
-__all__ = ["EditShown", "NextEdits"]
+__all__ = ["EditShown", "Host", "NextEdits"]

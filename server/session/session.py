@@ -51,7 +51,7 @@ from ..workspace.documents import (
 )
 from ..workspace.workspace_index import WorkspaceIndex
 from .context_builder import ContextBuilder
-from .next_edits import NextEdits
+from .next_edits import Host, NextEdits
 from .prefill import Prefiller, rest_after
 from .tracker import RequestTracker, Ticket
 
@@ -112,7 +112,17 @@ class Session:
         self._cursors: dict[str, tuple[int, int]] = {}
         self._cursor_reported = False  # the editor sends `synconfroute/cursor` itself
         self.context = ContextBuilder(self.docs, roots, self._spawn)
-        self.next_edits = NextEdits(self)  # copilotInlineEdit
+        self.next_edits = NextEdits(  # copilotInlineEdit
+            Host(
+                self.docs,
+                self.context,
+                self.decision_log,
+                lambda: self.settings,
+                self.rules,
+                self.pipeline,
+                self._await_workspace,
+            )
+        )
         self._sync_adaptive()
 
     @property

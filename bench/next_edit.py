@@ -2,11 +2,15 @@
 edit, through `synconfroute serve` over stdio, local tier only (the Ollama fake).
 
     .venv/bin/python -m bench.next_edit [--rounds 40] [--token-ms 0] [--region-lines 5]
+                                        [--embedded]
 
 The fake Ollama answers each prompt's own editable region rewritten (a rename carried
 to the lines below, tests/fakes/next_edit.py), `--token-ms` apart per token (0: the
 server's own cost: prompt, parse, diff, gate, record, LSP). Each round renames one more
 variable, so the server sees a new version and a new prompt; we print p50 and p90.
+With `--embedded` the local tier is the embedded default (SmolLM2-135M, llama.cpp in a
+worker process) instead: not a next-edit model, so this times the request to its answer
+(an edit or none) with the default `next_edit.max_tokens` and `completion.deadline_ms`.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ async def main() -> None:
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--token-ms", type=float, default=0.0)
     ap.add_argument("--region-lines", type=int, default=5)
+    ap.add_argument("--embedded", action="store_true", help="the embedded default as local tier")
     args = ap.parse_args()
 
     def carry(region: str) -> str:  # the rename just typed, carried to its use below
@@ -50,7 +55,8 @@ async def main() -> None:
         fake.answer_for = model  # type: ignore[attr-defined]
         cfg = write_config(
             Path(tmp),
-            local_url=fake.url,
+            local_url=None if args.embedded else fake.url,
+            local_backend="embedded" if args.embedded else "ollama",
             extra=f"[next_edit]\nregion_lines = {args.region_lines}\n",
         )
         client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
@@ -85,8 +91,9 @@ async def main() -> None:
                 shown += bool(got.edits)
         finally:
             await stop(client)
+    tier = "embedded default" if args.embedded else f"Ollama fake ({args.token_ms:g} ms/token)"
     print(
-        f"copilotInlineEdit, Ollama fake ({args.token_ms:g} ms/token), region "
+        f"copilotInlineEdit, {tier}, region "
         f"+-{args.region_lines} lines, {args.rounds} rounds, {shown} edits shown"
     )
     print(

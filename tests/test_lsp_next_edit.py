@@ -142,7 +142,9 @@ async def test_a_confident_valid_local_edit_is_shown_and_accepted(
         assert ok is True
         assert await until(lambda: any("accepted" in e for e in ledger(tmp_path))), ledger(tmp_path)
         events = ledger(tmp_path)
-        assert any("shown" in e for e in events) and any(e.get("route") == "local" for e in events)
+        assert any("shown" in e for e in events)
+        rows = [e for e in events if "route" in e]
+        assert [(e["route"], e.get("task")) for e in rows] == [("local", "next-edit")], rows
         # A stale version: no edit, and no model asked.
         asked = len(model.prompts)
         assert await edit_at(client, uri, 1, 1, 12) == {"edits": []}

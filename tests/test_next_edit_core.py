@@ -3,6 +3,8 @@ confidence of the changed tokens."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from synconfroute.server.routing.next_edit import answer, prompt
 
 TEXT = "def f(a, b):\n    subtotal = a + b\n    total = total * 2\n    return total\n"
@@ -120,3 +122,23 @@ def test_the_ring_knows_a_chunk_before_its_changes() -> None:
     )
     edit = prompt.RecentEdit("m.py", chunk.before, chunk.text)
     assert "-    total = 1\n+    subtotal = 2" in prompt.unified_diff(edit)
+
+
+def test_calibration_from_the_ledger_leaves_next_edits_out(tmp_path: Path) -> None:
+    from synconfroute.server.evaluation.from_ledger import observations
+    from synconfroute.server.learning.ledger import Ledger, load
+    from synconfroute.server.vocab.record import RouteDecision
+
+    led = Ledger(tmp_path / "l.jsonl")
+    rec = RouteDecision(
+        completion="x", route="local", reasons=(), policy="synconf", confidence=-0.1,
+        threshold=-0.5, syntax=None, local_model="m", remote_model=None, local_completion="x",
+    )  # fmt: skip
+    for did, task in (("a", "completion"), ("b", "next-edit")):
+        led.decision(did, rec, task)
+        led.event("shown", did)
+        led.event("accepted", did)
+    decisions, *_ = load(tmp_path / "l.jsonl")
+    assert [d["task"] for d in decisions] == ["completion", "next-edit"]
+    obs, skipped = observations(decisions, 0.5)
+    assert len(obs) == 1 and skipped["next-edit suggestion"] == 1

@@ -36,7 +36,9 @@ def default_path() -> Path:
     return Path(platformdirs.user_state_dir(APP)) / "ledger.jsonl"
 
 
-def entry(did: str, rec: RouteDecision) -> dict[str, Any]:
+def entry(did: str, rec: RouteDecision, task: str = "completion") -> dict[str, Any]:
+    """A decision's line; `task` named only when it is not a completion (a next-edit
+    suggestion's confidence is another measure: calibration leaves it out)."""
     return {
         "t": round(time.time(), 3),
         "id": did,
@@ -58,6 +60,7 @@ def entry(did: str, rec: RouteDecision) -> dict[str, Any]:
         # known; calibration replays other thresholds from these two fields).
         "local_text": bool(rec.local_completion),
         "chars": len(rec.completion),
+        **({"task": task} if task != "completion" else {}),
     }
 
 
@@ -83,8 +86,8 @@ class Ledger:
     def key(self, did: str) -> str:
         return f"{self.run}:{did}"
 
-    def decision(self, did: str, rec: RouteDecision) -> None:
-        self._append(entry(self.key(did), rec))
+    def decision(self, did: str, rec: RouteDecision, task: str = "completion") -> None:
+        self._append(entry(self.key(did), rec, task))
 
     def accepted(self, did: str) -> None:
         self.event("accepted", did)

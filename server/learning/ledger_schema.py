@@ -39,6 +39,7 @@ class DecisionLine:
     early: bool = False
     local_text: bool | None = None
     chars: int = 0
+    task: str = "completion"  # or "next-edit"
 
 
 @attrs.frozen

@@ -108,7 +108,7 @@ class NextEdits:
             got = await suggest(pipeline, ereq, s.rules())
         finally:
             pipeline.release()
-        did = s.decision_log.record(got.decision)
+        did = s.decision_log.record(got.decision, task="next-edit")
         self.ids.add(did)
         if got.edit is None or st.text.version != own:
             return None  # nothing to suggest, or the document moved on meanwhile

@@ -213,3 +213,29 @@ async def test_a_malformed_request_gets_a_clear_error(
             )
     finally:
         await stop(client)
+
+
+async def test_a_newer_request_supersedes_the_one_in_flight(
+    tmp_path: Path, local_fake: FakeOllama
+) -> None:
+    local = local_fake
+    # Slow enough that the second request comes while the first is being answered.
+    local.answer_for = model = RewritingModel(rename, delay=0.02)  # type: ignore[attr-defined]
+    cfg = write_config(tmp_path, local_url=local.url)
+    client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
+    uri = (ROOT / "src" / "shop.py").as_uri()
+    try:
+        type_rename(client, uri)
+        first = asyncio.ensure_future(edit_at(client, uri, 2, 1, 12))
+        assert await until(lambda: len(model.prompts) == 1), model.prompts
+        second = await edit_at(client, uri, 2, 1, 11)
+        older = await first
+        # Every request is answered: the older one with no edit, the newer with the edit.
+        assert older == {"edits": []}, older
+        (item,) = second["edits"]
+        assert apply(TEXT, item) == RENAMED
+        # The older generation was abandoned: its connection closed before its end.
+        gens = [r for r in local.received("/api/generate") if "editable_region" in r.body.decode()]
+        assert len(gens) == 2 and gens[0].disconnected and not gens[0].finished, gens
+    finally:
+        await stop(client)

@@ -10,6 +10,7 @@ confidence is another measure (changed tokens of a rewrite).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -17,7 +18,7 @@ import attrs
 
 from ..learning.decision_log import DecisionLog
 from ..routing.next_edit.plan import EditRequest
-from ..routing.next_edit.sequence import suggest
+from ..routing.next_edit.sequence import NextEdit, suggest
 from ..routing.pipeline import Pipeline
 from ..routing.router import Rules
 from ..settings.config import Settings
@@ -62,6 +63,7 @@ class NextEdits:
         # Per document, the editor's version (didOpen, didChange) and the text's own
         # version when it came: the text is at the editor's version while both hold.
         self._versions: dict[str, tuple[int, int]] = {}
+        self._running: dict[str, asyncio.Future[NextEdit]] = {}  # per document, the latest
 
     def version(self, uri: str, version: int) -> None:
         """The editor says the document is now at `version` (didOpen, didChange)."""
@@ -103,11 +105,24 @@ class NextEdits:
         # This file's own recent edits too: they are what the next edit follows from.
         recent = tuple(s.context.recent.recent()) if settings.completion.recent_edits else ()
         ereq = EditRequest(ctx=ctx, text=text, cursor=offset, recent=recent)
+        key = uri_key(uri)
+        older = self._running.get(key)
+        if older is not None and not older.done():
+            older.cancel()  # a newer request for the document: the older one's answer is stale
         pipeline.hold()  # a settings change must not close its backends meanwhile
+        inner = asyncio.ensure_future(suggest(pipeline, ereq, s.rules()))
+        inner.add_done_callback(lambda _: pipeline.release())
+        self._running[key] = inner
         try:
-            got = await suggest(pipeline, ereq, s.rules())
+            got = await inner
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # $/cancelRequest: pygls answers -32800
+            return None  # superseded: answered with no edit
         finally:
-            pipeline.release()
+            if self._running.get(key) is inner:
+                del self._running[key]
         did = s.decision_log.record(got.decision, task="next-edit")
         self.ids.add(did)
         if got.edit is None or st.text.version != own:

@@ -402,6 +402,46 @@ def test_emacs_eglot_completion_and_route_in_eldoc(
     assert local.received("/api/generate") and set(local.modes) == {"fim"}
 
 
+def test_emacs_next_edit_command_applies_the_servers_edit(tmp_path: Path) -> None:
+    """M-x synconfroute-next-edit: copilotInlineEdit through eglot, the edit applied and
+    accepted through its command (issue 38)."""
+    from tests.fakes.next_edit import RewritingModel
+
+    emacs = _emacs_with_eglot()
+    before = (
+        "def price(items):\n    total = 0\n    for item in items:\n"
+        "        total += item.cost\n    return total\n"
+    )
+    renamed = before.replace("total", "subtotal")
+    with FakeOllama() as local:
+
+        def rename(region: str) -> str:
+            return region.replace("total +=", "subtotal +=").replace(
+                "return total", "return subtotal"
+            )
+
+        local.answer_for = RewritingModel(rename)  # type: ignore[attr-defined]
+        proj = tmp_path / "proj"
+        proj.mkdir()
+        (proj / ".git").mkdir()
+        (proj / "shop.py").write_text(before, encoding="utf-8")
+        write_config(tmp_path, local_url=local.url)
+        result_path = tmp_path / "emacs-result.json"
+        env = _env(
+            tmp_path,
+            SYNCONFROUTE_E2E_ROOT=str(ROOT),
+            SYNCONFROUTE_E2E_FILE=str(proj / "shop.py"),
+            SYNCONFROUTE_E2E_RESULT=str(result_path),
+            SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+        )
+        cmd = [emacs, "--batch", "-l", str(SCRIPTS / "emacs_next_edit_e2e.el")]
+        output = _run(cmd, cwd=proj, env=env, timeout=120)
+        r = _read_result(result_path, output)
+    assert r["applied"].startswith("synconfroute: local ("), (r, output)
+    assert r["text"] == renamed, r
+    assert r["accepted"] == 1, r
+
+
 def test_emacs_ghost_text_partial_accept_and_route_data(tmp_path: Path) -> None:
     emacs = _emacs_with_eglot()
     with FakeOllama() as local:

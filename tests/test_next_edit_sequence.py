@@ -136,3 +136,20 @@ async def test_an_answer_that_rewrites_nothing_is_no_edit(
     p = pipeline(local_fake, remote_fake)
     got = await suggest(p, request(tmp_path), p.rules())
     assert got.edit is None
+
+
+async def test_a_rewrite_has_its_own_time_limit_not_a_completions(
+    tmp_path: Path, local_fake: FakeOllama, remote_fake: FakeOpenAI
+) -> None:
+    # A rewrite takes longer than a completion: local.total_ms (a completion's limit)
+    # must not cut it; next_edit.local_ms is its own.
+    local_fake.answer_for = RewritingModel(rename, delay=0.01)  # type: ignore[attr-defined]
+    remote_fake.answer_for = RewritingModel(rename)  # type: ignore[attr-defined]
+    s = Settings()
+    s.local.total_ms = 200.0
+    s.next_edit.local_ms = 20_000.0
+    p = pipeline(local_fake, remote_fake, s)
+    got = await suggest(p, request(tmp_path), p.rules())
+    assert got.decision.route == "local", got.decision
+    assert (got.decision.latency_ms["local_total"]) > 200, got.decision.latency_ms
+    assert len(remote_fake.received("/v1/completions")) == 0

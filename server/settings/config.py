@@ -455,6 +455,20 @@ class NextEditSettings:
         hi=0,
     )
     max_tokens: int = _doc(512, "Most tokens of one rewritten region.", lo=16, hi=8192)
+    local_ms: float = _doc(
+        4000.0,
+        "When the request may escalate: give up on the local tier if its rewrite has not "
+        "ended within this time, and ask the remote (a rewrite is longer than a "
+        "completion: `local.total_ms` is for completions).",
+        lo=10,
+        hi=600_000,
+    )
+    deadline_ms: float = _doc(
+        8000.0,
+        "Overall deadline of one next-edit request, both tiers included.",
+        lo=50,
+        hi=600_000,
+    )
 
 
 @attrs.define

@@ -73,8 +73,10 @@ class EditSteps:
     async def local_step(self, req: Req, access: RemoteAccess) -> LocalStep:
         """Local: the rewrite streamed whole (no line end, no early cut: the copied
         tokens come first and say nothing), then made one edit."""
+        s = self.p.settings
         lim = LocalLimits(
-            settings=self.p.settings.local,
+            # A rewrite's own time limit (`next_edit.local_ms`), not a completion's.
+            settings=attrs.evolve(s.local, total_ms=s.next_edit.local_ms),
             deadline=req.deadline,
             rules=req.rules,
             access=access,
@@ -172,7 +174,7 @@ async def suggest(pipeline: Pipeline, ereq: EditRequest, rules: router.Rules) ->
         pipeline.local.model if pipeline.local else None,
         pipeline.remote.model if pipeline.remote and access == "ok" else None,
     )
-    deadline = t0 + env.settings.completion.deadline_ms / 1000
+    deadline = t0 + ne.deadline_ms / 1000
     steps = EditSteps(pipeline, ereq, ereq.region(env))
     local = None
     if pipeline.local is not None:

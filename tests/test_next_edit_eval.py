@@ -65,13 +65,13 @@ async def test_the_table_local_alone_remote_alone_routed(
     tasks = built.tasks
     s = Settings()
     # The fakes know each task's answer by its region: the remote gives it, the local
-    # tier rewrites nothing (so every task escalates and only the remote is right).
+    # tier rewrites nothing, unsure (so every task escalates and only the remote is right).
     answers = {}
     for task in tasks:
         r = region_at(task.text, task.cursor, region_lines=5, context_lines=0)
         grown = len(task.expected) - len(task.text)
         answers[task.text[r.start : r.end]] = task.expected[r.start : r.end + grown]
-    local_fake.answer_for = RewritingModel(lambda old: old)  # type: ignore[attr-defined]
+    local_fake.answer_for = RewritingModel(lambda old: old, copied_lp=-2.0)  # type: ignore[attr-defined]
     remote_fake.answer_for = RewritingModel(lambda old: answers.get(old, old))  # type: ignore[attr-defined]
     p = Pipeline(
         s,

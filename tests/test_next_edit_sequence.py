@@ -132,10 +132,27 @@ async def test_an_answer_that_rewrites_nothing_is_no_edit(
     tmp_path: Path, local_fake: FakeOllama, remote_fake: FakeOpenAI
 ) -> None:
     local_fake.answer_for = RewritingModel(lambda r: r)  # type: ignore[attr-defined]
-    remote_fake.answer_for = RewritingModel(lambda r: r)  # type: ignore[attr-defined]
+    remote_fake.answer_for = RewritingModel(rename)  # type: ignore[attr-defined]
     p = pipeline(local_fake, remote_fake)
     got = await suggest(p, request(tmp_path), p.rules())
-    assert got.edit is None
+    # Sure that nothing needs changing: no edit, and the cluster is not asked (most
+    # requests, one per pause of the cursor, have no next edit).
+    assert got.edit is None and got.decision.route == "none"
+    assert got.decision.reasons == ("no-edit",)
+    assert len(remote_fake.received("/v1/completions")) == 0
+
+
+async def test_an_unsure_unchanged_region_escalates(
+    tmp_path: Path, local_fake: FakeOllama, remote_fake: FakeOpenAI
+) -> None:
+    unsure = RewritingModel(lambda r: r, copied_lp=-2.0)
+    local_fake.answer_for = unsure  # type: ignore[attr-defined]
+    remote_fake.answer_for = RewritingModel(rename)  # type: ignore[attr-defined]
+    p = pipeline(local_fake, remote_fake)
+    got = await suggest(p, request(tmp_path), p.rules())
+    assert got.decision.route == "remote" and "empty-local" in got.decision.reasons
+    assert applied(TEXT, got.edit) == RENAMED
+    assert len(unsure.prompts) == 1  # the local tier asked once, not again by the sequence
 
 
 async def test_a_rewrite_has_its_own_time_limit_not_a_completions(

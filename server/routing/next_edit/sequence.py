@@ -68,6 +68,10 @@ class EditSteps:
         self.ereq = ereq
         self.region = region
         self.old = ereq.text[region.start : region.end]
+        # The whole answer's confidence when it rewrote the region unchanged (None: it
+        # changed something, or did not answer): most requests have no next edit.
+        self.unchanged: float | None = None
+        self._first: LocalStep | None = None  # a local step taken ahead of the sequence
 
     # -- the steps ------------------------------------------------------------------
     async def local_step(self, req: Req, access: RemoteAccess) -> LocalStep:
@@ -84,9 +88,14 @@ class EditSteps:
             early_escalation=False,
             clock=self.p.now,
         )
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
         run = await run_local(self.p.local, req.local, lim)
         rw = None if run.cut or run.error else rewritten(run.text, run.finish_reason)
         edit = None if rw is None else answer.one_edit(self.old, rw.text)
+        if rw is not None and edit is None and run.has_logprobs:
+            self.unchanged = answer.mean(run.logprobs)
         if rw is None or edit is None:
             return LocalStep(attrs.evolve(run, logprobs=()), "", None)
         tokens = list(zip(run.tokens, run.logprobs, strict=False))
@@ -188,6 +197,16 @@ async def suggest(pipeline: Pipeline, ereq: EditRequest, rules: router.Rules) ->
         local=local,
         multiline=True,
     )
+    first = await steps.local_step(req, access)
+    sure = steps.unchanged is not None and steps.unchanged >= rules.threshold
+    if sure and rules.policy != "remote":
+        # Nothing to change, and the model is sure of it: no edit, nothing escalated.
+        none = Outcome(
+            route="none", reasons=(Reason.NO_EDIT,), completion="", confidence=steps.unchanged
+        )
+        rec = steps.record(req, none, (first, first, None), None, ())
+        return NextEdit(rec, None)
+    steps._first = first  # the sequence starts from it: not asked twice
     rec, _ = await sequence.run(steps, req, access)
     edit = None
     if rec.route in ("local", "remote") and rec.completion:

@@ -145,10 +145,19 @@ async def test_a_confident_valid_local_edit_is_shown_and_accepted(
         assert any("shown" in e for e in events)
         rows = [e for e in events if "route" in e]
         assert [(e["route"], e.get("task")) for e in rows] == [("local", "next-edit")], rows
+        assert not any("dismissed" in e for e in events)  # accepted, not dismissed
         # A stale version: no edit, and no model asked.
         asked = len(model.prompts)
         assert await edit_at(client, uri, 1, 1, 12) == {"edits": []}
         assert len(model.prompts) == asked
+        # Shown and passed over (a newer request came instead): dismissed, in the ledger.
+        (again,) = (await edit_at(client, uri, 2, 1, 12))["edits"]
+        client.protocol.notify("textDocument/didShowInlineEdit", {"item": again})
+        await edit_at(client, uri, 2, 1, 11)
+        gone = again["command"]["arguments"][0]
+        assert await until(lambda: any("dismissed" in e for e in ledger(tmp_path)))
+        dismissed = [e["dismissed"] for e in ledger(tmp_path) if "dismissed" in e]
+        assert len(dismissed) == 1 and dismissed[0].endswith(gone), (dismissed, gone)
     finally:
         await stop(client)
 

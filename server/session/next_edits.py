@@ -64,6 +64,8 @@ class NextEdits:
         # version when it came: the text is at the editor's version while both hold.
         self._versions: dict[str, tuple[int, int]] = {}
         self._running: dict[str, asyncio.Future[NextEdit]] = {}  # per document, the latest
+        self._shown: dict[str, str] = {}  # per document, the suggestion shown last
+        self._docs_of: dict[str, str] = {}  # suggestion -> its document
 
     def version(self, uri: str, version: int) -> None:
         """The editor says the document is now at `version` (didOpen, didChange)."""
@@ -106,6 +108,7 @@ class NextEdits:
         recent = tuple(s.context.recent.recent()) if settings.completion.recent_edits else ()
         ereq = EditRequest(ctx=ctx, text=text, cursor=offset, recent=recent)
         key = uri_key(uri)
+        self._dismiss(key)  # a new request: the one shown before was passed over
         older = self._running.get(key)
         if older is not None and not older.done():
             older.cancel()  # a newer request for the document: the older one's answer is stale
@@ -125,6 +128,7 @@ class NextEdits:
                 del self._running[key]
         did = s.decision_log.record(got.decision, task="next-edit")
         self.ids.add(did)
+        self._docs_of[did] = key
         if got.edit is None or st.text.version != own:
             return None  # nothing to suggest, or the document moved on meanwhile
         start, end = st.text.position(got.edit.start), st.text.position(got.edit.end)
@@ -136,7 +140,17 @@ class NextEdits:
         if did not in self.ids:
             return False
         self._s.decision_log.shown(did)
+        key = self._docs_of.get(did)
+        if key is not None:
+            self._shown[key] = did
         return True
+
+    def _dismiss(self, key: str) -> None:
+        """The suggestion shown last in `key`, if not taken, was dismissed (ledger only)."""
+        did = self._shown.pop(key, None)
+        log_ = self._s.decision_log
+        if did is not None and did not in log_.accepted and log_._ledger_on:
+            log_.ledger.event("dismissed", did)
 
     def accepted(self, did: str) -> bool:
         """The item's command: the user took suggestion `did` (ledger only: the

@@ -142,3 +142,24 @@ def test_calibration_from_the_ledger_leaves_next_edits_out(tmp_path: Path) -> No
     assert [d["task"] for d in decisions] == ["completion", "next-edit"]
     obs, skipped = observations(decisions, 0.5)
     assert len(obs) == 1 and skipped["next-edit suggestion"] == 1
+
+
+def test_stats_count_next_edits_apart_from_completions(tmp_path: Path) -> None:
+    from synconfroute.server.learning.ledger import Ledger, format_summary, read, summarize
+    from synconfroute.server.vocab.record import RouteDecision
+
+    led = Ledger(tmp_path / "l.jsonl")
+    rec = RouteDecision(
+        completion="x", route="local", reasons=(), policy="synconf", confidence=-0.1,
+        threshold=-0.5, syntax=None, local_model="m", remote_model=None, local_completion="x",
+    )  # fmt: skip
+    led.decision("a", rec)
+    led.decision("b", rec, "next-edit")
+    led.event("accepted", "b")
+    decisions, accepted, _ = read(tmp_path / "l.jsonl")
+    s = summarize(decisions, accepted)
+    assert s["completions"] == 1 and s["accepted"]["local"] == 0
+    assert s["next_edits"] == {"suggestions": 1, "routes": {"local": 1}, "accepted": 1}
+    assert "next edits        1  (local 1, remote 0, none 0); accepted 1" in format_summary(
+        s, tmp_path / "l.jsonl"
+    )

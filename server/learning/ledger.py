@@ -216,7 +216,9 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def summarize(decisions: list[dict[str, Any]], accepted: set[str]) -> dict[str, Any]:
-    """The sums `synconfroute stats` prints."""
+    """The sums `synconfroute stats` prints (completions; next-edit suggestions apart)."""
+    edits = [d for d in decisions if d.get("task", "completion") == "next-edit"]
+    decisions = [d for d in decisions if d.get("task", "completion") == "completion"]
     n = len(decisions)
     routes = Counter(d["route"] for d in decisions)
     reasons = Counter(r for d in decisions for r in d.get("reasons", []))
@@ -240,6 +242,11 @@ def summarize(decisions: list[dict[str, Any]], accepted: set[str]) -> dict[str, 
         "latency_ms_p95": percentile(totals, 95),
         "cache_hits": sum(1 for d in decisions if d.get("cache_hit")),
         "reasons": dict(reasons.most_common()),
+        "next_edits": {
+            "suggestions": len(edits),
+            "routes": dict(Counter(d["route"] for d in edits)),
+            "accepted": sum(1 for d in edits if d.get("id") in accepted),
+        },
     }
 
 
@@ -266,4 +273,11 @@ def format_summary(s: dict[str, Any], path: Path) -> str:
         f"latency           p50 {ms(s['latency_ms_p50'])}   p95 {ms(s.get('latency_ms_p95'))}",
         "reasons           " + ", ".join(f"{k} {v}" for k, v in s["reasons"].items()),
     ]
+    ne = s.get("next_edits") or {}
+    if ne.get("suggestions"):
+        er = ne["routes"]
+        lines.append(
+            f"next edits        {ne['suggestions']}  (local {er.get('local', 0)}, remote "
+            f"{er.get('remote', 0)}, none {er.get('none', 0)}); accepted {ne['accepted']}"
+        )
     return "\n".join(lines)

@@ -170,3 +170,26 @@ async def test_a_rewrite_has_its_own_time_limit_not_a_completions(
     assert got.decision.route == "local", got.decision
     assert (got.decision.latency_ms["local_total"]) > 200, got.decision.latency_ms
     assert len(remote_fake.received("/v1/completions")) == 0
+
+
+async def test_the_gate_judges_what_the_edit_adds_not_the_rest_of_the_file(
+    tmp_path: Path, local_fake: FakeOllama, remote_fake: FakeOpenAI
+) -> None:
+    # An unrelated syntax error further down does not reject a valid edit...
+    local_fake.answer_for = RewritingModel(rename)  # type: ignore[attr-defined]
+    remote_fake.answer_for = RewritingModel(rename)  # type: ignore[attr-defined]
+    p = pipeline(local_fake, remote_fake)
+    req = request(tmp_path)
+    tail = "\n" * 3 + "x = 1\n" * 20 + "def broken(:\n    pass\n"
+    req = attrs.evolve(
+        req, text=TEXT + tail, ctx=attrs.evolve(req.ctx, suffix=req.ctx.suffix + tail)
+    )
+    got = await suggest(p, req, p.rules())
+    assert got.decision.route == "local", got.decision
+    # ...while an edit that uses a name defined nowhere escalates (Python).
+    local_fake.answer_for = RewritingModel(  # type: ignore[attr-defined]
+        lambda r: rename(r).replace("item.cost", "itemz.cost")
+    )
+    got = await suggest(p, request(tmp_path), p.rules())
+    assert got.decision.route == "remote" and "undefined-name" in got.decision.reasons, got.decision
+    assert applied(TEXT, got.edit) == RENAMED

@@ -434,7 +434,7 @@ class LlamaRunner(ModelIdentity):
             raw = s.encode("utf-8", "replace")
             return llm.tokenize(raw, add_bos=False, special=False) if s else []
 
-        tpl = state.template
+        tpl = None if request.raw else state.template  # raw: the prefix is the prompt
         if tpl is None:
             pre = text(request.prefix)
             keep = min(len(pre), max(0, budget - len(state.bos)))

@@ -163,6 +163,7 @@ def _request(fields: dict[str, Any]) -> CompletionRequest:
         stop=tuple(fields.get("stop", ())),
         temperature=float(fields.get("temperature", 0.0)),
         max_predict_s=None if predict is None else float(predict),
+        raw=bool(fields.get("raw", False)),
     )
 
 

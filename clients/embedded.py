@@ -743,7 +743,7 @@ class EmbeddedBackend(ModelIdentity):
     def _kv_key(self, fields: dict[str, Any]) -> str:
         """The prompt as the worker lays it out, as text: the suffix follows the prefix
         in a FIM template, and is not seen by a prefix-only prompt."""
-        if self.prompt_mode == "prefix-only":
+        if self.prompt_mode == "prefix-only" or fields.get("raw"):
             return str(fields["prefix"])
         return f"{fields['prefix']}\x00{fields['suffix']}"
 
@@ -850,8 +850,9 @@ def _fields(request: CompletionRequest) -> dict[str, Any]:
     return {
         # Context in comment headers before the prefix: the worker trims the start
         # of the prefix first when the window is short, so context goes first.
-        "prefix": templates.with_context(request),
-        "suffix": request.suffix,
+        "prefix": request.prefix if request.raw else templates.with_context(request),
+        "suffix": "" if request.raw else request.suffix,
+        "raw": request.raw,  # the prefix is the whole prompt: no template
         "max_tokens": request.max_tokens,
         "stop": list(request.stop),
         "temperature": request.temperature,

@@ -333,6 +333,8 @@ class OllamaBackend:
         prefix, suffix = request.prefix, request.suffix
         if not prefix and not suffix:
             return None
+        if request.raw:  # a prompt of its own: no template, no insert check
+            return _Plan(mode="prefix-only", prompt=prefix, raw=True, stop=request.stop)
         if request.context_files:  # native FIM and prefix-only: context as comment headers
             prefix = templates.with_context(request)
         info = await self._show(request.deadline)

@@ -333,11 +333,14 @@ class OpenAIBackend:
     def payload(self, request: CompletionRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and `doctor` can show it)."""
         stops: list[str] = []
-        if self._template is not None:
-            prompt = self._template.render(
+        template = None if request.raw else self._template
+        if request.raw:  # a prompt of its own, sent as it is
+            prompt = request.prefix
+        elif template is not None:
+            prompt = template.render(
                 request.prefix, request.suffix, **templates.context_args(request)
             )
-            stops.extend(self._template.stop)
+            stops.extend(template.stop)
         else:
             prompt = templates.with_context(request)
         stops.extend(s for s in request.stop if s and s not in stops)
@@ -361,7 +364,7 @@ class OpenAIBackend:
             if LINE_STOP not in stops:
                 stops.append(LINE_STOP)
             body["min_tokens"] = 1
-        if self._template is not None:
+        if template is not None:
             # The template's stops are special tokens: vLLM only sees them (and
             # stops on them) when it does not decode them away.
             body["skip_special_tokens"] = False

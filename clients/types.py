@@ -54,6 +54,9 @@ class CompletionRequest:
     # (`remote.verify_draft`, clients/_verify.py): the run of it the remote model agrees
     # with is kept and only the rest generated. Empty: a plain escalation.
     draft: str = ""
+    # `prefix` is the whole prompt, sent as it is: no FIM template, no suffix, no
+    # context headers (next-edit suggestions lay out their own prompt).
+    raw: bool = False
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or None."""

@@ -259,6 +259,50 @@ def _prefill_project(tmp_path: Path) -> tuple[Path, Path, Path]:
     return proj, cold, warm
 
 
+def test_neovim_next_edit_shown_as_virtual_text_and_accepted(tmp_path: Path) -> None:
+    """:SynConfRouteNextEdit shows the server's copilotInlineEdit answer as virtual text,
+    :SynConfRouteNextEditAccept applies it and accepts it through its command (issue 38)."""
+    from tests.fakes.next_edit import RewritingModel
+
+    nvim = _nvim_011()
+    before = (
+        "def price(items):\n    total = 0\n    for item in items:\n"
+        "        total += item.cost\n    return total\n"
+    )
+    with FakeOllama() as local:
+
+        def rename(region: str) -> str:
+            return region.replace("total +=", "subtotal +=").replace(
+                "return total", "return subtotal"
+            )
+
+        local.answer_for = RewritingModel(rename)  # type: ignore[attr-defined]
+        proj = tmp_path / "proj"
+        proj.mkdir()
+        (proj / ".git").mkdir()
+        (proj / "shop.py").write_text(before, encoding="utf-8")
+        write_config(tmp_path, local_url=local.url)
+        result_path = tmp_path / "nvim-result.json"
+        env = _env(
+            tmp_path,
+            SYNCONFROUTE_E2E_ROOT=str(ROOT),
+            SYNCONFROUTE_E2E_FILE=str(proj / "shop.py"),
+            SYNCONFROUTE_E2E_RESULT=str(result_path),
+            SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+        )
+        cmd = [nvim, "--headless", "-i", "NONE", "-u", str(SCRIPTS / "nvim_next_edit_e2e.lua")]
+        output = _run(cmd, cwd=proj, env=env, timeout=120)
+        log = tmp_path / "xdg_state_home" / "nvim" / "lsp.log"
+        r = _read_result(result_path, output, log)
+    shown_lines = before.replace("    total = 0", "    subtotal = 0").split("\n")
+    assert r["lines_while_shown"] == shown_lines[:-1], r  # shown, not applied
+    # The replaced text struck through, the lines as they will read below it.
+    assert r["struck"] == [3, 8, 4, 11], r
+    assert r["virt_lines"] == ["        subtotal += item.cost", "    return subtotal"], r
+    assert r["lines_after"] == before.replace("total", "subtotal").split("\n")[:-1], r
+    assert r["marks_after"] == 0 and r["accepted"] == 1, r
+
+
 @pytest.mark.embedded
 @pytest.mark.parametrize("version", ["0.7", "0.11"])
 def test_neovim_reports_the_resting_cursor_and_the_completion_starts_warm(
@@ -400,6 +444,46 @@ def test_emacs_eglot_completion_and_route_in_eldoc(
     assert "2 completions (2 local, 0 remote, 0 none), 1 taken" in r["status_line"]
     assert r["local_only"] == "on" and r["local_only_status"] == "on"
     assert local.received("/api/generate") and set(local.modes) == {"fim"}
+
+
+def test_emacs_next_edit_command_applies_the_servers_edit(tmp_path: Path) -> None:
+    """M-x synconfroute-next-edit: copilotInlineEdit through eglot, the edit applied and
+    accepted through its command (issue 38)."""
+    from tests.fakes.next_edit import RewritingModel
+
+    emacs = _emacs_with_eglot()
+    before = (
+        "def price(items):\n    total = 0\n    for item in items:\n"
+        "        total += item.cost\n    return total\n"
+    )
+    renamed = before.replace("total", "subtotal")
+    with FakeOllama() as local:
+
+        def rename(region: str) -> str:
+            return region.replace("total +=", "subtotal +=").replace(
+                "return total", "return subtotal"
+            )
+
+        local.answer_for = RewritingModel(rename)  # type: ignore[attr-defined]
+        proj = tmp_path / "proj"
+        proj.mkdir()
+        (proj / ".git").mkdir()
+        (proj / "shop.py").write_text(before, encoding="utf-8")
+        write_config(tmp_path, local_url=local.url)
+        result_path = tmp_path / "emacs-result.json"
+        env = _env(
+            tmp_path,
+            SYNCONFROUTE_E2E_ROOT=str(ROOT),
+            SYNCONFROUTE_E2E_FILE=str(proj / "shop.py"),
+            SYNCONFROUTE_E2E_RESULT=str(result_path),
+            SYNCONFROUTE_E2E_CMD=json.dumps(SERVER_CMD),
+        )
+        cmd = [emacs, "--batch", "-l", str(SCRIPTS / "emacs_next_edit_e2e.el")]
+        output = _run(cmd, cwd=proj, env=env, timeout=120)
+        r = _read_result(result_path, output)
+    assert r["applied"].startswith("synconfroute: local ("), (r, output)
+    assert r["text"] == renamed, r
+    assert r["accepted"] == 1, r
 
 
 def test_emacs_ghost_text_partial_accept_and_route_data(tmp_path: Path) -> None:

@@ -284,6 +284,16 @@ async def test_forced_template_renders_and_warns() -> None:
     assert any("not a special token" in p.message for p in report.problems)
 
 
+async def test_a_raw_request_is_its_prompt_without_the_template() -> None:
+    """Next-edit prompts carry their own layout: no FIM template around them, no suffix."""
+    async with fresh(template="starcoder") as b:
+        own = "### Response:\n<|editable_region_start|>\n"
+        await b.complete(CompletionRequest(prefix=own, suffix="ignored", max_tokens=4, raw=True))
+        gen = b.last_generation
+        assert gen is not None
+        assert await b.detokenize(gen.prompt_ids) == own
+
+
 async def test_long_prefix_keeps_its_end_within_the_context() -> None:
     prefix = "".join(f"value_{i} = {i} * 2\n" for i in range(400)) + "total = value_1 +"
     async with fresh(n_ctx=256) as b:

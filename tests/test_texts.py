@@ -113,8 +113,13 @@ def test_settings_reads_as_text_with_sources(tmp_path: Path) -> None:
         check=True,
     )
     text = r.stdout
-    rows = {ln.split()[0]: ln.split()[1:] for ln in text.splitlines() if ln.startswith("  ")}
-    assert rows["threshold"] == ["-0.8", "file"]
+    rows, section = {}, ""
+    for ln in text.splitlines():  # keys by section: [next_edit] has a threshold too
+        if ln.startswith("["):
+            section = ln.strip("[] ")
+        elif ln.startswith("  "):
+            rows[f"{section}.{ln.split()[0]}"] = ln.split()[1:]
+    assert rows["routing.threshold"] == ["-0.8", "file"]
     (remote_url,) = [ln for ln in text.splitlines() if '"http://gpu:8000/v1"' in ln]
     assert remote_url.split() == ["url", '"http://gpu:8000/v1"', "environment"]
     assert "escalated completions go to http://gpu:8000/v1 (model big)" in text

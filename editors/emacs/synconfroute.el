@@ -598,5 +598,46 @@ Returns the status plist."
              (if on "ON: nothing leaves this machine" "off"))
     on))
 
+;;; Next-edit suggestions
+
+(defun synconfroute-next-edit ()
+  "Ask the server for the edit after the one just made, near point; apply it.
+The server answers `textDocument/copilotInlineEdit' with at most one edit
+\(routed like a completion); applying it runs the edit's command, which
+records the acceptance.  Returns the edit's route summary when one was
+applied, nil otherwise."
+  (interactive)
+  (let ((server (synconfroute--server)))
+    ;; The server answers for the version it has: send eglot's pending changes first.
+    (when (fboundp 'eglot--signal-textDocument/didChange)
+      (funcall 'eglot--signal-textDocument/didChange))
+    (let* ((version (if (boundp 'eglot--versioned-identifier)
+                        (symbol-value 'eglot--versioned-identifier)
+                      0))
+           (result (jsonrpc-request
+                    server :textDocument/copilotInlineEdit
+                    (list :textDocument (list :uri (synconfroute--uri) :version version)
+                          :position (synconfroute--lsp-position))))
+           (edits (plist-get result :edits)))
+      (if (= (length edits) 0)
+          (progn (message "synconfroute: no next edit here") nil)
+        (let* ((item (elt edits 0))
+               (range (plist-get item :range))
+               (start (synconfroute--point-of (plist-get range :start)))
+               (end (synconfroute--point-of (plist-get range :end)))
+               (command (plist-get item :command)))
+          (jsonrpc-notify server :textDocument/didShowInlineEdit (list :item item))
+          (save-excursion
+            (goto-char start)
+            (delete-region start end)
+            (insert (plist-get item :text)))
+          (jsonrpc-async-request server :workspace/executeCommand
+                                 (list :command (plist-get command :command)
+                                       :arguments (plist-get command :arguments))
+                                 :success-fn #'ignore
+                                 :error-fn #'ignore)
+          (message "%s" (plist-get command :title))
+          (plist-get command :title))))))
+
 (provide 'synconfroute)
 ;;; synconfroute.el ends here

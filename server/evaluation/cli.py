@@ -44,6 +44,21 @@ def _rate(value: str) -> float:
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
+        "--task",
+        choices=("completion", "next-edit"),
+        default="completion",
+        help="completion (default): the datasets below; next-edit: tasks built from the "
+        "commit history given with --history (docs/next-edit.md)",
+    )
+    p.add_argument(
+        "--history",
+        type=Path,
+        default=None,
+        metavar="REPO",
+        help="--task next-edit: a git repository, or a bundle (cloned into a temporary "
+        "folder), whose commits the tasks are built from",
+    )
+    p.add_argument(
         "--out",
         type=Path,
         default=DEFAULT_OUT,
@@ -223,6 +238,10 @@ def run_eval_command(args: argparse.Namespace, loaded: Loaded) -> int:
             default = n
         else:
             limits[name] = n
+    if args.task == "next-edit":
+        from .next_edit_eval import run_next_edit_command
+
+        return run_next_edit_command(args.history, loaded.settings, default)
     files = tuple(args.file)
     names = args.datasets if args.datasets is not None else (() if files else _csv(ALL_DATASETS))
     opts = EvalOptions(

@@ -80,7 +80,9 @@ def observations(
     skipped: Counter[str] = Counter()
     for d in decisions:
         conf = d.get("confidence")
-        if d.get("cache_hit"):
+        if d.get("task", "completion") != "completion":
+            skipped["next-edit suggestion"] += 1
+        elif d.get("cache_hit"):
             skipped["cache hit"] += 1
         elif d.get("policy") not in ("synconf", "confidence"):
             skipped["policy without a threshold"] += 1

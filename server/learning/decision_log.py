@@ -93,12 +93,12 @@ class DecisionLog:
     def _ledger_on(self) -> bool:
         return self._settings().editor.ledger
 
-    def record(self, rec: RouteDecision) -> str:
-        """Keep a new decision; its id."""
+    def record(self, rec: RouteDecision, *, task: str = "completion") -> str:
+        """Keep a new decision (`task`: "completion" or "next-edit"); its id."""
         did = f"c{next(self._ids)}"
         self.decisions[did] = rec
         if self._ledger_on:
-            self.ledger.decision(did, rec)
+            self.ledger.decision(did, rec, task)
         return did
 
     def shown(self, did: str) -> None:

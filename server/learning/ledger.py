@@ -36,7 +36,9 @@ def default_path() -> Path:
     return Path(platformdirs.user_state_dir(APP)) / "ledger.jsonl"
 
 
-def entry(did: str, rec: RouteDecision) -> dict[str, Any]:
+def entry(did: str, rec: RouteDecision, task: str = "completion") -> dict[str, Any]:
+    """A decision's line; `task` named only when it is not a completion (a next-edit
+    suggestion's confidence is another measure: calibration leaves it out)."""
     return {
         "t": round(time.time(), 3),
         "id": did,
@@ -61,6 +63,7 @@ def entry(did: str, rec: RouteDecision) -> dict[str, Any]:
         # A verified escalation: the local draft's tokens the cluster scored and kept.
         "draft_tokens": rec.draft_tokens,
         "draft_kept": rec.draft_kept,
+        **({"task": task} if task != "completion" else {}),
     }
 
 
@@ -86,8 +89,8 @@ class Ledger:
     def key(self, did: str) -> str:
         return f"{self.run}:{did}"
 
-    def decision(self, did: str, rec: RouteDecision) -> None:
-        self._append(entry(self.key(did), rec))
+    def decision(self, did: str, rec: RouteDecision, task: str = "completion") -> None:
+        self._append(entry(self.key(did), rec, task))
 
     def accepted(self, did: str) -> None:
         self.event("accepted", did)
@@ -216,7 +219,9 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def summarize(decisions: list[dict[str, Any]], accepted: set[str]) -> dict[str, Any]:
-    """The sums `synconfroute stats` prints."""
+    """The sums `synconfroute stats` prints (completions; next-edit suggestions apart)."""
+    edits = [d for d in decisions if d.get("task", "completion") == "next-edit"]
+    decisions = [d for d in decisions if d.get("task", "completion") == "completion"]
     n = len(decisions)
     routes = Counter(d["route"] for d in decisions)
     reasons = Counter(r for d in decisions for r in d.get("reasons", []))
@@ -240,6 +245,11 @@ def summarize(decisions: list[dict[str, Any]], accepted: set[str]) -> dict[str, 
         "latency_ms_p95": percentile(totals, 95),
         "cache_hits": sum(1 for d in decisions if d.get("cache_hit")),
         "reasons": dict(reasons.most_common()),
+        "next_edits": {
+            "suggestions": len(edits),
+            "routes": dict(Counter(d["route"] for d in edits)),
+            "accepted": sum(1 for d in edits if d.get("id") in accepted),
+        },
     }
 
 
@@ -266,4 +276,11 @@ def format_summary(s: dict[str, Any], path: Path) -> str:
         f"latency           p50 {ms(s['latency_ms_p50'])}   p95 {ms(s.get('latency_ms_p95'))}",
         "reasons           " + ", ".join(f"{k} {v}" for k, v in s["reasons"].items()),
     ]
+    ne = s.get("next_edits") or {}
+    if ne.get("suggestions"):
+        er = ne["routes"]
+        lines.append(
+            f"next edits        {ne['suggestions']}  (local {er.get('local', 0)}, remote "
+            f"{er.get('remote', 0)}, none {er.get('none', 0)}); accepted {ne['accepted']}"
+        )
     return "\n".join(lines)

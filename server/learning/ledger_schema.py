@@ -41,6 +41,7 @@ class DecisionLine:
     chars: int = 0
     draft_tokens: int = 0
     draft_kept: int = 0
+    task: str = "completion"  # or "next-edit"
 
 
 @attrs.frozen

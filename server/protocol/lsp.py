@@ -34,6 +34,11 @@ ROUTE_NOTIFICATION = "synconfroute/route"
 # editor plugins when a document gains focus and when the cursor pauses; the server
 # prefills the local model's prompt there (server/session/prefill.py).
 CURSOR_NOTIFICATION = "synconfroute/cursor"
+# Next-edit suggestions, as Copilot's language server speaks them (copilot-lsp,
+# sidekick.nvim, copilot.el, Zed): no LSP method exists for them.
+INLINE_EDIT = "textDocument/copilotInlineEdit"
+DID_SHOW_INLINE_EDIT = "textDocument/didShowInlineEdit"
+CMD_ACCEPT_EDIT = "synconfroute.acceptNextEdit"
 
 _ENCODINGS: dict[str, Encoding] = {
     t.PositionEncodingKind.Utf8: "utf-8",
@@ -203,6 +208,9 @@ def create_server(
         inline_completion
     )
     server.feature(t.TEXT_DOCUMENT_HOVER)(hover)
+    server.feature(INLINE_EDIT)(inline_edit)
+    server.feature(DID_SHOW_INLINE_EDIT)(did_show_inline_edit)
+    server.command(CMD_ACCEPT_EDIT)(accept_edit)
     server.command(CMD_ACCEPT)(accept)
     server.command(CMD_TOGGLE_LOCAL_ONLY)(toggle_local_only)
     server.command(CMD_STATUS)(status)
@@ -284,6 +292,7 @@ def did_delete_files(ls: SynConfRouteServer, params: t.DeleteFilesParams) -> Non
 def did_open(ls: SynConfRouteServer, params: t.DidOpenTextDocumentParams) -> None:
     doc = params.text_document
     ls.session.open(doc.uri, doc.text, doc.language_id)
+    ls.session.next_edits.version(doc.uri, doc.version)
 
 
 def did_change(ls: SynConfRouteServer, params: t.DidChangeTextDocumentParams) -> None:
@@ -296,7 +305,9 @@ def did_change(ls: SynConfRouteServer, params: t.DidChangeTextDocumentParams) ->
             )
         else:
             edits.append(Edit(ch.text))
-    if ls.session.change(params.text_document.uri, edits):
+    cleared = ls.session.change(params.text_document.uri, edits)
+    ls.session.next_edits.version(params.text_document.uri, params.text_document.version)
+    if cleared:
         ls.text_document_publish_diagnostics(
             t.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )
@@ -327,6 +338,7 @@ async def did_change_watched_files(
 
 def did_close(ls: SynConfRouteServer, params: t.DidCloseTextDocumentParams) -> None:
     ls.session.close(params.text_document.uri)
+    ls.session.next_edits.forget(params.text_document.uri)
 
 
 async def _complete(
@@ -390,6 +402,67 @@ async def completion(ls: SynConfRouteServer, params: t.CompletionParams) -> t.Co
         command=t.Command(title=summary(rec), command=CMD_ACCEPT, arguments=[done.id]),
     )
     return t.CompletionList(is_incomplete=True, items=[item])
+
+
+def _edit_where(params: Any) -> tuple[str, int, int, int]:
+    """(uri, version, line, character) of a copilotInlineEdit request (pygls hands a
+    custom method's params over as nested namedtuples); a clear error when malformed."""
+    try:
+        doc, pos = params.textDocument, params.position
+        where = (str(doc.uri), doc.version, pos.line, pos.character)
+    except AttributeError as exc:
+        raise JsonRpcInvalidParams(
+            f"synconfroute: {INLINE_EDIT} wants {{textDocument: {{uri, version}}, position}}"
+        ) from exc
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in where[1:]):
+        raise JsonRpcInvalidParams(
+            f"synconfroute: {INLINE_EDIT}: version and position are integers"
+        )
+    return where
+
+
+async def inline_edit(ls: SynConfRouteServer, params: Any) -> dict[str, Any]:
+    """`textDocument/copilotInlineEdit`: the edit after this one, or none (`edits` are
+    alternatives: at most one here)."""
+    uri, version, line, character = _edit_where(params)
+    try:
+        shown = await ls.session.next_edits.suggest(uri, version, line, character)
+    except DocumentNotOpen as exc:
+        raise JsonRpcInvalidParams(f"synconfroute: {exc.args[0]}") from exc
+    except PositionOutOfRange as exc:
+        raise JsonRpcInvalidParams(f"synconfroute: {exc}") from exc
+    if shown is None:
+        return {"edits": []}
+    rec = shown.decision
+    # The route as data, before the response, as for completions.
+    done = Completed(shown.id, rec, shown.text, shown.start, shown.end, "")
+    _notify_route(ls, uri, done, kind="next-edit")
+    item = {
+        "text": shown.text,
+        "range": {
+            "start": {"line": shown.start[0], "character": shown.start[1]},
+            "end": {"line": shown.end[0], "character": shown.end[1]},
+        },
+        "textDocument": {"uri": uri, "version": shown.version},
+        "command": {"title": summary(rec), "command": CMD_ACCEPT_EDIT, "arguments": [shown.id]},
+    }
+    return {"edits": [item]}
+
+
+def did_show_inline_edit(ls: SynConfRouteServer, params: Any) -> None:
+    """`textDocument/didShowInlineEdit {item}`: the ledger's "shown" event (a malformed
+    notification is ignored: it cannot be answered)."""
+    try:
+        did = params.item.command.arguments[0]
+    except (AttributeError, IndexError, TypeError):
+        log.debug("ignored a malformed %s notification", DID_SHOW_INLINE_EDIT)
+        return
+    if isinstance(did, str):
+        ls.session.next_edits.shown(did)
+
+
+def accept_edit(ls: SynConfRouteServer, did: Any = None, *_: Any) -> bool:
+    return isinstance(did, str) and ls.session.next_edits.accepted(did)
 
 
 def hover(ls: SynConfRouteServer, params: t.HoverParams) -> t.Hover | None:
@@ -536,9 +609,12 @@ def _markup(markdown: str, formats: Any) -> t.MarkupContent | str:
     return plain
 
 
-def _notify_route(ls: SynConfRouteServer, uri: str, done: Completed) -> None:
-    """The route of a completion as data (status bars, accept commands): sent before the
-    response, so a client has it when the completion arrives."""
+def _notify_route(
+    ls: SynConfRouteServer, uri: str, done: Completed, *, kind: str = "completion"
+) -> None:
+    """The route of a completion (or, `kind` "next-edit", of a next-edit suggestion) as
+    data (status bars, accept commands): sent before the response, so a client has it
+    when the completion arrives."""
     rec = done.decision
     card: Any = _markup(route_card(rec), _hover_formats(ls))
     if not isinstance(card, str):
@@ -559,6 +635,7 @@ def _notify_route(ls: SynConfRouteServer, uri: str, done: Completed) -> None:
                 "start": {"line": done.start[0], "character": done.start[1]},
                 "end": {"line": done.end[0], "character": done.end[1]},
             },
+            **({"kind": kind} if kind != "completion" else {}),
         },
     )
 

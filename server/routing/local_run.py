@@ -48,9 +48,13 @@ class _LocalRun:
     total_s: float = 0.0
     timed_out: bool = False
     finish_reason: str | None = None
+    tokens: list[str] = attrs.field(factory=list)
 
     def frozen(self) -> LocalRun:
-        return LocalRun(**{**attrs.asdict(self, recurse=False), "logprobs": tuple(self.logprobs)})
+        fields = attrs.asdict(self, recurse=False)
+        return LocalRun(
+            **{**fields, "logprobs": tuple(self.logprobs), "tokens": tuple(self.tokens)}
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -80,6 +84,7 @@ def _take(run: _LocalRun, chunk: Chunk, lim: LocalLimits) -> bool:
     """Add `chunk` to `run`; True when the stream is to end here."""
     run.text += chunk.text
     run.logprobs.extend(t.logprob for t in chunk.tokens)
+    run.tokens.extend(t.text for t in chunk.tokens)
     run.has_logprobs = run.has_logprobs and chunk.logprobs
     run.finish_reason = chunk.finish_reason or run.finish_reason
     if not lim.multiline and line_end(run.text) >= 0:

@@ -170,6 +170,12 @@ class Pipeline:
         return self._settings
 
     @property
+    def inflight(self) -> InFlight:
+        """The remote calls in flight (a second sequence's calls join them, so a privacy
+        change stops those too)."""
+        return self._inflight
+
+    @property
     def gate_blocks(self) -> bool:
         """Its syntax gate's checks run in a thread (compiler modes): a request's text
         is copied for them, as edits may arrive meanwhile."""

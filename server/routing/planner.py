@@ -71,6 +71,22 @@ def display_path(path: str, roots: tuple[str, ...]) -> str:
     return min(rel, key=len) if rel else path.rsplit("/", 1)[-1]
 
 
+def prompt_plan(
+    ctx: CompletionContext, tier: str, *, window_chars: int, context: list[tuple[str, int]]
+) -> PromptPlan:
+    """What `tier`'s prompt at `ctx` is made of, each source resolved now, with the
+    workspace folders' own privacy rules: the one plan every kind of request (completion,
+    next edit) hands to the egress gate."""
+    return egress.make_plan(
+        tier, ctx.path, ctx.roots, window_chars=window_chars, context=context, folders=ctx.folders
+    )
+
+
+def remote_affinity(ctx: CompletionContext, tier: str) -> str:
+    """The replica key of a remote request (`remote.urls`' rendezvous order); "" locally."""
+    return affinity.workspace_key(ctx.path, ctx.roots) if tier == "remote" else ""
+
+
 def context_allowed(ctx: CompletionContext, tier: str, settings: Settings) -> Callable[[str], bool]:
     """Which other files may feed `tier`'s prompt: any for the local tier; for the remote
     tier, none unless the user sends context there (`remote.send_context`), and never a
@@ -145,14 +161,12 @@ def _request(
         single_line=single_line,
         max_predict_s=budget.max_predict_s if budget is not None and capped else None,
         priority=s.remote.request_priority(invoked=ctx.invoked) if tier == "remote" else None,
-        affinity=affinity.workspace_key(ctx.path, ctx.roots) if tier == "remote" else "",
-        plan=egress.make_plan(
+        affinity=remote_affinity(ctx, tier),
+        plan=prompt_plan(
+            ctx,
             tier,
-            ctx.path,
-            ctx.roots,
             window_chars=len(parts.prefix) + len(parts.suffix),
             context=[(f.path, len(f.text)) for f in files],
-            folders=ctx.folders,
         ),
     )
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from synconfroute.clients.errors import BackendError, EgressRefused
 from synconfroute.clients.types import Completion
 
-from ..vocab.record import Problem
+from ..vocab.record import Problem, Truncation
 from .gated import GatedRemote
 from .gating import Gating, remote_text
 from .planner import TierRequest
@@ -21,6 +21,9 @@ from .steps import RemoteStep
 log = logging.getLogger(__name__)
 
 PASSED = "passed"
+
+# How a remote answer becomes the text shown: (text, what a cut dropped, gate ms).
+Judge = Callable[[Completion], Awaitable[tuple[str, Truncation | None, float | None]]]
 
 
 class InFlight:
@@ -71,8 +74,10 @@ async def call_remote(
     inflight: InFlight,
     g: Gating,
     multiline: bool,
+    judge: Judge | None = None,
 ) -> RemoteStep:
-    """Send `treq` (the gate first) and judge the answer; never raises a backend error."""
+    """Send `treq` (the gate first) and judge the answer (by default as a completion at
+    the cursor: `remote_text`); never raises a backend error."""
     t_remote = g.clock()
     call = asyncio.ensure_future(remote.send(treq))
     notes, ctx_bytes = treq.notes, treq.context_bytes
@@ -102,7 +107,10 @@ async def call_remote(
     finally:
         inflight.done(call)
     total_ms = ms()
-    text, cut, gate_ms = await remote_text(g, ctx, result, multiline)
+    if judge is None:
+        text, cut, gate_ms = await remote_text(g, ctx, result, multiline)
+    else:
+        text, cut, gate_ms = await judge(result)
     return RemoteStep(
         "ok",
         text=text,
@@ -119,4 +127,4 @@ async def call_remote(
     )
 
 
-__all__ = ["PASSED", "InFlight", "call_remote"]
+__all__ = ["PASSED", "InFlight", "Judge", "call_remote"]

@@ -36,6 +36,9 @@ class LocalRun:
     total_s: float = 0.0
     timed_out: bool = False  # cut by the local budget (local.first_token_ms / total_ms)
     finish_reason: str | None = None  # the tier's, "stop" when we stopped at a line end
+    # Each log-prob's token text, where the tier gave them (a next-edit answer is judged
+    # on the tokens that changed the region, found by where they lie in the text).
+    tokens: tuple[str, ...] = ()
 
     @property
     def cut(self) -> bool:

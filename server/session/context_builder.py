@@ -147,7 +147,7 @@ class ContextBuilder:
                 first, last = recent_edits.lines_of_sync(old, new)
             else:
                 first, last = recent_edits.lines_of_range_edit(e.start[0], e.text)
-            self.recent.note(st.path, new, first, last)
+            self.recent.note(st.path, new, first, last, old if len(edits) == 1 else None)
 
     def _still_holds(self, chunk: recent_edits.EditChunk) -> bool:
         """A recent edit of a file the editor no longer holds open feeds prompts only

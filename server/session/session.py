@@ -52,6 +52,7 @@ from ..workspace.documents import (
 from ..workspace.workspace_index import WorkspaceIndex
 from .context_builder import ContextBuilder
 from .folders import FolderSettings, rules_of
+from .next_edits import Host, NextEdits
 from .prefill import Prefiller, rest_after
 from .tracker import RequestTracker, Ticket
 from .where import completion_off
@@ -116,6 +117,17 @@ class Session:
         self.folder_settings = FolderSettings()
         self.context = ContextBuilder(
             self.docs, roots, self._spawn, folders=self.folder_settings.current
+        )
+        self.next_edits = NextEdits(  # copilotInlineEdit
+            Host(
+                self.docs,
+                self.context,
+                self.decision_log,
+                lambda: self.settings,
+                self.rules,
+                self.pipeline,
+                self._await_workspace,
+            )
         )
         self._sync_adaptive()
 
@@ -508,6 +520,8 @@ class Session:
         return card
 
     def accept(self, did: str) -> bool:
+        if did in self.next_edits.ids:  # a next edit's id, sent to the completion's command
+            return self.next_edits.accepted(did)
         decisions, accepted = self.decision_log.decisions, self.decision_log.accepted
         if did not in decisions:
             return False

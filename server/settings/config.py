@@ -531,6 +531,57 @@ class CompletionSettings:
 
 
 @attrs.define
+class NextEditSettings:
+    """Next-edit suggestions (`textDocument/copilotInlineEdit`): the edit after this one,
+    local first, escalated like a completion."""
+
+    enabled: bool = _doc(
+        True,
+        "Answer `textDocument/copilotInlineEdit` (copilot-lsp, sidekick.nvim, copilot.el, "
+        "Zed): the local model rewrites the region around the cursor; an unsure or "
+        "file-breaking edit escalates to the remote tier under the same privacy rules.",
+    )
+    prompt_format: Literal["zeta", "plain"] = _doc(
+        "zeta",
+        "`zeta`: Zeta's format (recent edits as unified diffs, then the excerpt with Zeta's "
+        "editable-region and cursor markers), for a Zeta-class model as Ollama or vLLM "
+        "serve it; `plain`: the same with the instructions in words, for a general code "
+        "model.",
+    )
+    region_lines: int = _doc(
+        5,
+        "Lines above and below the cursor's line that the model may rewrite.",
+        lo=0,
+        hi=100,
+    )
+    context_lines: int = _doc(
+        30, "Lines of the file shown around the editable region, read only.", lo=0, hi=2000
+    )
+    threshold: float = _doc(
+        -0.5,
+        "Escalate a local edit whose changed tokens' mean log-prob is below this (the "
+        "tokens the model copied do not count).",
+        lo=-100,
+        hi=0,
+    )
+    max_tokens: int = _doc(512, "Most tokens of one rewritten region.", lo=16, hi=8192)
+    local_ms: float = _doc(
+        4000.0,
+        "When the request may escalate: give up on the local tier if its rewrite has not "
+        "ended within this time, and ask the remote (a rewrite is longer than a "
+        "completion: `local.total_ms` is for completions).",
+        lo=10,
+        hi=600_000,
+    )
+    deadline_ms: float = _doc(
+        8000.0,
+        "Overall deadline of one next-edit request, both tiers included.",
+        lo=50,
+        hi=600_000,
+    )
+
+
+@attrs.define
 class EditorSettings:
     """How the language server talks to the editor."""
 
@@ -579,6 +630,7 @@ class Settings:
     privacy: PrivacySettings = attrs.field(factory=PrivacySettings)
     completion: CompletionSettings = attrs.field(factory=CompletionSettings)
     editor: EditorSettings = attrs.field(factory=EditorSettings)
+    next_edit: NextEditSettings = attrs.field(factory=NextEditSettings)
 
 
 SECTIONS: dict[str, type[Any]] = {
@@ -588,6 +640,7 @@ SECTIONS: dict[str, type[Any]] = {
     "privacy": PrivacySettings,
     "completion": CompletionSettings,
     "editor": EditorSettings,
+    "next_edit": NextEditSettings,
 }
 
 
@@ -969,6 +1022,10 @@ TIGHTEN_ONLY: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
     "completion.context_lines": (_at_most, "lower it"),
     "completion.disabled_in": (lambda u, w: True, "add places (yours stay)"),
     "completion.languages": (_languages_subset, "narrow it (an empty list is every language)"),
+    "next_edit.enabled": (_off_or_same(False), "turn it off"),
+    "next_edit.region_lines": (_at_most, "lower it"),
+    "next_edit.context_lines": (_at_most, "lower it"),
+    "next_edit.threshold": (_at_most, "lower it"),
 }
 TIGHTEN_ONLY_KEYS = tuple(TIGHTEN_ONLY)
 

@@ -20,6 +20,8 @@ WHY = {
     "low-confidence": "the local model was unsure (confidence below the threshold)",
     "no-logprobs": "the local server gave no token probabilities, so confidence is unknown",
     "empty-local": "the local model wrote nothing",
+    "no-edit": "the local model rewrote the region unchanged, confidently: nothing to "
+    "suggest, nothing escalated",
     "syntax-invalid": "the local code would break the file's syntax",
     "syntax-timeout": "the syntax check ran out of time",
     "syntax-skipped": "the file is larger than routing.syntax_max_bytes: syntax not checked",

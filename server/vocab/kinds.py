@@ -26,6 +26,7 @@ class Reason(StrEnum):
     LOW_CONFIDENCE = "low-confidence"
     NO_LOGPROBS = "no-logprobs"
     EMPTY_LOCAL = "empty-local"
+    NO_EDIT = "no-edit"  # next edit: the local model is sure the region needs no change
     SYNTAX_INVALID = "syntax-invalid"
     SYNTAX_TIMEOUT = "syntax-timeout"
     SYNTAX_SKIPPED = "syntax-skipped"  # file over routing.syntax_max_bytes: not checked

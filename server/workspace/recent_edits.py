@@ -32,6 +32,10 @@ class EditChunk:
     first: int  # 0-based line of the chunk's first line, when it was taken
     text: str  # the chunk's lines, without a final line break
     at: float  # when the last change in it happened (monotonic seconds)
+    # The same lines before the changes that made the chunk (next-edit prompts show the
+    # chunk as a diff); None: not known (the change's old text was not given, or the
+    # chunk was cut to MAX_LINES).
+    before: str | None = None
 
     @property
     def last(self) -> int:
@@ -52,9 +56,13 @@ class RecentEdits:
         self._clock = clock
         self._chunks: list[EditChunk] = []  # oldest first
 
-    def note(self, path: str, text: str, first: int, last: int) -> None:
-        """Lines `first`..`last` (0-based, in `text`, the file after the change) changed."""
+    def note(self, path: str, text: str, first: int, last: int, old: str | None = None) -> None:
+        """Lines `first`..`last` (0-based, in `text`, the file after the change) changed;
+        `old`, if given, is the file before it (the chunk then knows its lines before)."""
         lines = text.split("\n")
+        old_lines = old.split("\n") if old is not None else None
+        shift = len(lines) - len(old_lines) if old_lines is not None else 0
+        merged: EditChunk | None = None
         if not lines or first >= len(lines):
             first = last = max(0, len(lines) - 1)
         lo = max(0, min(first, last) - AROUND)
@@ -64,15 +72,20 @@ class RecentEdits:
             near = c.path == path and c.first - MERGE_GAP <= hi and lo <= c.last + MERGE_GAP
             if near:  # the same place, edited again: one chunk, spanning both
                 lo, hi = min(lo, c.first), max(hi, min(c.last, len(lines) - 1))
+                merged = c
             else:
                 kept.append(c)
-        if hi - lo + 1 > MAX_LINES:  # keep the lines around this change
+        cut = hi - lo + 1 > MAX_LINES
+        if cut:  # keep the lines around this change
             centre = (first + last) // 2
             lo = max(0, min(centre - MAX_LINES // 2, len(lines) - MAX_LINES))
             hi = lo + MAX_LINES - 1
         chunk_text = "\n".join(lines[lo : hi + 1])
+        before = None
+        if old_lines is not None and not cut:
+            before = _before(old_lines, lo, hi - shift, merged)
         if chunk_text.strip():
-            kept.append(EditChunk(path, lo, chunk_text, self._clock()))
+            kept.append(EditChunk(path, lo, chunk_text, self._clock(), before))
         self._chunks = kept[-self.max_chunks :]
 
     def forget(self, path: str) -> None:
@@ -85,6 +98,18 @@ class RecentEdits:
         return [
             c for c in reversed(self._chunks) if c.path != exclude and now - c.at <= self.max_age_s
         ]
+
+
+def _before(old: list[str], lo: int, hi: int, merged: EditChunk | None) -> str | None:
+    """Lines `lo`..`hi` of the old text, where a chunk merged into this one still holds
+    what its own lines were before (so a word typed letter by letter is one change)."""
+    if hi < lo - 1:
+        return None
+    if merged is None or merged.before is None:
+        return "\n".join(old[lo : hi + 1])
+    if not lo <= merged.first <= merged.last <= hi:
+        return None  # the earlier chunk does not sit inside this one: not known
+    return "\n".join([*old[lo : merged.first], merged.before, *old[merged.last + 1 : hi + 1]])
 
 
 def lines_of_range_edit(start_line: int, inserted: str) -> tuple[int, int]:

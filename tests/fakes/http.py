@@ -294,6 +294,13 @@ class ScriptedServer(FakeHTTPServer):
         with self._lock:
             return self._scripts.popleft() if self._scripts else self.default
 
+    def _script_for(self, prompt: str) -> TokenScript:
+        """The script for a generation of `prompt`: `answer_for`'s, where it has one for
+        that prompt (a model that answers each prompt's own text), else the next queued."""
+        hook = getattr(self, "answer_for", None)
+        found = hook(prompt) if hook is not None else None
+        return found if found is not None else self._next_script()
+
 
 async def send_status(req: Request, resp: Responder, script: TokenScript, body: Any) -> None:
     """Answer with the script's error status: `body`, or the echo page, plus Retry-After."""

@@ -207,7 +207,7 @@ class FakeOllama(ScriptedServer):
             await resp.send(200, {**loaded, "done_reason": "load"})
             return
         self.modes.append("raw" if raw else "fim" if suffix else "chat")
-        await self._answer(req, resp, body, name, self._next_script())
+        await self._answer(req, resp, body, name, self._script_for(prompt))
 
     async def _answer(
         self, req: Request, resp: Responder, body: dict[str, Any], name: str, script: TokenScript

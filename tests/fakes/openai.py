@@ -212,7 +212,7 @@ class FakeOpenAI(ScriptedServer):
             await resp.send(400, self.error_body(msg, 400))
             return
 
-        script = self._next_script()
+        script = self._script_for(prompt)
         if script.status is not None:
             payload = script.body
             if payload is None:

@@ -712,6 +712,30 @@ function M.setup(opts)
       ))
     end)
   end, { desc = "synconfroute: tiers, privacy and routes so far" })
+  vim.api.nvim_create_user_command("SynConfRouteNextEdit", function()
+    local bufnr = vim.api.nvim_get_current_buf()
+    local client = M.client(bufnr)
+    if not client then
+      notify("synconfroute: no language server running; open a code file first", vim.log.levels.WARN)
+      return
+    end
+    vim.api.nvim_set_hl(0, "SynConfRouteGhost", { link = "Comment", default = true })
+    vim.api.nvim_set_hl(0, "SynConfRouteNextEditOld", { strikethrough = true, default = true })
+    require("synconfroute.next_edit").request(bufnr, client, ghost.byte_col, function(item, err)
+      if err then
+        notify("synconfroute: next edit failed: " .. (err.message or tostring(err)), vim.log.levels.ERROR)
+      elseif not item then
+        notify("synconfroute: no next edit here")
+      else
+        notify(item.command and item.command.title or "synconfroute: next edit shown")
+      end
+    end)
+  end, { desc = "synconfroute: show the edit after this one (copilotInlineEdit)" })
+  vim.api.nvim_create_user_command("SynConfRouteNextEditAccept", function()
+    if not require("synconfroute.next_edit").accept() then
+      notify("synconfroute: no next edit shown")
+    end
+  end, { desc = "synconfroute: apply the next edit shown" })
   vim.api.nvim_create_user_command("SynConfRouteToggleLocalOnly", function()
     M.toggle_local_only(function(on)
       notify("synconfroute: local-only " .. (on and "ON: nothing leaves this machine" or "off"))

@@ -79,13 +79,13 @@ class Given:
     def escalated(self, confidence: float | None, sent: bool) -> None:
         self.calls.append("escalated")
 
-    def _hold(self, req: sequence.Req, verdict: Ruling, ev: LocalEvidence) -> Reason | None:
+    def held_by_load(self, req: sequence.Req, verdict: Ruling, ev: LocalEvidence) -> Reason | None:
         return None
 
-    def _load_text(self, held: Reason) -> str:
+    def load_text(self, held: Reason) -> str:
         return ""
 
-    def _may_escalate_broken(self, req: sequence.Req) -> bool:
+    def may_escalate_broken(self, req: sequence.Req) -> bool:
         return True
 
 

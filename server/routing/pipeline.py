@@ -18,20 +18,20 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from synconfroute.clients.errors import BackendTimeout
 from synconfroute.clients.plan import FolderRules
 from synconfroute.clients.types import Backend
 
 from ..settings.config import PrivacySettings, Settings
 from ..vocab.record import Problem, RouteDecision
 from ..workspace import egress, prompt_split
-from . import affinity, router, sequence
+from . import router, sequence
 from .backends import Tiers
-from .backpressure import Backpressure, EscalationBudget, Limits, Pressure, load_hold
+from .backpressure import Pressure
 from .cache import CompletionCache
 from .gate import SyntaxGate, make_gate
 from .gated import GatedRemote, gated
 from .gating import Gating, gate_local
+from .load_guard import LoadGuard
 from .local_run import LocalLimits, prefill, run_local
 from .planner import (
     Planning,
@@ -122,48 +122,15 @@ class Pipeline:
         self._sticky = prompt_split.Sticky()
         # How busy the cluster is (routing.backpressure) and this machine's share of
         # escalations (routing.escalation_budget): they live as long as this pipeline.
-        r = settings.routing
-        self.load = Backpressure(Limits(max_lift=r.max_lift, ttft_target_s=r.ttft_target_ms / 1000))
-        self.budget = EscalationBudget(r.escalation_budget, r.budget_window_s)
-        self._load_read = -float("inf")  # when the last cluster reading fed was taken
+        self.guard = LoadGuard(lambda: self.settings, self.remote, clock)
 
     def pressure(self) -> Pressure | None:
         """The cluster's state now, or None with backpressure off or no remote tier."""
-        if not self.settings.routing.backpressure or self.remote is None:
-            return None
-        return self.load.pressure(self._clock())
+        return self.guard.pressure()
 
     def load_status(self) -> dict[str, object] | None:
         """The cluster's load for `synconfroute.status` (None: no remote tier)."""
-        if self.remote is None:
-            return None
-        p = self.pressure()
-        return {
-            "state": p.state if p else "not watched (routing.backpressure is off)",
-            "why": p.why if p else "",
-            "lift": p.lift if p else 0.0,
-            "first_token_ms": None if p is None or p.ttft_s is None else round(1000 * p.ttft_s),
-            "moved_by": p.source if p else "",
-            "escalated_share": round(self.budget.used(self._clock()), 3),
-            "escalation_budget": self.budget.share,
-        }
-
-    def _observe(self, remote: RemoteStep, started: float, deadline: float | None) -> None:
-        """What the remote's answer (or failure) says about the cluster's load."""
-        now = self._clock()
-        if remote.ok and remote.first_token_ms is not None:
-            self.load.answered(now, remote.first_token_ms / 1000)
-            return
-        err = remote.problem.error if remote.problem is not None else None
-        if err is None or err.sent_nothing:
-            return  # held by the client's own backoff: nothing new was learnt
-        if err.status in (429, 503):
-            self.load.refused(now, err.status, err.retry_after_s)
-        elif isinstance(err, BackendTimeout):
-            given = None if deadline is None else deadline - started
-            self.load.unreachable(now, now - started, given_s=given)
-        elif err.status is None:
-            self.load.unreachable(now)  # a connection failure
+        return self.guard.status()
 
     @property
     def settings(self) -> Settings:
@@ -293,7 +260,7 @@ class Pipeline:
         return self._clock()
 
     def escalated(self, confidence: float | None, sent: bool) -> None:
-        self.budget.record(self._clock(), confidence, sent)
+        self.guard.escalated(confidence, sent)
 
     def _gating(self, req: Req) -> Gating:
         return Gating(self.gate, req.deadline, self._clock)
@@ -302,50 +269,14 @@ class Pipeline:
         """Gate: the local text judged (and trimmed to whole lines the gate accepts)."""
         return await gate_local(self._gating(req), req.ctx, local, ev, req.multiline)
 
-    def _read_cluster(self, ctx: CompletionContext) -> None:
-        """Feed the cluster's own load signal, only while escalating: the remote client's
-        latest reading of its metrics (it refreshes them in the background, never
-        waited for) for the replica this workspace escalates to."""
-        read = getattr(self.remote, "cluster_load", None)
-        if read is None or not self.settings.routing.backpressure:
-            return
-        now = self._clock()
-        load = read(now, affinity.workspace_key(ctx.path, ctx.roots))
-        if load is not None and load.at > self._load_read:
-            self._load_read = load.at
-            self.load.cluster(now, load.waiting, load.running, load.kv_usage, load.url)
+    def held_by_load(self, req: Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None:
+        return self.guard.held(req.ctx, req.deadline, req.rules.threshold, verdict, ev)
 
-    def _hold(self, req: Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None:
-        """Why this escalation stays home under load; None: it goes out."""
-        self._read_cluster(req.ctx)
-        now = self._clock()
-        invalid = ev.syntax == "invalid"
-        return load_hold(
-            reasons=verdict.reasons,
-            confidence=verdict.confidence,
-            threshold=req.rules.threshold,
-            pressure=self.pressure(),
-            budget_ok=self.budget.allow(now, verdict.confidence, invalid),
-            now=now,
-            deadline=req.deadline,
-        )
+    def load_text(self, held: Reason) -> str:
+        return self.guard.text(held)
 
-    def _load_text(self, held: Reason) -> str:
-        if held == Reason.ESCALATION_BUDGET:
-            used = self.budget.used(self._clock())
-            return (
-                f"{100 * used:.0f}% of the last {self.budget.window_s:.0f} s of completions "
-                f"escalated (budget {100 * self.budget.share:.0f}%)"
-            )
-        p = self.pressure()
-        if p is None:
-            return ""
-        return f"{p.why}; escalation bar {p.lift:.2f} below the threshold (moved by {p.source})"
-
-    def _may_escalate_broken(self, req: Req) -> bool:
-        p = self.pressure()
-        now = self._clock()
-        return (p is None or p.can_escalate(now, req.deadline)) and now < req.deadline
+    def may_escalate_broken(self, req: Req) -> bool:
+        return self.guard.may_escalate_broken(req.deadline)
 
     async def remote_step(self, req: Req, draft: str = "") -> RemoteStep:
         """Remote: planned once typing has settled, sent through the egress gate."""
@@ -360,7 +291,7 @@ class Pipeline:
         remote = await call_remote(
             self.remote, planned, ctx, self._inflight, self._gating(req), req.multiline
         )
-        self._observe(remote, started, req.deadline)
+        self.guard.observe(remote, started, req.deadline)
         return remote
 
     def record(

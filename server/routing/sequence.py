@@ -71,12 +71,14 @@ class Services(Protocol):
         """Count an escalation decided (sent, or held home) in the escalation budget."""
         ...
 
-    # The cluster's load (routing.backpressure, routing.escalation_budget).
-    def _hold(self, req: Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None: ...
+    # The cluster's load (routing.backpressure, routing.escalation_budget): `LoadGuard`.
+    def held_by_load(self, req: Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None:
+        """Why this escalation stays home under load; None: it goes out."""
+        ...
 
-    def _load_text(self, held: Reason) -> str: ...
+    def load_text(self, held: Reason) -> str: ...
 
-    def _may_escalate_broken(self, req: Req) -> bool: ...
+    def may_escalate_broken(self, req: Req) -> bool: ...
 
 
 def plan(
@@ -142,7 +144,7 @@ async def escalate(
     remote = None
     held: Reason | None = None
     if access == "ok":
-        held = s._hold(req, verdict, ev)
+        held = s.held_by_load(req, verdict, ev)
         if held is None:
             remote = await s.remote_step(req, draft_of(req, first, gated_))
         else:
@@ -165,7 +167,7 @@ async def escalate(
         # Could we still keep the local completion? Only if it passes the gate.
         gated_ = await s.gate_step(req, last, ev)
         ev = gated_.evidence
-    if held is not None and ev.syntax == "invalid" and s._may_escalate_broken(req):
+    if held is not None and ev.syntax == "invalid" and s.may_escalate_broken(req):
         # Held for the raised bar, but the code is broken: the rule still escalates it.
         held, remote = None, await s.remote_step(req, draft_of(req, first, gated_))
         if remote.problem is not None:
@@ -201,7 +203,7 @@ def after_remote(
     )
     rec = s.record(req, outcome, local, remote, problems, rerun_ms)
     if held is not None:
-        rec = attrs.evolve(rec, load=s._load_text(held))
+        rec = attrs.evolve(rec, load=s.load_text(held))
     return rec
 
 

@@ -133,7 +133,7 @@ class EditSteps:
         step = await call_remote(
             remote, planned, req.ctx, self.p.inflight, self._gating(req), True, judge
         )
-        self.p._observe(step, started, req.deadline)
+        self.p.guard.observe(step, started, req.deadline)
         return step
 
     def record(
@@ -163,14 +163,14 @@ class EditSteps:
     def escalated(self, confidence: float | None, sent: bool) -> None:
         self.p.escalated(confidence, sent)
 
-    def _hold(self, req: Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None:
-        return self.p._hold(req, verdict, ev)
+    def held_by_load(self, req: Req, verdict: router.Ruling, ev: LocalEvidence) -> Reason | None:
+        return self.p.held_by_load(req, verdict, ev)
 
-    def _load_text(self, held: Reason) -> str:
-        return self.p._load_text(held)
+    def load_text(self, held: Reason) -> str:
+        return self.p.load_text(held)
 
-    def _may_escalate_broken(self, req: Req) -> bool:
-        return self.p._may_escalate_broken(req)
+    def may_escalate_broken(self, req: Req) -> bool:
+        return self.p.may_escalate_broken(req)
 
 
 async def suggest(pipeline: Pipeline, ereq: EditRequest, rules: router.Rules) -> NextEdit:

@@ -4,6 +4,11 @@ Every field carries its documentation (`doc=`), so `synconfroute settings
 --markdown` and docs/settings.md are generated from this one place. A bad value
 never crashes anything: it is reported (naming the key, the source and the
 problem) and the default stays.
+
+The settings classes are frozen: loading and merging build new values
+(`with_values`, over attrs.evolve) and never assign to an attribute, so a
+`Settings` once handed out is a snapshot. (Their lists and tables are still
+plain Python lists and dicts: nobody may change them in place either.)
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ MissingLogprobs = Literal["escalate", "trust"]
 CURSOR_SCOPES = ("comment", "string")
 
 
-@attrs.define
+@attrs.frozen
 class LocalSettings:
     """The model on the developer's machine."""
 
@@ -175,7 +180,7 @@ class LocalSettings:
     )
 
 
-@attrs.define
+@attrs.frozen
 class RemoteSettings:
     """The large model on the organisation's cluster (vLLM, OpenAI-compatible)."""
 
@@ -319,7 +324,7 @@ class RemoteSettings:
         return self.backend != "none" and bool(self.all_urls) and bool(self.model)
 
 
-@attrs.define
+@attrs.frozen
 class RoutingSettings:
     """The SynConfRoute decision."""
 
@@ -441,7 +446,7 @@ class RoutingSettings:
         return self.thresholds.get(model, self.threshold)
 
 
-@attrs.define
+@attrs.frozen
 class PrivacySettings:
     """What may leave the machine."""
 
@@ -462,7 +467,7 @@ class PrivacySettings:
     )
 
 
-@attrs.define
+@attrs.frozen
 class CompletionSettings:
     """Shape and timing of completions."""
 
@@ -530,7 +535,7 @@ class CompletionSettings:
     )
 
 
-@attrs.define
+@attrs.frozen
 class NextEditSettings:
     """Next-edit suggestions (`textDocument/copilotInlineEdit`): the edit after this one,
     local first, escalated like a completion."""
@@ -581,7 +586,7 @@ class NextEditSettings:
     )
 
 
-@attrs.define
+@attrs.frozen
 class EditorSettings:
     """How the language server talks to the editor."""
 
@@ -622,7 +627,7 @@ class EditorSettings:
     )
 
 
-@attrs.define
+@attrs.frozen
 class Settings:
     local: LocalSettings = attrs.field(factory=LocalSettings)
     remote: RemoteSettings = attrs.field(factory=RemoteSettings)

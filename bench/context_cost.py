@@ -47,15 +47,16 @@ from synconfroute.server.syntax.languages import detect_language
 
 
 def _session(root: str, with_context: bool, args: argparse.Namespace) -> Session:
-    s = config.Settings()
-    s.editor.debounce_ms = 0
-    s.completion.deadline_ms = 60000  # measure, do not cut
-    s.local.max_prompt_chars = args.prompt_chars
+    changes: dict[str, dict[str, Any]] = {
+        "editor": {"debounce_ms": 0},
+        "completion": {"deadline_ms": 60000},  # measure, do not cut
+        "local": {"max_prompt_chars": args.prompt_chars},
+    }
     if not args.measured_budget:  # the same total for both sides, whatever the speed
-        s.local.first_token_target_ms = 0
+        changes["local"]["first_token_target_ms"] = 0
     if not with_context:
-        s.completion.context = "file"
-        s.completion.recent_edits = False
+        changes["completion"] |= {"context": "file", "recent_edits": False}
+    s = config.with_values(config.Settings(), changes)
 
     def make(st: config.Settings) -> Pipeline:
         return Pipeline(st, EmbeddedBackend(None, n_ctx=args.n_ctx), None, make_gate(st.routing))

@@ -146,15 +146,15 @@ def _prompt_of(fake: FakeOllama | FakeOpenAI, route: str) -> str:
 async def run_variant(
     root: str,
     tasks: list[dict[str, Any]],
-    tweak: Callable[[config.Settings], None],
+    tweak: Callable[[config.Settings], config.Settings],
     tier: str,
 ) -> dict[str, Any]:
-    s = config.Settings()
-    s.editor.debounce_ms = 0
     # The total is the configured one: the fake Ollama's reported timings are fiction,
     # and the measured budget (issue 26) depends on the real model's speed.
-    s.local.first_token_target_ms = 0
-    tweak(s)
+    s = config.with_values(
+        config.Settings(), {"editor": {"debounce_ms": 0}, "local": {"first_token_target_ms": 0}}
+    )
+    s = tweak(s)
     with (
         FakeOllama(default=LOW if tier == "remote" else CONFIDENT) as local,
         FakeOpenAI() as remote,
@@ -204,16 +204,18 @@ async def run_variant(
     }
 
 
-def _set(**kw: Any) -> Callable[[config.Settings], None]:
-    def tweak(s: config.Settings) -> None:
+def _set(**kw: Any) -> Callable[[config.Settings], config.Settings]:
+    def tweak(s: config.Settings) -> config.Settings:
+        changes: dict[str, dict[str, Any]] = {}
         for dotted, value in kw.items():
             section, key = dotted.split("__")
-            setattr(getattr(s, section), key, value)
+            changes.setdefault(section, {})[key] = value
+        return config.with_values(s, changes)
 
     return tweak
 
 
-VARIANTS: list[tuple[str, str, Callable[[config.Settings], None], dict[str, Any]]] = [
+VARIANTS: list[tuple[str, str, Callable[[config.Settings], config.Settings], dict[str, Any]]] = [
     ("local (defaults)", "local", _set(), {}),
     ("local file-only (old default)", "local", _set(completion__context="file"), {}),
     ("local bodies packing", "local", _set(), {"PACK": "bodies"}),

@@ -24,7 +24,7 @@ import attrs
 
 from synconfroute.clients.openai import OpenAIBackend
 from synconfroute.clients.types import CompletionRequest
-from synconfroute.server.settings.config import Settings
+from synconfroute.server.settings.config import PrivacySettings, Settings
 from synconfroute.server.workspace import egress
 from tests import privacy_workspace as pw
 from tests.fakes import FakeOpenAI, TokenScript
@@ -41,8 +41,7 @@ async def run(requests: int, n_context: int) -> None:
         files = [ws / "lib" / f"mod{i}.py" for i in range(n_context)]
         for f in files:
             f.write_text(pw.body(f.stem, "x"), encoding="utf-8")
-        settings = Settings()
-        settings.privacy.never_send = list(pw.NEVER_SEND)
+        settings = Settings(privacy=PrivacySettings(never_send=list(pw.NEVER_SEND)))
         gated = OpenAIBackend([fake.base_url], "Qwen/Qwen2.5-Coder-32B-Instruct", api_key_env=None)
         gate = egress.EgressGate(lambda: settings)
         gated.set_egress(gate)

@@ -21,14 +21,15 @@ from synconfroute.clients.openai import OpenAIBackend
 from synconfroute.server.routing.gate import make_gate
 from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.routing.request import CompletionContext
-from synconfroute.server.settings.config import Settings
+from synconfroute.server.settings.config import CompletionSettings, RoutingSettings, Settings
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript
 
 
 async def one(local: FakeOllama, remote: FakeOpenAI, early: bool, i: int) -> tuple[float, float]:
-    s = Settings()
-    s.routing.early_escalation = early
-    s.completion.max_tokens = 256
+    s = Settings(
+        routing=RoutingSettings(early_escalation=early),
+        completion=CompletionSettings(max_tokens=256),
+    )
     p = Pipeline(
         s,
         OllamaBackend(local.url, "qwen2.5-coder:3b"),

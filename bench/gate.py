@@ -191,8 +191,7 @@ def large_one(mb: float, limit: int, checks: int, keys: int) -> dict[str, Any]:
     lines = int(mb * 1e6 / 24)  # python_file averages about 24 bytes a line
     text = python_file(lines)
     doc = SyntaxDocument(text, "python", lazy=True)  # as Session.open makes it
-    routing = config.RoutingSettings()
-    routing.syntax_max_bytes = limit
+    routing = config.RoutingSettings(syntax_max_bytes=limit)
     gate = make_gate(routing)
     line = lines // 2
     while not text.split("\n", line + 1)[line].startswith("        total = 0.0"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from synconfroute.server.routing.cache import CompletionCache
 from synconfroute.server.routing.pipeline import remote_access
 from synconfroute.server.routing.text_rules import post_process, wants_multiline
-from synconfroute.server.settings.config import Settings
+from synconfroute.server.settings.config import Settings, with_values
 from tests.files import existing
 
 PRE, SUF = "def f(x):\n    return ", "\n"
@@ -68,11 +68,11 @@ def test_remote_access() -> None:
     assert remote_access(s, fake_remote, existing("/repo/a.py")) == "ok"  # type: ignore[arg-type]
     # A path that cannot be resolved to a real one fails closed (docs/privacy.md).
     assert remote_access(s, fake_remote, "a.py") == "privacy-blocked"  # type: ignore[arg-type]
-    s.privacy.never_send = ["**/secrets/**", "*.env"]
+    s = with_values(s, {"privacy": {"never_send": ["**/secrets/**", "*.env"]}})
     assert remote_access(s, fake_remote, existing("/repo/secrets/keys.py")) == "privacy-blocked"  # type: ignore[arg-type]
     assert remote_access(s, fake_remote, existing("/repo/prod.env")) == "privacy-blocked"  # type: ignore[arg-type]
     assert remote_access(s, fake_remote, existing("/repo/app.py")) == "ok"  # type: ignore[arg-type]
-    s.privacy.local_only = True
+    s = with_values(s, {"privacy": {"local_only": True}})
     assert remote_access(s, fake_remote, existing("/repo/app.py")) == "local-only"  # type: ignore[arg-type]
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from synconfroute.server.evaluation import ceiling
 from synconfroute.server.evaluation.datasets import Task
-from synconfroute.server.settings.config import Settings
+from synconfroute.server.settings.config import Settings, with_values
 
 PREFIX = "def total(xs):\n    s = 0\n"
 TRUTH = "    for x in xs:\n        s += x\n    s = s * 2\n    s = s - 1\n"
@@ -45,8 +45,7 @@ def test_a_truth_cut_by_the_budget_is_trimmed_to_whole_lines_the_gate_accepts() 
     reason="extra 'embedded' not installed",
 )
 def test_budget_heads_use_the_embedded_models_tokenizer() -> None:
-    settings = Settings()
-    settings.local.backend = "embedded"
+    settings = with_values(Settings(), {"local": {"backend": "embedded"}})
     err = io.StringIO()
     long_task = task()
     short = attrs.evolve(long_task, task_id="t2", truth="    s += 1\n")
@@ -57,8 +56,7 @@ def test_budget_heads_use_the_embedded_models_tokenizer() -> None:
 
 
 def test_without_a_tokenizer_the_budget_is_not_replayed_and_it_says_so() -> None:
-    settings = Settings()
-    settings.local.backend = "ollama"
+    settings = with_values(Settings(), {"local": {"backend": "ollama"}})
     err = io.StringIO()
     assert asyncio.run(ceiling.budget_heads([task()], settings, 8, err)) == {}
     assert "does not replay the token budget" in err.getvalue()

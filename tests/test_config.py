@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 from synconfroute.server.settings import config
@@ -101,8 +102,7 @@ def test_bad_values_name_the_key_and_keep_defaults(
     # A privacy-affecting value that cannot be read fails closed (issue 27 item 5).
     closes = config.privacy_affecting(key)
     assert issue.fail_closed is closes and ("local-only" in issue.message) is closes
-    defaults.privacy.local_only = closes
-    assert loaded.settings == defaults
+    assert loaded.settings == config.with_values(defaults, {"privacy": {"local_only": closes}})
 
 
 def test_unreadable_toml_falls_back(tmp_path: Path) -> None:
@@ -134,6 +134,20 @@ def test_merge_reports_and_keeps_base() -> None:
     assert merged.routing.policy == "local" and merged.routing.threshold == -0.5
     assert base.routing.policy == "synconf"  # the base is not mutated
     assert [i.key for i in issues] == ["routing.threshold"]
+
+
+def test_settings_are_frozen_and_holding_them_back_builds_new_values() -> None:
+    s = config.Settings()
+    for section in (s, s.local, s.remote, s.routing, s.privacy, s.completion, s.editor):
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            setattr(section, attrs.fields(type(section))[0].name, None)
+    # A workspace's widening is undone in a new value; the one it was judged on stays.
+    user = config.with_values(s, {"routing": {"threshold": -1.0}})
+    ws = config.with_values(user, {"routing": {"threshold": -0.2}, "local": {"url": "http://x"}})
+    held, refused = config.tighten_only(user, ws)
+    assert (held.routing.threshold, held.local.url) == (-1.0, user.local.url)
+    assert (ws.routing.threshold, ws.local.url) == (-0.2, "http://x")
+    assert sorted(i.key for i in refused) == ["local.url", "routing.threshold"]
 
 
 def test_every_setting_is_documented() -> None:

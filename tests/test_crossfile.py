@@ -13,7 +13,7 @@ from synconfroute.clients.openai import OpenAIBackend
 from synconfroute.server.routing.gate import make_gate
 from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.routing.request import CompletionContext
-from synconfroute.server.settings.config import Settings
+from synconfroute.server.settings.config import Settings, with_values
 from synconfroute.server.syntax.languages import LANGUAGES
 from synconfroute.server.workspace import crossfile
 from synconfroute.server.workspace.workspace_index import WorkspaceIndex, extract, source_files
@@ -219,7 +219,7 @@ REMOTE = TokenScript.of("sign_request(req, key)", logprob=-0.01)
 def _pipeline(local: FakeOllama, remote: FakeOpenAI, s: Settings) -> Pipeline:
     # The configured total, not one sized from the fake's reported timings (issue 26):
     # these tests are about which tier gets which file.
-    s.local.first_token_target_ms = 0
+    s = with_values(s, {"local": {"first_token_target_ms": 0}})
     return Pipeline(
         s,
         OllamaBackend(local.url, "qwen2.5-coder:3b", timeout=5),
@@ -230,9 +230,7 @@ def _pipeline(local: FakeOllama, remote: FakeOpenAI, s: Settings) -> Pipeline:
 
 def _sending() -> Settings:
     """Settings with which the user sends context to the cluster too."""
-    s = Settings()
-    s.remote.send_context = True
-    return s
+    return with_values(Settings(), {"remote": {"send_context": True}})
 
 
 def _ctx(never: str) -> CompletionContext:
@@ -262,9 +260,13 @@ async def test_never_send_definitions_feed_only_the_local_tier(
     local, remote = fakes
     local.script(LOW)
     remote.script(REMOTE)
-    s = Settings()
-    s.privacy.never_send = ["app/util.py"]
-    s.remote.send_context = True  # the user chose to send context to the cluster
+    s = with_values(
+        Settings(),
+        {
+            "privacy": {"never_send": ["app/util.py"]},
+            "remote": {"send_context": True},  # the user chose to send context to the cluster
+        },
+    )
     p = _pipeline(local, remote, s)
     try:
         rec = await p.complete(_ctx("app/util.py"))
@@ -356,9 +358,7 @@ async def test_eval_sends_and_records_task_context(
 def test_workspace_settings_cannot_widen_context() -> None:
     from synconfroute.server.settings.config import merge_workspace
 
-    user = Settings()
-    user.completion.context = "file"
-    user.completion.recent_edits = False
+    user = with_values(Settings(), {"completion": {"context": "file", "recent_edits": False}})
     ws, issues = merge_workspace(
         user,
         {
@@ -378,7 +378,7 @@ def test_workspace_settings_cannot_widen_context() -> None:
         "remote.send_context",
         "privacy.secret_files",
     }
-    user.completion.context = "workspace"
+    user = with_values(user, {"completion": {"context": "workspace"}})
     ws, issues = merge_workspace(user, {"completion": {"context": "file"}})
     assert ws.completion.context == "file" and not issues  # tightening is fine
 
@@ -405,7 +405,7 @@ def test_secret_files_never_escalate(path: str, blocked: bool) -> None:
     inside = path.startswith("/w/")
     path = existing(path)  # the file exists (the gate asks), /w is the folder WS
     assert (remote_access(s, remote, path, (WS,)) == "privacy-blocked") is blocked
-    s.privacy.secret_files = False
+    s = with_values(s, {"privacy": {"secret_files": False}})
     # Outside every workspace folder, a file stays on the machine anyway (issue 27).
     assert (remote_access(s, remote, path, (WS,)) == "ok") is inside
 
@@ -425,9 +425,9 @@ async def test_session_index_follows_open_edit_save_close_and_disk(tmp_path: Pat
         config.Loaded(settings, (), config.default_config_path(), False),
         roots=lambda: [tmp_path.as_uri()],
     )
-    settings.completion.context = "file"
+    session.apply_overrides(init={"completion": {"context": "file"}})
     assert session.start_index() is None  # "file": no index, nothing read
-    settings.completion.context = "workspace"
+    session.apply_overrides(init={"completion": {"context": "workspace"}})
     index = session.start_index()
     assert index is not None
     for _ in range(200):

@@ -339,7 +339,7 @@ def test_doctor_shows_the_proxy_each_cluster_url_takes(monkeypatch: pytest.Monke
     assert "(from the environment (HTTPS_PROXY))" in text
     assert "https://llm.internal.example/v1: direct" in text
     assert "extra headers: x-api-key (values not shown)" in text
-    remote.proxy = "none"
+    remote = attrs.evolve(remote, proxy="none")
     assert "remote.proxy is none" in "\n".join(connection_lines(remote))
 
 

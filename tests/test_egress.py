@@ -119,8 +119,7 @@ def test_case_folding_logic(tmp_path: Path) -> None:
 
 def test_gate_refuses_private_unresolvable_or_planless(tmp_path: Path) -> None:
     ws = pw.build(tmp_path / "base")
-    s = Settings()
-    s.privacy.never_send = list(pw.NEVER_SEND)
+    s = Settings(privacy=PrivacySettings(never_send=list(pw.NEVER_SEND)))
     gate = egress.EgressGate(lambda: s)
     ok = egress.make_plan(
         "remote", str(ws / "app.py"), [str(ws)], context=[(str(ws / "lib/helpers.py"), 10)]
@@ -136,7 +135,7 @@ def test_gate_refuses_private_unresolvable_or_planless(tmp_path: Path) -> None:
     with pytest.raises(EgressRefused, match="unresolvable"):
         gate(b"{}", unresolved)
     # The settings of the moment: switched on after the plan was made.
-    s.privacy.local_only = True
+    s = Settings(privacy=PrivacySettings(never_send=list(pw.NEVER_SEND), local_only=True))
     with pytest.raises(EgressRefused, match="local-only"):
         gate(b"{}", ok)
     gate(b"{}", dataset_plan("task 1", 10))  # benchmark text: not workspace code
@@ -257,10 +256,14 @@ def test_workspace_scope_is_one_allow_list() -> None:
 def test_workspace_may_tighten_every_allowed_key_and_nothing_else() -> None:
     from synconfroute.server.settings import config
 
-    user = Settings()
-    user.completion.context = "workspace"
-    user.routing.adaptive = True
-    user.remote.url, user.remote.model = "http://gpu:8000/v1", "m"
+    user = config.with_values(
+        Settings(),
+        {
+            "completion": {"context": "workspace"},
+            "routing": {"adaptive": True},
+            "remote": {"url": "http://gpu:8000/v1", "model": "m"},
+        },
+    )
     tighter = {
         "privacy": {"local_only": True, "never_send": ["x/**"], "secret_files": True},
         "remote": {"backend": "none", "model": "", "max_prompt_chars": 1000},

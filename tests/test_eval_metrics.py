@@ -25,7 +25,7 @@ from synconfroute.server.evaluation.execute import (
 from synconfroute.server.evaluation.records import Generation, Record, RunFolder
 from synconfroute.server.evaluation.scoring import Point
 from synconfroute.server.routing.rules import resolve_rules
-from synconfroute.server.settings.config import Settings, load
+from synconfroute.server.settings.config import Settings, load, with_values
 from synconfroute.server.vocab.verdict import Verdict
 
 K = 3
@@ -166,8 +166,7 @@ def test_eval_scores_under_the_local_models_own_threshold(tmp_path: Path) -> Non
     from synconfroute.server.evaluation.run import EvalOptions, score
 
     folder = make_folder(tmp_path, SCENARIO)  # its run's local model is "m"
-    s = Settings()
-    s.routing.thresholds = {"m": -0.15, "other": -3.0}
+    s = with_values(Settings(), {"routing": {"thresholds": {"m": -0.15, "other": -3.0}}})
     summary = score(folder, s, EvalOptions(out=tmp_path, generate=False), folder.info())
     assert summary["threshold"] == -0.15
     synconf = summary["groups"]["hand/python"]["policies"]["synconf"]
@@ -278,8 +277,7 @@ def test_groups_by_dataset_language_and_all(tasks: list[scoring.TaskOutcome]) ->
 
 def test_calibrate_budget_confidence_policy(tmp_path: Path) -> None:
     folder = make_folder(tmp_path, SCENARIO)
-    s = Settings()
-    s.routing.policy = "confidence"
+    s = with_values(Settings(), {"routing": {"policy": "confidence"}})
     choice = calibrate.choose(folder, s, budget=0.4)
     # G, E, F below and I empty: the cut between -1.0 and -0.3.
     assert choice.threshold == pytest.approx(-0.65)
@@ -299,8 +297,7 @@ def test_calibrate_best_needs_a_real_remote(tmp_path: Path) -> None:
     # With a real remote where B and C fail remotely too, escalating everything no
     # longer wins: the best is 6/10, first reached at 40% escalation.
     scenario = dict(SCENARIO, B=(-0.1, "valid", False, False), C=(-0.1, "invalid", False, False))
-    s = Settings()
-    s.routing.policy = "confidence"
+    s = with_values(Settings(), {"routing": {"policy": "confidence"}})
     choice = calibrate.choose(make_folder(tmp_path / "r", scenario, remote="config"), s, best=True)
     assert choice.point.pass_at_1 == 0.6 and choice.point.escalation_rate == 0.4
     assert choice.threshold == pytest.approx(-0.65)

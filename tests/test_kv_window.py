@@ -23,7 +23,7 @@ from synconfroute.server.routing.gate import make_gate
 from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.routing.request import CompletionContext
 from synconfroute.server.routing.time_budget import TierBudget
-from synconfroute.server.settings.config import Settings
+from synconfroute.server.settings.config import Settings, with_values
 
 from .test_time_budget import real_python_file
 
@@ -100,13 +100,14 @@ def _at(line: int, typed: str = "") -> CompletionContext:
 
 
 def _settings() -> Settings:
-    s = Settings()
-    s.completion.context = "file"
-    # A small cap keeps the grown window's prefill a few seconds on 2 busy cores.
-    s.local.max_prompt_chars = 2048
-    s.local.max_predict_ms = 0
-    s.completion.max_tokens = 4
-    return s
+    return with_values(
+        Settings(),
+        {
+            "completion": {"context": "file", "max_tokens": 4},
+            # A small cap keeps the grown window's prefill a few seconds on 2 busy cores.
+            "local": {"max_prompt_chars": 2048, "max_predict_ms": 0},
+        },
+    )
 
 
 async def _gen(backend: EmbeddedBackend) -> Any:

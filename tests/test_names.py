@@ -19,7 +19,7 @@ from synconfroute.server.routing.gate import Anchor, make_gate
 from synconfroute.server.routing.pipeline import CompletionContext, Pipeline
 from synconfroute.server.routing.router import LocalEvidence, Reason, Rules
 from synconfroute.server.routing.rules import resolve_rules
-from synconfroute.server.settings.config import Settings, merge_workspace
+from synconfroute.server.settings.config import Settings, merge_workspace, with_values
 from synconfroute.server.syntax import SyntaxDocument, check_completion
 from synconfroute.server.syntax.languages import parser_for
 from synconfroute.server.syntax.names import undefined_names
@@ -214,8 +214,7 @@ def test_undefined_name_with_escalation_blocked_or_failed_keeps_local() -> None:
 
 
 def test_a_workspace_cannot_turn_the_names_gate_on() -> None:
-    user = Settings()
-    user.routing.semantic = "off"
+    user = with_values(Settings(), {"routing": {"semantic": "off"}})
     merged, issues = merge_workspace(user, {"routing": {"semantic": "names"}})
     assert merged.routing.semantic == "off"
     assert [i.key for i in issues] == ["routing.semantic"]
@@ -269,8 +268,7 @@ async def test_pipeline_escalates_an_undefined_name(
 async def test_pipeline_with_semantic_off_keeps_local(
     local_fake: FakeOllama, remote_fake: FakeOpenAI
 ) -> None:
-    settings = Settings()
-    settings.routing.semantic = "off"
+    settings = with_values(Settings(), {"routing": {"semantic": "off"}})
     local_fake.script(GUESSED)
     ctx = CompletionContext(prefix=PREFIX, suffix=SUFFIX, language="python")
     rec = await _pipeline(local_fake, remote_fake, settings).complete(ctx)

@@ -15,7 +15,7 @@ from synconfroute.server.routing.next_edit.plan import EditRequest
 from synconfroute.server.routing.next_edit.sequence import suggest
 from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.routing.request import CompletionContext
-from synconfroute.server.settings.config import Settings
+from synconfroute.server.settings.config import Settings, with_values
 from synconfroute.server.workspace.recent_edits import EditChunk
 from tests.fakes import FakeOllama, FakeOpenAI
 from tests.fakes.next_edit import RewritingModel
@@ -119,8 +119,7 @@ async def test_a_never_send_files_region_never_leaves(
 ) -> None:
     local_fake.answer_for = RewritingModel(broken)  # type: ignore[attr-defined]
     remote_fake.answer_for = RewritingModel(rename)  # type: ignore[attr-defined]
-    s = Settings()
-    s.privacy.never_send = ["secret/**"]
+    s = with_values(Settings(), {"privacy": {"never_send": ["secret/**"]}})
     p = pipeline(local_fake, remote_fake, s)
     got = await suggest(p, request(tmp_path, "secret/shop.py"), p.rules())
     assert len(remote_fake.received("/v1/completions")) == 0
@@ -162,9 +161,7 @@ async def test_a_rewrite_has_its_own_time_limit_not_a_completions(
     # must not cut it; next_edit.local_ms is its own.
     local_fake.answer_for = RewritingModel(rename, delay=0.01)  # type: ignore[attr-defined]
     remote_fake.answer_for = RewritingModel(rename)  # type: ignore[attr-defined]
-    s = Settings()
-    s.local.total_ms = 200.0
-    s.next_edit.local_ms = 20_000.0
+    s = with_values(Settings(), {"local": {"total_ms": 200.0}, "next_edit": {"local_ms": 20_000.0}})
     p = pipeline(local_fake, remote_fake, s)
     got = await suggest(p, request(tmp_path), p.rules())
     assert got.decision.route == "local", got.decision

@@ -16,7 +16,7 @@ from synconfroute.clients.openai import OpenAIBackend
 from synconfroute.server.routing.gate import make_gate
 from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.routing.request import CompletionContext
-from synconfroute.server.settings.config import Settings
+from synconfroute.server.settings.config import Settings, with_values
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 from tests.files import existing
 
@@ -112,8 +112,7 @@ async def test_remote_down_and_local_invalid_gives_nothing(local_fake: FakeOllam
 async def test_remote_too_slow_keeps_valid_local(
     local_fake: FakeOllama, remote_fake: FakeOpenAI
 ) -> None:
-    s = Settings()
-    s.completion.deadline_ms = 600
+    s = with_values(Settings(), {"completion": {"deadline_ms": 600}})
     local_fake.script(TokenScript.of(" a", " +", " b", logprob=-2.0))
     remote_fake.script(TokenScript(hang=True))
     rec = await pipeline(local_fake.url, remote_fake.base_url, s).complete(CTX)
@@ -135,8 +134,7 @@ async def test_local_down_escalates(remote_fake: FakeOpenAI) -> None:
 async def test_privacy_blocked_sends_nothing(
     local_fake: FakeOllama, remote_fake: FakeOpenAI
 ) -> None:
-    s = Settings()
-    s.privacy.never_send = ["**/app/*.py"]
+    s = with_values(Settings(), {"privacy": {"never_send": ["**/app/*.py"]}})
     local_fake.script(TokenScript.of(" a", " +", " b", logprob=-2.0))
     rec = await pipeline(local_fake.url, remote_fake.base_url, s).complete(CTX)
     assert rec.route == "local"
@@ -148,8 +146,7 @@ async def test_privacy_blocked_sends_nothing(
 async def test_local_only_mode_with_invalid_local(
     local_fake: FakeOllama, remote_fake: FakeOpenAI
 ) -> None:
-    s = Settings()
-    s.privacy.local_only = True
+    s = with_values(Settings(), {"privacy": {"local_only": True}})
     local_fake.script(INVALID)
     rec = await pipeline(local_fake.url, remote_fake.base_url, s).complete(CTX)
     assert rec.route == "none" and rec.reasons == ("syntax-invalid", "local-only")
@@ -189,8 +186,7 @@ async def test_cache_and_typing_through(local_fake: FakeOllama, remote_fake: Fak
 async def test_other_policies(
     local_fake: FakeOllama, remote_fake: FakeOpenAI, policy: str, script: TokenScript, route: str
 ) -> None:
-    s = Settings()
-    s.routing.policy = policy  # type: ignore[assignment]
+    s = with_values(Settings(), {"routing": {"policy": policy}})
     local_fake.script(script)
     remote_fake.script(REMOTE)
     rec = await pipeline(local_fake.url, remote_fake.base_url, s).complete(CTX)
@@ -201,8 +197,7 @@ async def test_other_policies(
 async def test_escalation_carries_the_remote_priority(
     local_fake: FakeOllama, remote_fake: FakeOpenAI
 ) -> None:
-    s = Settings()
-    s.remote.priority = -2
+    s = with_values(Settings(), {"remote": {"priority": -2}})
     local_fake.script(INVALID)
     remote_fake.script(REMOTE)
     rec = await pipeline(local_fake.url, remote_fake.base_url, s).complete(

@@ -18,7 +18,7 @@ from synconfroute.clients.openai import OpenAIBackend
 from synconfroute.server.routing.gate import make_gate
 from synconfroute.server.routing.pipeline import Pipeline
 from synconfroute.server.routing.request import CompletionContext
-from synconfroute.server.settings.config import PrivacySettings, Settings
+from synconfroute.server.settings.config import PrivacySettings, Settings, with_values
 from tests.fakes import FakeOllama, FakeOpenAI, TokenScript, closed_port
 from tests.files import existing
 
@@ -36,11 +36,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def settings(**local: float) -> Settings:
-    s = Settings()
-    s.completion.deadline_ms = 3000
-    for k, v in local.items():
-        setattr(s.local, k, v)
-    return s
+    return with_values(Settings(), {"completion": {"deadline_ms": 3000}, "local": local})
 
 
 def pipeline(local_url: str, remote_url: str, s: Settings) -> Pipeline:
@@ -91,8 +87,7 @@ async def test_without_escalation_the_local_tier_has_the_whole_deadline(
     # First token after 0.5 s: past the budget, but nothing may leave the machine, so
     # the budget does not apply and the local answer is kept.
     local_fake.script(TokenScript.of(" a", " +", " b", logprob=-0.05, first_delay=0.5))
-    s = settings(first_token_ms=100)
-    s.privacy.local_only = True
+    s = with_values(settings(first_token_ms=100), {"privacy": {"local_only": True}})
     rec = await pipeline(local_fake.url, remote_fake.base_url, s).complete(CTX)
     assert rec.route == "local" and rec.completion == " a + b"
     assert remote_calls(remote_fake) == 0 and rec.bytes_sent == 0
@@ -141,8 +136,7 @@ async def test_local_only_switched_on_during_the_remote_call_cancels_it(
 ) -> None:
     local_fake.script(VALID)
     remote_fake.script(TokenScript(hang=True))
-    s = settings()
-    s.routing.policy = "remote"
+    s = with_values(settings(), {"routing": {"policy": "remote"}})
     p = pipeline(local_fake.url, remote_fake.base_url, s)
     task = asyncio.ensure_future(p.complete(CTX))
     assert await asyncio.to_thread(remote_fake.wait_for, lambda: remote_calls(remote_fake) == 1)

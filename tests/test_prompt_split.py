@@ -144,19 +144,19 @@ def test_a_class_named_near_the_cursor_brings_its_methods(tmp_path: Path) -> Non
 
 
 def test_where_other_files_code_goes_is_said_in_words_and_on_the_card() -> None:
-    from synconfroute.server.settings.config import Settings
+    from synconfroute.server.settings.config import Settings, with_values
     from synconfroute.server.vocab.card import route_card
     from synconfroute.server.vocab.record import RouteDecision
 
     s = Settings()
     assert prompt_split.sharing(s) == "local model only (no remote tier)"
-    s.remote.url, s.remote.model = "http://gpu:8000/v1", "m"
+    s = with_values(s, {"remote": {"url": "http://gpu:8000/v1", "model": "m"}})
     assert prompt_split.sharing(s) == "local model only (remote.send_context off)"
-    s.remote.send_context = True
+    s = with_values(s, {"remote": {"send_context": True}})
     assert prompt_split.sharing(s).startswith("local model and the cluster")
-    s.privacy.local_only = True
+    s = with_values(s, {"privacy": {"local_only": True}})
     assert prompt_split.sharing(s) == "local model only (privacy.local_only)"
-    s.completion.context, s.completion.recent_edits = "file", False
+    s = with_values(s, {"completion": {"context": "file", "recent_edits": False}})
     assert prompt_split.sharing(s).startswith("not used")
     rec = RouteDecision(
         completion="x", route="local", reasons=("confident-and-valid",), policy="synconf",

@@ -73,11 +73,16 @@ def _prompts(fake: FakeOllama | FakeOpenAI, path: str) -> list[str]:
 def _session(
     tmp_path: Path, local: FakeOllama, remote: FakeOpenAI | None, s: config.Settings
 ) -> Session:
-    s.editor.debounce_ms = 0
-    s.completion.context = "file"  # only the edits: no index in these tests
-    # The fake's reported timings would size the prompt (issue 26): these tests are
-    # about which tier gets which file, at the configured total.
-    s.local.first_token_target_ms = 0
+    s = config.with_values(
+        s,
+        {
+            "editor": {"debounce_ms": 0},
+            "completion": {"context": "file"},  # only the edits: no index in these tests
+            # The fake's reported timings would size the prompt (issue 26): these tests
+            # are about which tier gets which file, at the configured total.
+            "local": {"first_token_target_ms": 0},
+        },
+    )
 
     def make(st: config.Settings) -> Pipeline:
         r = None
@@ -113,9 +118,13 @@ async def test_an_edit_in_one_file_is_in_the_next_prompt_of_another(tmp_path: Pa
 
 
 async def test_a_private_files_edit_never_reaches_the_remote(tmp_path: Path) -> None:
-    s = config.Settings()
-    s.remote.send_context = True  # the user sends context to the cluster...
-    s.privacy.never_send = ["keys.py"]  # ...but never this file
+    s = config.with_values(
+        config.Settings(),
+        {
+            "remote": {"send_context": True},  # the user sends context to the cluster...
+            "privacy": {"never_send": ["keys.py"]},  # ...but never this file
+        },
+    )
     with FakeOllama() as local, FakeOpenAI() as remote:
         remote.script(TokenScript.of("1", logprob=-0.01), always=True)
         session = _session(tmp_path, local, remote, s)

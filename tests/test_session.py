@@ -54,8 +54,7 @@ def _session(fake: FakeOllama, settings: config.Settings) -> Session:
 
 
 async def test_only_recent_documents_keep_trees(fake: FakeOllama) -> None:
-    settings = config.Settings()
-    settings.editor.debounce_ms = 0
+    settings = config.with_values(config.Settings(), {"editor": {"debounce_ms": 0}})
 
     session = _session(fake, settings)
     n = _TREES_KEPT + 4
@@ -78,8 +77,7 @@ async def test_only_recent_documents_keep_trees(fake: FakeOllama) -> None:
 
 
 def test_adaptive_debounce_follows_typing_rhythm() -> None:
-    settings = config.Settings()
-    settings.editor.debounce_ms = 100
+    settings = config.with_values(config.Settings(), {"editor": {"debounce_ms": 100}})
     session = Session(config.Loaded(settings, (), config.default_config_path(), False))
     session.open("file:///a.py", TEXT, "python", None)
     st = session.docs.documents["file:///a.py"]
@@ -88,7 +86,7 @@ def test_adaptive_debounce_follows_typing_rhythm() -> None:
     assert session.debounce_s(st) == pytest.approx(0.06)
     st.keystrokes.extend([1.0, 1.5, 2.0, 2.5])  # slow typist: capped at 3x the setting
     assert session.debounce_s(st) == pytest.approx(0.3)
-    settings.editor.adaptive_debounce = False
+    session.apply_overrides(init={"editor": {"adaptive_debounce": False}})
     assert session.debounce_s(st) == pytest.approx(0.1)
 
 
@@ -126,9 +124,9 @@ async def test_accepting_the_offer_keeps_the_hover_card(fake: FakeOllama) -> Non
 async def test_a_file_over_the_size_limit_skips_the_gate_and_keeps_no_tree(
     fake: FakeOllama,
 ) -> None:
-    settings = config.Settings()
-    settings.editor.debounce_ms = 0
-    settings.routing.syntax_max_bytes = 10_000
+    settings = config.with_values(
+        config.Settings(), {"editor": {"debounce_ms": 0}, "routing": {"syntax_max_bytes": 10_000}}
+    )
 
     session = _session(fake, settings)
     big = "def g(y):\n    return y\n\n" * 600 + TEXT  # 14 KB
@@ -158,8 +156,7 @@ async def test_kept_trees_are_bounded_by_text_size(
 ) -> None:
     # 16 trees of multi-MB files would cost gigabytes: count the text too.
     monkeypatch.setattr("synconfroute.server.workspace.documents._TREE_BYTES_KEPT", 25_000)
-    settings = config.Settings()
-    settings.editor.debounce_ms = 0
+    settings = config.with_values(config.Settings(), {"editor": {"debounce_ms": 0}})
 
     session = _session(fake, settings)
     body = "def g(y):\n    return y\n\n" * 400  # 9.6 KB
@@ -226,10 +223,8 @@ async def test_speculative_local_start_shows_nothing_before_the_debounce(
     replaces it (nothing shown for the first). Only the embedded worker speculates
     (`speculates`); the Ollama fake stands in for it here, as if it could."""
     monkeypatch.setattr("synconfroute.server.session.session.speculates", lambda b: True)
-    settings = config.Settings()
-    settings.editor.debounce_ms = 400
-    settings.editor.adaptive_debounce = False
-    settings.editor.speculative = speculative
+    editor = {"debounce_ms": 400, "adaptive_debounce": False, "speculative": speculative}
+    settings = config.with_values(config.Settings(), {"editor": editor})
 
     session = _session(fake, settings)
     uri = Path(existing("spec.py")).as_uri()  # a file that exists (the gate asks)

@@ -24,7 +24,7 @@ from synconfroute.server.routing.time_budget import (
     anchored_window,
     local_budget,
 )
-from synconfroute.server.settings.config import Settings
+from synconfroute.server.settings.config import Settings, with_values
 from synconfroute.server.vocab.positions import cap_window
 
 from .fakes.http import TokenScript
@@ -164,8 +164,7 @@ def test_unmeasured_or_switched_off_the_character_cap_rules() -> None:
     prior = local_budget(s.local, s.completion, EmbeddedBackend().rates)
     assert prior == local_budget(s.local, s.completion, EMBEDDED_PRIOR)
     assert prior.prompt_chars < s.local.max_prompt_chars
-    s.local.first_token_target_ms = 0
-    s.local.max_predict_ms = 0
+    s = with_values(s, {"local": {"first_token_target_ms": 0, "max_predict_ms": 0}})
     b = local_budget(s.local, s.completion, Rates(prompt_tps=320, decode_tps=72))
     assert b.prompt_chars == s.local.max_prompt_chars and b.max_predict_s is None
     assert b.max_tokens == s.completion.max_tokens
@@ -200,10 +199,13 @@ LONG_PREFIX = "".join(f"value_{i} = compute({i}, scale=2)\n" for i in range(20))
 async def test_ollama_rates_come_from_its_timings_and_cap_a_multiline_prediction() -> None:
     with FakeOllama() as fake:
         fake.speed = (400.0, 80.0)  # 12.5 ms a token
-        s = Settings()
-        s.local.backend = "ollama"
-        s.local.max_predict_ms = 300
-        s.completion.deadline_ms = 5000
+        s = with_values(
+            Settings(),
+            {
+                "local": {"backend": "ollama", "max_predict_ms": 300},
+                "completion": {"deadline_ms": 5000},
+            },
+        )
         local = OllamaBackend(fake.url, "qwen2.5-coder:3b", timeout=5)
         p = Pipeline(s, local, None, make_gate(s.routing))
         try:
@@ -247,8 +249,7 @@ async def test_without_the_time_cap_the_whole_block_comes() -> None:
     """The same block with `local.max_predict_ms = 0`: the cap above is what cut it."""
     with FakeOllama() as fake:
         fake.speed = (400.0, 200.0)
-        s = Settings()
-        s.local.max_predict_ms = 0
+        s = with_values(Settings(), {"local": {"max_predict_ms": 0}})
         local = OllamaBackend(fake.url, "qwen2.5-coder:3b", timeout=5)
         p = Pipeline(s, local, None, make_gate(s.routing))
         try:
@@ -274,8 +275,7 @@ async def test_single_lines_measure_ollamas_prompt_rate_from_the_first_token() -
     with FakeOllama() as fake:
         fake.speed = (320.0, 72.0)  # the fake reads 4 characters a token: 1,280 chars/s
         fake.script(TokenScript.of(" value", " =", " 1", "\n", "x = 2"), always=True)
-        s = Settings()
-        s.local.backend = "ollama"
+        s = with_values(Settings(), {"local": {"backend": "ollama"}})
         local = OllamaBackend(fake.url, "qwen2.5-coder:3b", timeout=10)
         p = Pipeline(s, local, None, make_gate(s.routing))
         try:

@@ -73,8 +73,7 @@ def test_scope_at_the_cursor(language: str, text: str, want: str | None) -> None
 
 
 def test_a_workspace_may_only_tighten_where_completions_fire() -> None:
-    user = config.Settings()
-    user.completion.languages = ["python", "java"]
+    user = config.with_values(config.Settings(), {"completion": {"languages": ["python", "java"]}})
     ws, issues = config.merge_workspace(
         user, {"completion": {"disabled_in": ["comment"], "languages": ["python"]}}
     )
@@ -86,7 +85,7 @@ def test_a_workspace_may_only_tighten_where_completions_fire() -> None:
     ws, issues = config.merge_workspace(user, {"completion": {"languages": []}})
     assert ws.completion.languages == ["python", "java"], "empty (every language) widens"
     # The user's places stay when a workspace names others.
-    user.completion.disabled_in = ["string"]
+    user = config.with_values(user, {"completion": {"disabled_in": ["string"]}})
     ws, _ = config.merge_workspace(user, {"completion": {"disabled_in": ["comment"]}})
     assert ws.completion.disabled_in == ["string", "comment"]
     bad = config.merge(user, {"completion": {"disabled_in": ["docstring"]}})[1]

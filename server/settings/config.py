@@ -4,6 +4,11 @@ Every field carries its documentation (`doc=`), so `synconfroute settings
 --markdown` and docs/settings.md are generated from this one place. A bad value
 never crashes anything: it is reported (naming the key, the source and the
 problem) and the default stays.
+
+The settings classes are frozen: loading and merging build new values
+(`with_values`, over attrs.evolve) and never assign to an attribute, so a
+`Settings` once handed out is a snapshot. (Their lists and tables are still
+plain Python lists and dicts: nobody may change them in place either.)
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ MissingLogprobs = Literal["escalate", "trust"]
 CURSOR_SCOPES = ("comment", "string")
 
 
-@attrs.define
+@attrs.frozen
 class LocalSettings:
     """The model on the developer's machine."""
 
@@ -175,7 +180,7 @@ class LocalSettings:
     )
 
 
-@attrs.define
+@attrs.frozen
 class RemoteSettings:
     """The large model on the organisation's cluster (vLLM, OpenAI-compatible)."""
 
@@ -319,7 +324,7 @@ class RemoteSettings:
         return self.backend != "none" and bool(self.all_urls) and bool(self.model)
 
 
-@attrs.define
+@attrs.frozen
 class RoutingSettings:
     """The SynConfRoute decision."""
 
@@ -441,7 +446,7 @@ class RoutingSettings:
         return self.thresholds.get(model, self.threshold)
 
 
-@attrs.define
+@attrs.frozen
 class PrivacySettings:
     """What may leave the machine."""
 
@@ -462,7 +467,7 @@ class PrivacySettings:
     )
 
 
-@attrs.define
+@attrs.frozen
 class CompletionSettings:
     """Shape and timing of completions."""
 
@@ -530,7 +535,7 @@ class CompletionSettings:
     )
 
 
-@attrs.define
+@attrs.frozen
 class NextEditSettings:
     """Next-edit suggestions (`textDocument/copilotInlineEdit`): the edit after this one,
     local first, escalated like a completion."""
@@ -581,7 +586,7 @@ class NextEditSettings:
     )
 
 
-@attrs.define
+@attrs.frozen
 class EditorSettings:
     """How the language server talks to the editor."""
 
@@ -622,7 +627,7 @@ class EditorSettings:
     )
 
 
-@attrs.define
+@attrs.frozen
 class Settings:
     local: LocalSettings = attrs.field(factory=LocalSettings)
     remote: RemoteSettings = attrs.field(factory=RemoteSettings)
@@ -777,6 +782,20 @@ def _check_bounds(field: attrs.Attribute[Any], value: Any) -> None:
             raise ValueError(f"{where}must be at most {hi}, got {v}")
 
 
+def with_values(settings: Settings, changes: Mapping[str, Mapping[str, Any]]) -> Settings:
+    """A new `Settings`: `settings` with {section: {key: value}} `changes` (already
+    checked) in place of its values; `settings` itself is left as it was."""
+    return attrs.evolve(
+        settings,
+        **{sect: attrs.evolve(getattr(settings, sect), **vals) for sect, vals in changes.items()},
+    )
+
+
+def _with_key(settings: Settings, key: str, value: Any) -> Settings:
+    section, name = key.split(".")
+    return with_values(settings, {section: {name: value}})
+
+
 def _apply(
     settings: Settings,
     raw: Mapping[str, Any],
@@ -784,8 +803,10 @@ def _apply(
     issues: list[SettingsIssue],
     *,
     from_env: bool = False,
-) -> None:
-    """Merge a {section: {key: value}} mapping into `settings`, value by value."""
+) -> Settings:
+    """`settings` with a {section: {key: value}} mapping merged over it, value by value
+    (a bad value is reported in `issues` and skipped)."""
+    changes: dict[str, dict[str, Any]] = {}
     for section_name, values in raw.items():
         if section_name not in SECTIONS:
             close = difflib.get_close_matches(section_name, SECTIONS, n=1)
@@ -797,9 +818,9 @@ def _apply(
             why = "expected a table of settings" + (CLOSED if closes else "")
             issues.append(SettingsIssue(source, section_name, why, closes))
             continue
-        section = getattr(settings, section_name)
-        fields = {f.name: f for f in attrs.fields(type(section))}
-        hints = _field_types(type(section))
+        section_type = SECTIONS[section_name]
+        fields = {f.name: f for f in attrs.fields(section_type)}
+        hints = _field_types(section_type)
         for key, value in values.items():
             dotted = f"{section_name}.{key}"
             if key not in fields:
@@ -821,7 +842,8 @@ def _apply(
                 else:
                     issues.append(SettingsIssue(source, dotted, f"{exc}; keeping {_show(default)}"))
                 continue
-            setattr(section, key, coerced)
+            changes.setdefault(section_name, {})[key] = coerced
+    return with_values(settings, changes)
 
 
 CLOSED = "; nothing leaves this machine (local-only) until it is fixed"
@@ -859,10 +881,11 @@ def privacy_affecting(key: str) -> bool:
     return key in TIGHTEN_ONLY or key.startswith("privacy.")
 
 
-def fail_closed(settings: Settings, issues: list[SettingsIssue]) -> None:
-    """Local-only, in place, when an issue says a privacy value could not be read."""
+def fail_closed(settings: Settings, issues: list[SettingsIssue]) -> Settings:
+    """`settings`, local-only when an issue says a privacy value could not be read."""
     if any(i.fail_closed for i in issues):
-        settings.privacy.local_only = True
+        return _with_key(settings, "privacy.local_only", True)
+    return settings
 
 
 def _show(value: Any) -> str:
@@ -924,12 +947,13 @@ def load(
             why = f"cannot read: values nested too deeply{CLOSED}"
             issues.append(SettingsIssue(str(path), "(file)", why, True))
         else:
-            _apply(settings, data, str(path), issues)
-    _apply(settings, env_settings(env), "environment", issues, from_env=True)
+            settings = _apply(settings, data, str(path), issues)
+    settings = _apply(settings, env_settings(env), "environment", issues, from_env=True)
     if overrides:
-        _apply(settings, overrides, "editor settings", issues)
-    issues += bind(pol if pol.found else None, settings)
-    fail_closed(settings, issues)
+        settings = _apply(settings, overrides, "editor settings", issues)
+    settings, refused = bind(pol if pol.found else None, settings)
+    issues += refused
+    settings = fail_closed(settings, issues)
     return Loaded(settings, tuple(issues), path, found, pol if pol.found else None)
 
 
@@ -943,10 +967,10 @@ def merge(
     held within `policy` (and `remote.allowed_urls`)."""
     copy = _converter.structure(_converter.unstructure(base), Settings)
     issues: list[SettingsIssue] = []
-    _apply(copy, overrides, source, issues)
-    issues += bind(policy, copy)
-    fail_closed(copy, issues)
-    return copy, issues
+    copy = _apply(copy, overrides, source, issues)
+    copy, refused = bind(policy, copy)
+    issues += refused
+    return fail_closed(copy, issues), issues
 
 
 # -- workspace scope: an allow-list of keys that may only tighten ------------------------
@@ -1052,17 +1076,19 @@ def merge_workspace(
     """`user` settings with workspace-scope overrides applied, minus every change that
     is not allowed from a workspace (each refused key reported once, by name)."""
     merged, issues = merge(user, overrides, WORKSPACE)
-    return merged, issues + tighten_only(user, merged)
+    held, refused = tighten_only(user, merged)
+    return held, issues + refused
 
 
-def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
-    """Undo, in place in `ws`, the workspace changes it may not make: any change of a
-    user-only key, and a change of a tighten-only key that would send more."""
+def tighten_only(user: Settings, ws: Settings) -> tuple[Settings, list[SettingsIssue]]:
+    """`ws` without the workspace changes it may not make (any change of a user-only
+    key, and a change of a tighten-only key that would send more), and those refusals."""
     refused: list[SettingsIssue] = []
 
     def refuse(key: str, why: str) -> None:
+        nonlocal ws
         section, name = key.split(".")
-        setattr(getattr(ws, section), name, getattr(getattr(user, section), name))
+        ws = _with_key(ws, key, getattr(getattr(user, section), name))
         refused.append(
             SettingsIssue(
                 WORKSPACE,
@@ -1073,10 +1099,15 @@ def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
 
     # Patterns add up: a workspace may add files to keep, never take yours away.
     extra = [p for p in ws.privacy.never_send if p not in user.privacy.never_send]
-    ws.privacy.never_send = [*user.privacy.never_send, *extra]
     # So do the places where completions are off.
     more = [p for p in ws.completion.disabled_in if p not in user.completion.disabled_in]
-    ws.completion.disabled_in = [*user.completion.disabled_in, *more]
+    ws = with_values(
+        ws,
+        {
+            "privacy": {"never_send": [*user.privacy.never_send, *extra]},
+            "completion": {"disabled_in": [*user.completion.disabled_in, *more]},
+        },
+    )
     for key, *_ in documented_fields():
         section, name = key.split(".")
         u, w = getattr(getattr(user, section), name), getattr(getattr(ws, section), name)
@@ -1096,8 +1127,8 @@ def tighten_only(user: Settings, ws: Settings) -> list[SettingsIssue]:
         if ws.routing.threshold_for(m) < user.routing.threshold_for(m)
     ]
     if lowered:
-        ws.routing.adaptive_max = min(ws.routing.adaptive_max, *lowered)
-    return refused
+        ws = _with_key(ws, "routing.adaptive_max", min(ws.routing.adaptive_max, *lowered))
+    return ws, refused
 
 
 def documented_fields() -> Iterator[tuple[str, Any, str, str]]:
@@ -1235,7 +1266,7 @@ def load_policy(environ: Mapping[str, str] | None = None) -> ManagedPolicy:
         return ManagedPolicy(
             path, True, {}, settings, (SettingsIssue(source, "(file)", why, True),)
         )
-    _apply(settings, data, source, issues)
+    settings = _apply(settings, data, source, issues)
     # Any problem in the organisation's file is one the user cannot see around: the
     # policy's intent is unknown, so nothing leaves until it is fixed.
     issues = [attrs.evolve(i, fail_closed=True) if not i.fail_closed else i for i in issues]
@@ -1248,7 +1279,7 @@ def load_policy(environ: Mapping[str, str] | None = None) -> ManagedPolicy:
             dotted = f"{section}.{key}"
             if dotted not in bad and hasattr(getattr(settings, section), key):
                 values[dotted] = getattr(getattr(settings, section), key)
-    fail_closed(settings, issues)
+    settings = fail_closed(settings, issues)
     return ManagedPolicy(path, found, values, settings, tuple(issues))
 
 
@@ -1272,16 +1303,16 @@ def url_allowed(url: str, allowed: list[str]) -> bool:
     return False
 
 
-def bind(policy: ManagedPolicy | None, s: Settings) -> list[SettingsIssue]:
-    """Hold `s` (in place) within the policy, and its URLs within `remote.allowed_urls`;
-    each value refused is reported once, naming the policy."""
+def bind(policy: ManagedPolicy | None, s: Settings) -> tuple[Settings, list[SettingsIssue]]:
+    """`s` held within the policy, and its URLs within `remote.allowed_urls`; each value
+    refused is reported once, naming the policy."""
     issues: list[SettingsIssue] = []
     if policy is not None:
         for key, pval in policy.values.items():
             section, name = key.split(".")
             cur = getattr(getattr(s, section), name)
             if key in ADDITIVE:
-                setattr(getattr(s, section), name, [*pval, *(v for v in cur if v not in pval)])
+                s = _with_key(s, key, [*pval, *(v for v in cur if v not in pval)])
                 if missing := [v for v in pval if v not in cur]:
                     why = (
                         f"refused: removing {_toml_value(missing)}: {policy.source} sets them and "
@@ -1295,7 +1326,7 @@ def bind(policy: ManagedPolicy | None, s: Settings) -> list[SettingsIssue]:
             tighter = rule is not None and rule[0](pval, cur)
             if tighter and (key != "routing.thresholds" or _thresholds(policy.settings, s)):
                 continue  # tighter than the policy: the user's to choose
-            setattr(getattr(s, section), name, pval)
+            s = _with_key(s, key, pval)
             how = f"it may only be tightened ({rule[1]})" if rule else "it is fixed"
             issues.append(
                 SettingsIssue(
@@ -1313,9 +1344,10 @@ def bind(policy: ManagedPolicy | None, s: Settings) -> list[SettingsIssue]:
             else "your remote.allowed_urls"
         )
         base = policy.settings if policy is not None else Settings()
-        s.remote.url, s.remote.urls = base.remote.url, list(base.remote.urls)
+        s = with_values(s, {"remote": {"url": base.remote.url, "urls": list(base.remote.urls)}})
         if any(not url_allowed(u, allowed) for u in s.remote.all_urls):
-            s.remote.url, s.remote.urls = "", []  # even the policy's own URL is outside
+            # Even the policy's own URL is outside.
+            s = with_values(s, {"remote": {"url": "", "urls": []}})
         shown = ", ".join(mask_url(u) for u in outside)
         issues.append(
             SettingsIssue(
@@ -1325,4 +1357,4 @@ def bind(policy: ManagedPolicy | None, s: Settings) -> list[SettingsIssue]:
                 f"({', '.join(mask_url(a) for a in allowed)}); code goes nowhere else",
             )
         )
-    return issues
+    return s, issues

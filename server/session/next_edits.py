@@ -106,7 +106,9 @@ class NextEdits:
         )  # fmt: skip
         # This file's own recent edits too: they are what the next edit follows from.
         recent = tuple(s.context.recent.recent()) if settings.completion.recent_edits else ()
-        ereq = EditRequest(ctx=ctx, text=text, cursor=offset, recent=recent)
+        ereq = EditRequest(
+            ctx=ctx, text=text, cursor=offset, recent=recent, next_edit=settings.next_edit
+        )
         key = uri_key(uri)
         self._dismiss(key)  # a new request: the one shown before was passed over
         older = self._running.get(key)

@@ -87,10 +87,12 @@ async def start(
     server_args: Sequence[str] = (),
     configuration_delay_s: float = 0.0,
     folders: Sequence[Path] | None = None,
+    scoped_configuration: Mapping[str, Any] | None = None,
 ) -> tuple[LanguageClient, t.InitializeResult]:
     """`configuration` is what the client answers workspace/configuration with, from the
-    server's first pull (at `initialized`) on. `root` is the workspace folder (`folders`:
-    several workspace folders instead)."""
+    server's first pull (at `initialized`) on; `scoped_configuration` (scopeUri: answer)
+    what it answers an item with that scopeUri (a folder's own settings). `root` is the
+    workspace folder (`folders`: several workspace folders instead)."""
     server_env = dict(os.environ)
     server_env.update({"SYNCONFROUTE_CONFIG": str(config_path), "PYTHONPATH": str(ROOT)})
     server_env.update(env or {})
@@ -118,6 +120,8 @@ async def start(
 
     if configuration is not None:
         client.set_configuration(configuration)
+    for scope, answer in (scoped_configuration or {}).items():
+        client.set_configuration(answer, scope_uri=scope)
     if configuration_delay_s:
         # A slow editor: it answers workspace/configuration this much later.
         async def slow_configuration(params: t.ConfigurationParams) -> list[Any]:

@@ -1,4 +1,4 @@
-"""Each workspace folder's own privacy settings, for the files inside it.
+"""Each workspace folder's own settings, for the files inside it.
 
 The editor is asked `workspace/configuration` once per folder with the folder as
 `scopeUri` (VS Code answers an item without one from the window's scope only, so a
@@ -7,15 +7,23 @@ user's settings like any workspace configuration (tighten-only keys), and what i
 about privacy becomes that folder's `FolderRules`, which the egress gate applies to every
 file inside the folder. A folder whose answer has not come yet, or whose privacy values
 cannot be read, keeps its files local (unknown means private).
+
+The folder's other tighten-only keys (routing policy and thresholds, context sizes,
+`completion.disabled_in`/`languages`, `next_edit.*`) shape each request for a file inside
+it: `settings_in` merges every answer of the folders holding the file over the window's
+settings, outermost first, by the same tighten-only rule (`config.merge_workspace`), so a
+folder can only send less than the window, and an inner folder less than an outer one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from synconfroute.clients.plan import FolderRules
 
 from ..settings import config
+from ..workspace import privacy
 
 
 def rules_of(
@@ -37,24 +45,71 @@ def rules_of(
     )
 
 
+def settings_in(window: config.Settings, answers: Sequence[Mapping[str, Any]]) -> config.Settings:
+    """`window` (the settings every request starts from) tightened by each folder's
+    answer in turn, outermost first. Each merge keeps only what sends less than the
+    settings before it (a refused value keeps the tighter one, already reported when the
+    folder's answer came), so the merges compose."""
+    settings = window
+    for options in answers:
+        settings, _ = config.merge_workspace(settings, options)
+    return settings
+
+
+def holders(path: str, roots: Iterable[str]) -> tuple[str, ...]:
+    """The folders among `roots` that hold `path`, outermost first: by the names the
+    editor uses, or by real path (a folder or file reached through a symlink)."""
+    named, real = privacy.normal_path(path), privacy.real_path(path)
+    held = []
+    for r in roots:
+        real_root = privacy.real_path(r) if real is not None else None
+        if privacy.within(named, (privacy.normal_path(r),)) or (
+            real is not None and real_root is not None and privacy.within(real, (real_root,))
+        ):
+            held.append(r)
+    return tuple(sorted(held, key=len))
+
+
 class FolderSettings:
-    """The rules of each folder open now, by its path (as `ContextBuilder.roots` names it)."""
+    """The rules and the workspace configuration of each folder open now, by its path
+    (as `ContextBuilder.roots` names it)."""
 
     def __init__(self) -> None:
         self._rules: dict[str, FolderRules] = {}
+        self._answers: dict[str, Mapping[str, Any]] = {}
+        # The last merge per chain of folders, with the window settings it started from.
+        self._merged: dict[tuple[str, ...], tuple[config.Settings, config.Settings]] = {}
 
     def expect(self, roots: Iterable[str]) -> None:
         """These folders' settings are asked for: until they come, their files stay local."""
         for r in roots:
             self._rules.setdefault(r, FolderRules(root=r, closed=True))
 
-    def applied(self, rules: FolderRules) -> None:
+    def applied(self, rules: FolderRules, answer: Mapping[str, Any] | None = None) -> None:
+        """A folder's configuration came: its privacy `rules`, and the `answer` itself."""
         self._rules[rules.root] = rules
+        self._answers[rules.root] = dict(answer or {})
+        self._merged.clear()
 
     def keep_only(self, roots: Iterable[str]) -> None:
         """Folders no longer open have no rules (their files are outside)."""
         open_now = set(roots)
         self._rules = {r: f for r, f in self._rules.items() if r in open_now}
+        self._answers = {r: a for r, a in self._answers.items() if r in open_now}
+        self._merged.clear()
+
+    def settings_for(self, path: str, window: config.Settings) -> config.Settings:
+        """The settings a request for the file at `path` follows: `window` tightened by
+        the folders holding it (`settings_in`); `window` itself outside every folder."""
+        chain = holders(path, self._answers)
+        if not chain:
+            return window
+        known = self._merged.get(chain)
+        if known is not None and known[0] is window:  # settings objects are never mutated
+            return known[1]
+        merged = settings_in(window, [self._answers[r] for r in chain])
+        self._merged[chain] = (window, merged)
+        return merged
 
     def current(self, roots: Sequence[str]) -> tuple[FolderRules, ...]:
         return tuple(self._rules[r] for r in roots if r in self._rules)

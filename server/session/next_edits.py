@@ -23,7 +23,7 @@ from ..routing.pipeline import Pipeline
 from ..routing.router import Rules
 from ..settings.config import Settings
 from ..vocab.record import RouteDecision
-from ..workspace.documents import DocumentNotOpen, DocumentStore, uri_key
+from ..workspace.documents import DocState, DocumentNotOpen, DocumentStore, uri_key
 from .context_builder import ContextBuilder
 
 log = logging.getLogger(__name__)
@@ -48,8 +48,8 @@ class Host:
     docs: DocumentStore
     context: ContextBuilder
     decision_log: DecisionLog
-    settings: Callable[[], Settings]
-    rules: Callable[[], Rules]
+    settings: Callable[[DocState], Settings]  # a file's own (its folders' keys too)
+    rules: Callable[[Settings], Rules]
     pipeline: Callable[[], Awaitable[Pipeline]]
     await_workspace: Callable[[], Awaitable[None]]
 
@@ -89,7 +89,7 @@ class NextEdits:
         st = s.docs.documents.get(uri_key(uri))
         if st is None:
             raise DocumentNotOpen(f"{uri} is not open (send didOpen first)")
-        settings = s.settings()
+        settings = s.settings(st)
         own = self._at(uri_key(uri), version)
         if not settings.next_edit.enabled or own is None or st.text.version != own:
             return None  # off, or the client's version is not the text's (stale)
@@ -106,14 +106,16 @@ class NextEdits:
         )  # fmt: skip
         # This file's own recent edits too: they are what the next edit follows from.
         recent = tuple(s.context.recent.recent()) if settings.completion.recent_edits else ()
-        ereq = EditRequest(ctx=ctx, text=text, cursor=offset, recent=recent)
+        ereq = EditRequest(
+            ctx=ctx, text=text, cursor=offset, recent=recent, next_edit=settings.next_edit
+        )
         key = uri_key(uri)
         self._dismiss(key)  # a new request: the one shown before was passed over
         older = self._running.get(key)
         if older is not None and not older.done():
             older.cancel()  # a newer request for the document: the older one's answer is stale
         pipeline.hold()  # a settings change must not close its backends meanwhile
-        inner = asyncio.ensure_future(suggest(pipeline, ereq, s.rules()))
+        inner = asyncio.ensure_future(suggest(pipeline, ereq, s.rules(s.settings(st))))
         inner.add_done_callback(lambda _: pipeline.release())
         self._running[key] = inner
         try:

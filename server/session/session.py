@@ -123,7 +123,7 @@ class Session:
                 self.docs,
                 self.context,
                 self.decision_log,
-                lambda: self.settings,
+                self.settings_for,
                 self.rules,
                 self.pipeline,
                 self._await_workspace,
@@ -177,9 +177,10 @@ class Session:
         self, root: str, options: Mapping[str, Any]
     ) -> list[config.SettingsIssue]:
         """One folder's workspace configuration: its tighten-only privacy keys apply to
-        the files inside it (at the egress gate), on top of everything else."""
+        the files inside it (at the egress gate), on top of everything else; its other
+        tighten-only keys to each request for a file inside it (`settings_for`)."""
         folder, issues = self.settings_state.folder(options)
-        self.folder_settings.applied(rules_of(root, folder, self.settings, issues))
+        self.folder_settings.applied(rules_of(root, folder, self.settings, issues), options)
         return issues
 
     def folders_changed(self, roots: Sequence[str]) -> None:
@@ -233,11 +234,22 @@ class Session:
         runs (the configured `local.model` until the pipeline is built)."""
         self.decision_log.sync_adaptive(resolve_rules(self.settings, self._local_model()).threshold)
 
-    def rules(self) -> Rules:
-        """The rules the next request routes by: the one value the router, `status`, the
+    def settings_for(self, st: DocState) -> config.Settings:
+        """The settings a request for `st` follows: the window's, tightened by the
+        workspace folders holding the file (their tighten-only keys)."""
+        return self.folder_settings.settings_for(st.path, self.settings)
+
+    def rules(self, settings: config.Settings | None = None) -> Rules:
+        """The rules the next request routes by (under `settings`, a file's own from
+        `settings_for`; None: the window's): the one value the router, `status`, the
         hover card and adaptive mode read."""
+        s = self.settings if settings is None else settings
         adaptive = self.decision_log.adaptive_threshold
-        return resolve_rules(self.settings, self._local_model(), adaptive)
+        if adaptive is not None:
+            # A folder may have turned adaptive mode off or lowered its ceiling (its
+            # lower threshold caps it): adaptive mode stays within the file's settings.
+            adaptive = min(adaptive, s.routing.adaptive_max) if s.routing.adaptive else None
+        return resolve_rules(s, self._local_model(), adaptive)
 
     def _local_model(self) -> str:
         """The model the local tier runs: the pipeline's; between pipelines the last one
@@ -360,7 +372,7 @@ class Session:
         st = self.docs.documents.get(key)
         if st is None:
             return
-        settings = self.settings
+        settings = self.settings_for(st)
         try:
             offset = st.text.offset(line, character)
         except PositionOutOfRange:
@@ -425,7 +437,7 @@ class Session:
         st = self.docs.documents.get(key)
         if st is None:
             raise DocumentNotOpen(f"{uri} is not open (send didOpen first)")
-        settings = self.settings
+        settings = self.settings_for(st)
         offset = st.text.offset(line, character)
         self.prefiller.cancel()  # the request evaluates its prompt itself, first
         self._remember_cursor(key, (line, character))
@@ -469,11 +481,12 @@ class Session:
         pipeline = await self.pipeline()
         if not self.tracker.current(st, ticket):
             return None
+        settings = self.settings_for(st)  # the workspace configuration may have come
         ctx = self.context.build(
-            window, st, snapshot, offset, at, self.settings, blocking_gate=pipeline.gate_blocks
+            window, st, snapshot, offset, at, settings, blocking_gate=pipeline.gate_blocks
         )
         ctx = attrs.evolve(ctx, invoked=invoked, settled=settled)
-        rec = await self.tracker.run(st, pipeline, ctx, self.rules())
+        rec = await self.tracker.run(st, pipeline, ctx, self.rules(settings))
         if rec is None or (settled is not None and not await settled):
             return None  # superseded (while typing went on: nothing shown, nothing logged)
         self._notice_trouble(rec)

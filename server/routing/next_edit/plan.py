@@ -13,6 +13,7 @@ import attrs
 
 from synconfroute.clients.types import CompletionRequest
 
+from ...settings.config import NextEditSettings
 from ...workspace.recent_edits import EditChunk
 from ..planner import (
     Planning,
@@ -37,9 +38,15 @@ class EditRequest:
     text: str  # the whole document
     cursor: int  # offset in `text`
     recent: tuple[EditChunk, ...] = ()  # the ring's chunks, newest first, this file's too
+    # The file's own next-edit settings (its workspace folders' tighten-only keys over
+    # the window's); None: the pipeline's.
+    next_edit: NextEditSettings | None = None
+
+    def settings(self, planning: Planning) -> NextEditSettings:
+        return self.next_edit if self.next_edit is not None else planning.settings.next_edit
 
     def region(self, planning: Planning) -> prompt.Region:
-        ne = planning.settings.next_edit
+        ne = self.settings(planning)
         return prompt.region_at(
             self.text, self.cursor, region_lines=ne.region_lines, context_lines=ne.context_lines
         )

@@ -178,7 +178,7 @@ async def suggest(pipeline: Pipeline, ereq: EditRequest, rules: router.Rules) ->
     next-edit requests, then the chosen rewrite made the one edit shown."""
     t0 = pipeline.now()
     env = pipeline.planning()
-    ne = env.settings.next_edit
+    ne = ereq.settings(env)
     rules = attrs.evolve(rules, threshold=ne.threshold, k=ALL_TOKENS)
     access = pipeline.access(ereq.ctx)
     models = (

@@ -156,12 +156,14 @@ def scale_local(outcomes: list[Outcome], median_s: float) -> list[Outcome]:
 
 
 def threshold_for_share(outcomes: list[Outcome], share: float) -> float:
-    """The threshold at which the SynConfRoute rule escalates `share` of the tasks."""
-    invalid = sum(1 for o in outcomes if not o.valid) / len(outcomes)
+    """The threshold at which the SynConfRoute rule escalates `share` of the tasks. A
+    task without a confidence (no tokens or log-probs: an empty answer) escalates at any
+    threshold, like a syntax-invalid one (`_orgmodel`: `unsure`)."""
+    forced = sum(1 for o in outcomes if not o.valid or o.confidence is None) / len(outcomes)
     confs = sorted(o.confidence for o in outcomes if o.valid and o.confidence is not None)
-    if not confs or share <= invalid:
+    if not confs or share <= forced:
         return -1e9
-    want = (share - invalid) * len(outcomes)
+    want = (share - forced) * len(outcomes)
     i = min(len(confs) - 1, max(0, round(want)))
     return confs[i]
 

@@ -4,7 +4,7 @@ draft a verified escalation sends and how much of it the oracle keeps, from eval
 from __future__ import annotations
 
 from studies._orgmodel import Outcome
-from studies.org_load import drafted, verify_savings
+from studies.org_load import drafted, threshold_for_share, verify_savings
 from synconfroute.server.evaluation.datasets import Task
 from synconfroute.server.evaluation.records import Generation, Record
 
@@ -72,3 +72,17 @@ def test_savings_count_the_scoring_token_and_only_escalated_drafts() -> None:
     assert "all tasks 15 of 21 draft tokens kept" in line
     assert "2 escalated at nominal, 2 with a draft, 10 of 16 draft tokens kept" in line
     assert "decode steps saved per escalation 4.00 of 16" in line
+
+
+def test_the_threshold_counts_answers_without_a_confidence_as_escalated() -> None:
+    def o(conf: float | None, valid: bool = True) -> Outcome:
+        return Outcome(
+            confidence=conf, valid=valid, local_pass=False, remote_pass=True, local_s=0.1
+        )
+
+    # 10 tasks: one invalid, three empty answers (no confidence), six scored. 60% means
+    # two of the scored ones, not six (the empty ones escalate at any threshold).
+    tasks = [o(-0.1, valid=False)] + [o(None)] * 3 + [o(-x / 10) for x in range(1, 7)]
+    t = threshold_for_share(tasks, 0.6)
+    escalated = [x for x in tasks if not x.valid or x.confidence is None or x.confidence < t]
+    assert len(escalated) == 6, (t, escalated)

@@ -92,20 +92,59 @@ def load_outcomes(folder: Path, k: int = 3, remote_pass: float | None = None) ->
 
 
 def drafted(rec: Any) -> dict[str, int]:
-    """The local draft's tokens and how many leading ones the remote would have written:
-    with the oracle as the large model, those whose text runs along the ground truth
-    (the decode steps a verified escalation saves)."""
+    """The local draft a verified escalation would send, in the local model's tokens, and
+    how many leading ones the remote would have written: with the oracle as the large
+    model, those whose text runs along the ground truth (the decode steps saved).
+
+    The draft is what the server sends (`sequence.draft_of`, cut by `_verify.draft_for`):
+    the local answer as post-processed (`text`: cut at a fence, at two blank lines, where
+    it re-types the suffix, after one line in single-line mode), not every token the
+    local model generated (`raw`): the tokens past the cut are neither sent nor kept."""
+    from synconfroute.clients._verify import draft_for
+    from synconfroute.server.evaluation.generate import multiline_for
+    from synconfroute.server.settings.config import Settings
+
     local = getattr(rec, "local", None)
     remote = getattr(rec, "remote", None)
     if local is None or remote is None or not remote.oracle or not local.tokens:
         return {"draft_tokens": 0, "draft_kept": 0}
-    kept, text = 0, ""
+    draft = draft_for(local.text, single_line=not multiline_for(rec.task, Settings()))
+    tokens, kept, text, agrees = 0, 0, "", True
     for tok, _lp in local.tokens:
-        text += tok
-        if not remote.text.startswith(text):
+        if len(text) >= len(draft):
             break
-        kept += 1
-    return {"draft_tokens": len(local.tokens), "draft_kept": kept}
+        text += tok
+        tokens += 1
+        # A token across the draft's end counts up to the end (the line break after a
+        # single line is not sent; the verifier scores the draft's own text).
+        agrees = agrees and remote.text.startswith(text[: len(draft)])
+        kept += agrees
+    return {"draft_tokens": tokens, "draft_kept": kept}
+
+
+def verify_savings(outcomes: list[Outcome], threshold: float, output_tokens: int) -> str:
+    """The kept share of the drafts and the decode steps a verified escalation saves, as
+    the simulator counts them (`_orgmodel`: 1 + what the draft did not hold, against
+    `output_tokens`), over all drafts and over the tasks escalated at `threshold`."""
+    esc = [o for o in outcomes if not o.valid or o.confidence is None or o.confidence < threshold]
+
+    def saved(o: Outcome) -> int:
+        if not o.draft_tokens:
+            return 0
+        return output_tokens - (1 + max(0, output_tokens - o.draft_kept))
+
+    def share(xs: list[Outcome]) -> str:
+        d = sum(o.draft_tokens for o in xs)
+        k = sum(o.draft_kept for o in xs)
+        return f"{k} of {d} draft tokens kept ({100 * k / d:.1f}%)" if d else "no drafts"
+
+    with_draft = sum(1 for o in esc if o.draft_tokens)
+    per = sum(saved(o) for o in esc) / len(esc) if esc else 0.0
+    return (
+        f"verified escalation (oracle as the large model): all tasks {share(outcomes)}; "
+        f"{len(esc)} escalated at nominal, {with_draft} with a draft, {share(esc)}; "
+        f"decode steps saved per escalation {per:.2f} of {output_tokens}"
+    )
 
 
 def scale_local(outcomes: list[Outcome], median_s: float) -> list[Outcome]:
@@ -117,12 +156,14 @@ def scale_local(outcomes: list[Outcome], median_s: float) -> list[Outcome]:
 
 
 def threshold_for_share(outcomes: list[Outcome], share: float) -> float:
-    """The threshold at which the SynConfRoute rule escalates `share` of the tasks."""
-    invalid = sum(1 for o in outcomes if not o.valid) / len(outcomes)
+    """The threshold at which the SynConfRoute rule escalates `share` of the tasks. A
+    task without a confidence (no tokens or log-probs: an empty answer) escalates at any
+    threshold, like a syntax-invalid one (`_orgmodel`: `unsure`)."""
+    forced = sum(1 for o in outcomes if not o.valid or o.confidence is None) / len(outcomes)
     confs = sorted(o.confidence for o in outcomes if o.valid and o.confidence is not None)
-    if not confs or share <= invalid:
+    if not confs or share <= forced:
         return -1e9
-    want = (share - invalid) * len(outcomes)
+    want = (share - forced) * len(outcomes)
     i = min(len(confs) - 1, max(0, round(want)))
     return confs[i]
 
@@ -152,6 +193,59 @@ def size_for(
         if simulate(outcomes, w, c, Control()).remote_in_time >= 0.999:
             return c
     return cluster
+
+
+def most_developers(
+    outcomes: list[Outcome],
+    a: argparse.Namespace,
+    threshold: float,
+    cluster: Cluster,
+    ctl: Control,
+    p95_s: float,
+) -> tuple[int, Result]:
+    """The most developers (to 10) the cluster serves under `ctl` with ghost text p95
+    at most `p95_s` and every escalation answered in time (bisection: the figures rise
+    with load, up to the simulation's noise)."""
+
+    def ok(devs: int) -> tuple[bool, Result]:
+        r = simulate(outcomes, attrs.evolve(workload(a, threshold), developers=devs), cluster, ctl)
+        return r.ghost_p95_s <= p95_s and r.remote_in_time >= 0.999, r
+
+    lo, hi = 10, 20 * a.nominal
+    best = ok(lo)[1]
+    while hi - lo > 10:
+        mid = (lo + hi) // 2
+        good, r = ok(mid)
+        lo, hi, best = (mid, hi, r) if good else (lo, mid, best)
+    return lo, best
+
+
+def capacity(
+    outcomes: list[Outcome], a: argparse.Namespace, threshold: float, cluster: Cluster
+) -> None:
+    """Developers per replica at the same p95 (the nominal load's, no control, no
+    verification), with and without verified escalation, under no control (every
+    unsure answer escalates: the cluster's work alone changes)."""
+    w = attrs.evolve(workload(a, threshold), developers=a.nominal)
+    base = simulate(outcomes, w, cluster, Control())
+    target = base.ghost_p95_s
+    print(
+        f"capacity at ghost p95 <= {1000 * target:.0f} ms (the nominal {a.nominal} "
+        f"developers' without verification), {cluster.replicas} replicas, no control:"
+    )
+    print(
+        "| verify | developers | per replica | ghost p50 ms | ghost p95 ms | escalated "
+        "| utilisation |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for verify in (False, True):
+        devs, r = most_developers(outcomes, a, threshold, cluster, Control(verify=verify), target)
+        print(
+            f"| {'yes' if verify else 'no'} | {devs} | {devs / cluster.replicas:.1f} "
+            f"| {1000 * r.ghost_p50_s:.0f} | {1000 * r.ghost_p95_s:.0f} "
+            f"| {100 * r.escalated:.1f}% | {100 * r.utilisation:.1f}% |",
+            flush=True,
+        )
 
 
 def row(devs: int, policy: str, r: Result, *, hits: bool = False) -> str:
@@ -228,6 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poll-s", type=float, default=2.0, help="metrics read interval")
     ap.add_argument("--poll-delay-ms", type=float, default=50.0)
     ap.add_argument("--second-only", action="store_true", help="only the second-step table")
+    ap.add_argument(
+        "--capacity",
+        action="store_true",
+        help="only developers per replica at the nominal load's p95, with and without "
+        "verified escalation",
+    )
     ap.add_argument("--plot", type=Path, help="write the figure here")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
@@ -250,15 +350,16 @@ def main(argv: list[str] | None = None) -> int:
         cluster = attrs.evolve(cluster, replicas=a.replicas)
     else:
         cluster = size_for(outcomes, a, threshold, cluster)
-    drafts = sum(o.draft_tokens for o in outcomes)
-    if drafts:
-        kept = sum(o.draft_kept for o in outcomes)
-        print(f"verified escalation: {kept} of {drafts} local draft tokens kept (oracle)")
+    if any(o.draft_tokens for o in outcomes):
+        print(verify_savings(outcomes, threshold, a.output_tokens))
     print(
         f"{len(outcomes)} tasks from {a.records}; threshold {threshold:.3f} escalates "
         f"{100 * a.share:.0f}% at nominal; local median {a.local_median_ms:.0f} ms; "
         f"{a.rate:g} requests a developer-minute; {cluster.replicas} replicas"
     )
+    if a.capacity:
+        capacity(outcomes, a, threshold, cluster)
+        return 0
     if a.second_only:
         second_step(outcomes, a, threshold, cluster)
         return 0

@@ -223,7 +223,14 @@ async def test_speculative_local_start_shows_nothing_before_the_debounce(
     replaces it (nothing shown for the first). Only the embedded worker speculates
     (`speculates`); the Ollama fake stands in for it here, as if it could."""
     monkeypatch.setattr("synconfroute.server.session.session.speculates", lambda b: True)
-    editor = {"debounce_ms": 400, "adaptive_debounce": False, "speculative": speculative}
+    # A long debounce: a CI machine that pauses for a second cannot make the request
+    # (speculative) or the answer (either way) look early or late.
+    debounce_s = 3.0
+    editor = {
+        "debounce_ms": int(debounce_s * 1000),
+        "adaptive_debounce": False,
+        "speculative": speculative,
+    }
     settings = config.with_values(config.Settings(), {"editor": editor})
 
     session = _session(fake, settings)
@@ -232,13 +239,23 @@ async def test_speculative_local_start_shows_nothing_before_the_debounce(
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     first = asyncio.ensure_future(session.complete(uri, 1, 11, invoked=False))
-    await asyncio.sleep(0.2)
-    # speculative: the local tier already has the request; else it waits for the debounce
-    assert len(fake.received("/api/generate")) == (1 if speculative else 0)
-    assert not first.done()
+
+    def asked() -> int:
+        return len(fake.received("/api/generate"))
+
+    if speculative:  # the local tier gets the request while the debounce still waits
+        for _ in range(int(debounce_s / 0.02)):
+            if asked():
+                break
+            await asyncio.sleep(0.02)
+        seen = (asked(), round(loop.time() - t0, 2), first.done())
+        assert seen[0] == 1 and not seen[2], f"(requests, seconds, shown) = {seen}"
+    else:  # nothing asked before the debounce ends
+        await asyncio.sleep(0.3)
+        assert asked() == 0 and not first.done(), (asked(), first.done())
     done = await first
     assert done is not None and done.insert_text == " x"
-    assert loop.time() - t0 >= 0.4  # shown after the debounce either way
+    assert loop.time() - t0 >= debounce_s  # shown after the debounce either way
 
     session.change(uri, [Edit("y", (1, 11), (1, 11))])
     second = asyncio.ensure_future(session.complete(uri, 1, 12, invoked=False))

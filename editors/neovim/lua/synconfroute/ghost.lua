@@ -12,9 +12,7 @@ local own_tick = {} -- bufnr -> changedtick of our own insertion (no new request
 
 M.ns = ns
 
-local function has(version)
-  return vim.fn.has("nvim-" .. version) == 1
-end
+local has = require("synconfroute.compat").has
 
 -- The next word of `text`, as VS Code's "Accept Word" takes it: spaces, then a run of word
 -- characters or of punctuation; a line break with the next line's indentation alone.

@@ -57,28 +57,11 @@ M.last_status = nil -- the table returned by synconfroute.status
 local routes = {} -- completion id -> its route notification (the last few)
 local route_ids = {}
 
-local function has(version)
-  return vim.fn.has("nvim-" .. version) == 1
-end
+local compat = require("synconfroute.compat")
+local has, request, notify_server = compat.has, compat.request, compat.notify
 
 local function notify(msg, level)
   vim.notify(msg, level or vim.log.levels.INFO)
-end
-
--- client.request became a method (client:request) in 0.11; the old form warns later on.
-local function request(client, method, params, handler, bufnr)
-  if has("0.11") then
-    return client:request(method, params, handler, bufnr)
-  end
-  return client.request(method, params, handler, bufnr)
-end
-
--- client.notify also became a method in 0.11.
-local function notify_server(client, method, params)
-  if has("0.11") then
-    return client:notify(method, params)
-  end
-  return client.notify(method, params)
 end
 
 local function clients(bufnr)

@@ -7,23 +7,8 @@ local M = {}
 local ns = vim.api.nvim_create_namespace("synconfroute_next_edit")
 local state = {} -- bufnr -> { item, client_id, encoding }
 
-local function has(version)
-  return vim.fn.has("nvim-" .. version) == 1
-end
-
-local function call(client, method, params, handler, bufnr)
-  if has("0.11") then
-    return client:request(method, params, handler, bufnr)
-  end
-  return client.request(method, params, handler, bufnr)
-end
-
-local function tell(client, method, params)
-  if has("0.11") then
-    return client:notify(method, params)
-  end
-  return client.notify(method, params)
-end
+local compat = require("synconfroute.compat")
+local call, tell = compat.request, compat.notify
 
 local function version_of(bufnr)
   local versions = vim.lsp.util.buf_versions

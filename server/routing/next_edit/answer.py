@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from ...learning.retention import minimal_edit
 from .prompt import CURSOR, END, START
 
 
@@ -77,14 +78,8 @@ def one_edit(old: str, new: str) -> RegionEdit | None:
     head and tail kept); None when nothing changed."""
     if old == new:
         return None
-    n = min(len(old), len(new))
-    p = 0
-    while p < n and old[p] == new[p]:
-        p += 1
-    s = 0
-    while s < n - p and old[len(old) - 1 - s] == new[len(new) - 1 - s]:
-        s += 1
-    return RegionEdit(p, len(old) - s, new[p : len(new) - s], p, len(new) - s)
+    start, end, text = minimal_edit(old, new)
+    return RegionEdit(start, end, text, start, start + len(text))
 
 
 def changed_spans(old: str, new: str) -> list[tuple[int, int]]:

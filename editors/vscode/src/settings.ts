@@ -5,7 +5,7 @@
 export const SECTION = "synconfroute";
 
 /** The server's setting sections; other keys under "synconfroute." belong to the extension. */
-export const SERVER_SECTIONS = ["local", "remote", "routing", "privacy", "completion", "editor"];
+export const SERVER_SECTIONS = ["local", "remote", "routing", "privacy", "completion", "next_edit", "editor"];
 
 /** What `WorkspaceConfiguration.inspect()` tells about one key (the parts we use). */
 export interface Inspected {

@@ -210,6 +210,8 @@ async def test_the_server_survives_a_worker_crash_mid_request(tmp_path: Path) ->
             env={"SYNCONFROUTE_LOCAL_MAX_PREDICT_MS": "0"},
         )
         try:
+            # Files that exist: the egress gate sends no other (privacy by allow-list).
+            (tmp_path / "numbers.py").write_text(LONG + "\n")
             uri = (tmp_path / "numbers.py").as_uri()
             open_doc(client, uri, LONG + "\n")
             cursor = t.Position(4, 0)
@@ -221,6 +223,7 @@ async def test_the_server_survives_a_worker_crash_mid_request(tmp_path: Path) ->
             server_pid, worker = status["pid"], status["local_worker"]
             assert worker and worker["pid"] != server_pid and worker["rss_mb"] > 10
 
+            (tmp_path / "values.py").write_text("values = [\n    10,\n    20,\n    30,\n\n")
             other = (tmp_path / "values.py").as_uri()  # not a cache hit
             open_doc(client, other, "values = [\n    10,\n    20,\n    30,\n\n")
             pending = asyncio.ensure_future(
@@ -238,6 +241,7 @@ async def test_the_server_survives_a_worker_crash_mid_request(tmp_path: Path) ->
             card = hover.contents.value if hover else ""  # type: ignore[union-attr]
             assert "SIGSEGV" in card, card
 
+            (tmp_path / "add.py").write_text("def add(a, b):\n    return\n")
             third = (tmp_path / "add.py").as_uri()
             open_doc(client, third, "def add(a, b):\n    return\n")
             after = await client.text_document_inline_completion_async(

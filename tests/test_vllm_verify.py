@@ -30,6 +30,7 @@ from synconfroute.server.settings.config import PrivacySettings, Settings
 from synconfroute.server.vocab.card import route_card
 from synconfroute.server.workspace.egress import EgressGate, make_plan
 from tests.fakes import FakeOllama, TokenScript
+from tests.files import existing
 from tests.vllm_server import VllmServer
 
 pytestmark = pytest.mark.slow
@@ -195,7 +196,10 @@ async def test_a_confirmed_draft_is_routed_verified_and_counted(
     `verified-draft`, the card says how much was kept, the ledger records the kept share
     per language and `stats` sums it. With the setting off, a plain escalation."""
     ctx = CompletionContext(
-        prefix="def add(a, b):\n    return", suffix="\n", language="python", path="/r/add.py"
+        prefix="def add(a, b):\n    return",
+        suffix="\n",
+        language="python",
+        path=existing("/r/add.py"),
     )
     unsure = TokenScript.of(" a", " +", " b", logprob=-2.0)  # what SmolLM2 answers, unsure
     settings = Settings()

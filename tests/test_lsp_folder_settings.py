@@ -74,7 +74,10 @@ async def eventually(
 
 
 async def two_folders(
-    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI], strict: dict[str, Any]
+    tmp_path: Path,
+    fakes: tuple[FakeOllama, FakeOpenAI],
+    strict: dict[str, Any],
+    text: str = TEXT,
 ) -> tuple[Any, str, str]:
     """The server with folders `plain` and `strict` (`strict` answers `strict` for its
     scopeUri); both open `TEXT` as app.py; (client, plain's URI, strict's URI)."""
@@ -82,7 +85,7 @@ async def two_folders(
     plain_dir, strict_dir = tmp_path / "plain", tmp_path / "strict"
     for d in (plain_dir, strict_dir):
         d.mkdir()
-        (d / "app.py").write_text(TEXT, encoding="utf-8")
+        (d / "app.py").write_text(text, encoding="utf-8")
     cfg = pw.write_settings(tmp_path, local_url=local.url, remote_url=remote.base_url)
     client, _ = await start(
         cfg,
@@ -94,8 +97,8 @@ async def two_folders(
         env={"XDG_STATE_HOME": str(tmp_path / "state")},
     )
     plain, strict_uri = (plain_dir / "app.py").as_uri(), (strict_dir / "app.py").as_uri()
-    open_doc(client, plain, TEXT)
-    open_doc(client, strict_uri, TEXT)
+    open_doc(client, plain, text)
+    open_doc(client, strict_uri, text)
     return client, plain, strict_uri
 
 
@@ -164,3 +167,36 @@ async def test_a_folders_disabled_in_applies_to_its_files_only(
     )
     assert in_plain == 1, f"plain took strict's disabled_in: asked {in_plain}x"
     assert strict_code == 1, f"strict's code outside comments got no completion: {strict_code}"
+
+
+async def test_a_folders_prompt_budget_applies_to_its_files_only(
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI]
+) -> None:
+    """`remote.max_prompt_chars` (tighten-only: how much of a file leaves) from the folder
+    that holds the file: strict's escalations carry at most its 256 characters of code,
+    plain's the window's default. Before, the pipeline's (window) settings sized every
+    plan, and strict sent as much as plain."""
+    local, remote = fakes
+    local.script(INVALID, always=True)
+    remote.script(REMOTE, always=True)
+    long_text = TEXT + "".join(f"value_{i} = {i}  # filler below the cursor\n" for i in range(200))
+    client, plain, strict_uri = await two_folders(
+        tmp_path, fakes, {"remote": {"max_prompt_chars": 256}}, long_text
+    )
+
+    def prompts() -> list[str]:
+        return [r.json()["prompt"] for r in remote.received("/v1/completions")]
+
+    try:
+        await eventually(
+            lambda: ask(client, plain, RETURN), lambda: sent(remote) > 0, "plain escalates"
+        )
+        before = sent(remote)
+        await ask(client, strict_uri, RETURN)
+        await ask(client, plain, RETURN)
+        strict_prompt, plain_prompt = prompts()[before : before + 2]
+    finally:
+        await stop(client)
+    # The prompt holds the code and the FIM template's few markers.
+    assert len(strict_prompt) <= 256 + 100, (len(strict_prompt), strict_prompt)
+    assert len(plain_prompt) > 2000, len(plain_prompt)

@@ -194,15 +194,21 @@ class Pipeline:
         return resolve_rules(self._settings, self.local_model)
 
     # -- plan ----------------------------------------------------------------
-    def planning(self) -> Planning:
-        """What a plan reads now: the settings of this moment, the local backend, the
-        context kept per (document, tier)."""
-        return Planning(self.settings, self.local, self._sticky)
+    def planning(self, ctx: CompletionContext | None = None) -> Planning:
+        """What a plan reads now: the settings of this moment (for `ctx`, its file's
+        own, which its folders may have tightened), the local backend, the context kept
+        per (document, tier)."""
+        s = self.settings
+        if ctx is not None and ctx.settings is not None:
+            # The privacy of this moment: a change reaches plans made after it (the
+            # folders' own privacy keys are the plan's `FolderRules`, judged at the gate).
+            s = attrs.evolve(ctx.settings, privacy=s.privacy)
+        return Planning(s, self.local, self._sticky)
 
     def local_budget(self, ctx: CompletionContext | None = None) -> TierBudget:
         """The local tier's total prompt and prediction budget, from its measured speed;
         at `ctx`, the prompt as large as the KV cache allows (`kv_window`)."""
-        return sized_budget(ctx, self.planning())
+        return sized_budget(ctx, self.planning(ctx))
 
     async def prefill(self, ctx: CompletionContext) -> dict[str, object] | None:
         """Evaluate the prompt a local request at `ctx` would send, ahead of it, at low
@@ -211,7 +217,7 @@ class Pipeline:
         fill = getattr(self.local, "prefill", None)
         if fill is None:
             return None
-        return await prefill(fill, ctx, self.planning())
+        return await prefill(fill, ctx, self.planning(ctx))
 
     # -- the sequence ----------------------------------------------------------
     async def complete(self, ctx: CompletionContext, rules: Rules | None = None) -> RouteDecision:
@@ -233,7 +239,7 @@ class Pipeline:
             return cached_decision(
                 hit, ctx, rules, models, total_ms=total_ms, context_sharing=sharing
             )
-        req = sequence.plan(ctx, rules, models, t0, self.planning())
+        req = sequence.plan(ctx, rules, models, t0, self.planning(ctx))
         rec, cacheable = await sequence.run(self, req, access)
         if cacheable and rec.route != "none" and rec.completion:
             self.cache.put(
@@ -285,7 +291,7 @@ class Pipeline:
         ctx = req.ctx
         if ctx.settled is not None and not await asyncio.shield(ctx.settled):
             raise asyncio.CancelledError  # typing went on: a newer request replaces this one
-        env, single = self.planning(), not req.multiline
+        env, single = self.planning(ctx), not req.multiline
         planned = plan_tier(ctx, "remote", None, env, deadline=req.deadline, single_line=single)
         planned = attrs.evolve(planned, request=attrs.evolve(planned.request, draft=draft))
         remote = await call_remote(

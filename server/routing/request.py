@@ -17,6 +17,7 @@ from ..syntax import Position, SyntaxDocument
 from ..vocab.verdict import Verdict
 
 if TYPE_CHECKING:
+    from ..settings.config import Settings
     from ..workspace.crossfile import Candidate
     from ..workspace.recent_edits import EditChunk
 
@@ -52,6 +53,10 @@ class CompletionContext:
     # Typing has stopped (the debounce): the local tier may start before it, the remote
     # tier waits for it (True) and is never asked when a newer request came (False).
     settled: Awaitable[bool] | None = attrs.field(default=None, eq=False, repr=False)
+    # The file's own settings: the window's with the tighten-only keys of the workspace
+    # folders that hold it (`Session.settings_for`). Plans are sized by them (prompt and
+    # context budgets); None: the pipeline's.
+    settings: Settings | None = attrs.field(default=None, eq=False, repr=False)
 
 
 class Gate(Protocol):

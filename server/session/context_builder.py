@@ -118,7 +118,7 @@ class ContextBuilder:
             anchor_doc = SyntaxDocument(copy, st.language or None, lazy=True)
         ctx = attrs.evolve(window, document=Anchor(anchor_doc, position))
         roots = self.roots()
-        ctx = attrs.evolve(ctx, roots=roots, folders=self._folders(roots))
+        ctx = attrs.evolve(ctx, roots=roots, folders=self._folders(roots), settings=settings)
         if settings.completion.context == "workspace":
             try:
                 cands = self._crossfile(st, text, offset, settings)

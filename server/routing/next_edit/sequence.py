@@ -122,7 +122,9 @@ class EditSteps:
         remote = self.p.remote
         assert remote is not None
         started = self.p.now()
-        planned = plan_edit(self.ereq, "remote", self.p.planning(), deadline=req.deadline)
+        planned = plan_edit(
+            self.ereq, "remote", self.p.planning(self.ereq.ctx), deadline=req.deadline
+        )
 
         async def judge(result: Completion) -> tuple[str, Truncation | None, float | None]:
             rw = rewritten(result.text, result.finish_reason)
@@ -177,7 +179,7 @@ async def suggest(pipeline: Pipeline, ereq: EditRequest, rules: router.Rules) ->
     """The edit after this one at `ereq`'s cursor: the completion sequence's steps over
     next-edit requests, then the chosen rewrite made the one edit shown."""
     t0 = pipeline.now()
-    env = pipeline.planning()
+    env = pipeline.planning(ereq.ctx)
     ne = ereq.settings(env)
     rules = attrs.evolve(rules, threshold=ne.threshold, k=ALL_TOKENS)
     access = pipeline.access(ereq.ctx)

@@ -2,7 +2,7 @@
 edit, through `synconfroute serve` over stdio, local tier only (the Ollama fake).
 
     .venv/bin/python -m bench.next_edit [--rounds 40] [--token-ms 0] [--region-lines 5]
-                                        [--embedded]
+                                        [--embedded] [--paced]
 
 The fake Ollama answers each prompt's own editable region rewritten (a rename carried
 to the lines below, tests/fakes/next_edit.py), `--token-ms` apart per token (0: the
@@ -11,6 +11,9 @@ variable, so the server sees a new version and a new prompt; we print p50 and p9
 With `--embedded` the local tier is the embedded default (SmolLM2-135M, llama.cpp in a
 worker process) instead: not a next-edit model, so this times the request to its answer
 (an edit or none) with the default `next_edit.max_tokens` and `completion.deadline_ms`.
+Every request asks the model (`next_edit.only_in_time = false`): with `--paced` the
+server's default holds, and a local model too slow for next edits stops being asked
+after a few late rewrites (those requests then take no model time at all).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ async def main() -> None:
     ap.add_argument("--token-ms", type=float, default=0.0)
     ap.add_argument("--region-lines", type=int, default=5)
     ap.add_argument("--embedded", action="store_true", help="the embedded default as local tier")
+    ap.add_argument("--paced", action="store_true", help="keep next_edit.only_in_time on")
     args = ap.parse_args()
 
     def carry(region: str) -> str:  # the rename just typed, carried to its use below
@@ -57,7 +61,8 @@ async def main() -> None:
             Path(tmp),
             local_url=None if args.embedded else fake.url,
             local_backend="embedded" if args.embedded else "ollama",
-            extra=f"[next_edit]\nregion_lines = {args.region_lines}\n",
+            extra=f"[next_edit]\nregion_lines = {args.region_lines}\n"
+            f"only_in_time = {'true' if args.paced else 'false'}\n",
         )
         client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
         uri = (ROOT / "src" / "bench_next_edit.py").as_uri()
@@ -94,7 +99,9 @@ async def main() -> None:
     tier = "embedded default" if args.embedded else f"Ollama fake ({args.token_ms:g} ms/token)"
     print(
         f"copilotInlineEdit, {tier}, region "
-        f"+-{args.region_lines} lines, {args.rounds} rounds, {shown} edits shown"
+        f"+-{args.region_lines} lines, {args.rounds} rounds, {shown} edits shown, "
+        f"{'' if args.embedded else f'{len(model.prompts)} asked of the fake model'}"
+        f"{', paced (next_edit.only_in_time)' if args.paced else ''}"
     )
     print(
         f"request -> edit: p50 {statistics.median(times):.1f} ms, p90 {pct(times, 0.9):.1f} ms, "

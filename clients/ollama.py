@@ -227,9 +227,10 @@ class OllamaBackend:
             hint="check that Ollama is still running (`ollama ps`)",
         )
 
-    def _status_error(self, status: int, msg: str, path: str) -> BackendError:
+    def _status_error(self, status: int, msg: str, path: str, asked: str = "") -> BackendError:
+        model = asked or self._model
+
         def words(failure: Failure) -> tuple[str, str]:
-            model = self._model
             said: dict[Failure, tuple[str, str]] = {
                 "auth": (
                     f"Ollama at {self._url} refused the request ({status}): {msg}",
@@ -276,13 +277,13 @@ class OllamaBackend:
 
         return status_error(status, msg, words, backend=BACKEND)
 
-    async def _check(self, resp: httpx.Response, path: str) -> None:
-        """Raise the mapped error unless the answer is 200."""
+    async def _check(self, resp: httpx.Response, path: str, model: str = "") -> None:
+        """Raise the mapped error unless the answer is 200 (`model`: the one asked)."""
         if resp.status_code == 200:
             self._backoff.succeeded(self._url)
             return
         await resp.aread()
-        err = self._status_error(resp.status_code, _error_text(resp), path)
+        err = self._status_error(resp.status_code, _error_text(resp), path, model)
         kind: Kind | None = kind_of_status(resp.status_code)
         if kind is not None:
             wait = retry_after(resp.headers.get("retry-after"))
@@ -357,7 +358,7 @@ class OllamaBackend:
         return _Plan(mode="prefix-only", prompt=prefix, raw=True, stop=stop) if prefix else None
 
     def _body(self, plan: _Plan, request: CompletionRequest) -> bytes:
-        payload: dict[str, Any] = {"model": self._model, "prompt": plan.prompt}
+        payload: dict[str, Any] = {"model": request.model or self._model, "prompt": plan.prompt}
         if plan.suffix is not None:
             payload["suffix"] = plan.suffix
         if plan.raw:
@@ -381,7 +382,8 @@ class OllamaBackend:
         return self._stream(request, Sent())
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        return await complete_streamed(self._stream, request, backend=BACKEND, model=self._model)
+        model = request.model or self._model
+        return await complete_streamed(self._stream, request, backend=BACKEND, model=model)
 
     async def _stream(self, request: CompletionRequest, sent: Sent) -> AsyncGenerator[Chunk, None]:
         if (held := self._backoff.held(self._url)) is not None:
@@ -423,7 +425,7 @@ class OllamaBackend:
                 hint=DEADLINE_HINT,
             )
             try:
-                await self._check(resp, "/api/generate")
+                await self._check(resp, "/api/generate", request.model)
             except FimUnsupported:
                 if retried or plan.suffix is None:
                     raise

@@ -345,7 +345,7 @@ class OpenAIBackend:
             prompt = templates.with_context(request)
         stops.extend(s for s in request.stop if s and s not in stops)
         body: dict[str, Any] = {
-            "model": self._model,
+            "model": request.model or self._model,
             "prompt": prompt,
             "max_tokens": request.max_tokens,
             "temperature": request.temperature,
@@ -380,7 +380,8 @@ class OpenAIBackend:
 
     async def plain(self, request: CompletionRequest) -> Completion:
         """An escalation that generates every token (no draft verified)."""
-        return await complete_streamed(self._generate, request, backend=BACKEND, model=self._model)
+        model = request.model or self._model
+        return await complete_streamed(self._generate, request, backend=BACKEND, model=model)
 
     # -- verified escalation (clients/_verify.py) ----------------------------
     async def verify_supported(self, request: CompletionRequest) -> bool:
@@ -628,13 +629,13 @@ class OpenAIBackend:
         if status >= 500 or status in (408, 429):
             wait = retry_after(resp.headers.get("retry-after"))
             raise _Retry(f"HTTP {status}: {message}", status=status, retry_after=wait)
-        err = await self._http_error(url, status, message)
+        err = await self._http_error(url, status, message, request.model or self._model)
         if isinstance(err, BadCredentials):
             # The same key will be refused again: stop asking until the settings change.
             self._backoff.failed(url, err, "auth")
         raise err
 
-    async def _http_error(self, url: str, status: int, message: str) -> BackendError:
+    async def _http_error(self, url: str, status: int, message: str, model: str) -> BackendError:
         """A 4xx answer (5xx, 408 and 429 fail over instead) as the shared mapping says."""
         served = await self._list_models(url) if failure_of(status, message) == "model" else []
 
@@ -655,7 +656,7 @@ class OpenAIBackend:
                 else:
                     hint = f"check the remote model name (GET {url}/models lists what the "
                     hint += "server has)"
-                return f"{url} has no model {self._model!r}: {message}", hint
+                return f"{url} has no model {model!r}: {message}", hint
             if failure in ("wrong_url", "unexpected"):
                 return (
                     f"{url}/completions answered HTTP {status} ({message})"

@@ -57,6 +57,9 @@ class CompletionRequest:
     # `prefix` is the whole prompt, sent as it is: no FIM template, no suffix, no
     # context headers (next-edit suggestions lay out their own prompt).
     raw: bool = False
+    # The model to ask instead of the backend's own (next edits' per-tier models); empty:
+    # the backend's. A server with one model (the embedded worker) answers with it.
+    model: str = ""
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or None."""

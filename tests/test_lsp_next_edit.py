@@ -16,6 +16,7 @@ from pytest_lsp import LanguageClient
 
 from tests.fakes import FakeOllama, FakeOpenAI
 from tests.fakes.next_edit import RewritingModel
+from tests.fakes.ollama import canonical
 from tests.lsp_harness import capabilities, open_doc, start, stop, workspace_file, write_config
 
 pytestmark = pytest.mark.timeout(120)
@@ -86,6 +87,11 @@ def apply(text: str, item: dict[str, Any]) -> str:
 def ledger(tmp_path: Path) -> list[dict[str, Any]]:
     path = tmp_path / "ledger.jsonl"
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def rows(tmp_path: Path) -> list[dict[str, Any]]:
+    """The ledger's decisions (not its shown/accepted/dismissed events)."""
+    return [e for e in ledger(tmp_path) if "route" in e]
 
 
 async def until(predicate: Callable[[], bool], within_s: float = 30.0) -> bool:
@@ -246,5 +252,124 @@ async def test_a_newer_request_supersedes_the_one_in_flight(
         # The older generation was abandoned: its connection closed before its end.
         gens = [r for r in local.received("/api/generate") if "editable_region" in r.body.decode()]
         assert len(gens) == 2 and gens[0].disconnected and not gens[0].finished, gens
+    finally:
+        await stop(client)
+
+
+async def test_each_tier_asks_its_own_next_edit_model(
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI]
+) -> None:
+    """`next_edit.local_model` / `remote_model` name the models next edits ask (a
+    Zeta-class model beside the completion model); completions keep `local.model`."""
+    local, remote = fakes
+    local.answer_for = RewritingModel(broken)  # type: ignore[attr-defined]
+    remote.answer_for = RewritingModel(rename)  # type: ignore[attr-defined]
+    # Each server has the next-edit model too (asked for one it lacks, it says 404).
+    local.models[canonical("zeta:7b")] = local._complete_info({"capabilities": ["completion"]})
+    remote.models.append("zed-industries/zeta")
+    cfg = write_config(
+        tmp_path,
+        local_url=local.url,
+        remote_url=remote.base_url,
+        extra='[next_edit]\nlocal_model = "zeta:7b"\nremote_model = "zed-industries/zeta"',
+    )
+    client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
+    uri = workspace_file("src/shop.py").as_uri()
+    routes: list[dict[str, Any]] = []
+
+    @client.feature("synconfroute/route")
+    def on_route(params: Any) -> None:
+        routes.append(_plain(params))
+
+    try:
+        type_rename(client, uri)
+        (item,) = (await edit_at(client, uri, 2, 1, 12))["edits"]
+        assert apply(TEXT, item) == RENAMED, item
+        asked = [
+            r.json()["model"]
+            for r in local.received("/api/generate")
+            if "editable_region" in r.body.decode()
+        ]
+        assert asked == ["zeta:7b"], asked
+        (sent,) = remote.received("/v1/completions")
+        assert sent.json()["model"] == "zed-industries/zeta"
+        # The route card names the models that answered.
+        assert await until(lambda: bool(routes)), routes
+        card = str(routes[-1])
+        assert "zeta:7b" in card and "zed-industries/zeta" in card, card
+        # A completion still asks the completion model.
+        await client.text_document_inline_completion_async(
+            t.InlineCompletionParams(
+                context=t.InlineCompletionContext(
+                    trigger_kind=t.InlineCompletionTriggerKind.Invoked
+                ),
+                text_document=t.TextDocumentIdentifier(uri),
+                position=t.Position(2, 0),
+            )
+        )
+        plain = [
+            r.json()["model"]
+            for r in local.received("/api/generate")
+            if "editable_region" not in r.body.decode()
+        ]
+        assert plain and set(plain) == {"qwen2.5-coder:3b"}, plain
+    finally:
+        await stop(client)
+
+
+@pytest.mark.parametrize("only_in_time", [True, False])
+async def test_next_edits_stop_while_the_local_model_is_too_slow_for_them(
+    tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI], only_in_time: bool
+) -> None:
+    """`next_edit.only_in_time`: a local model whose rewrites keep running out of
+    `next_edit.local_ms` would escalate every request, sending each region to the
+    cluster. After at most WINDOW late rewrites, requests ask no model at all and say
+    why (`local-too-slow`); with only_in_time off, every one escalates."""
+    from synconfroute.server.routing.next_edit.pace import WINDOW
+
+    local, remote = fakes
+    # ~60 tokens at 50 ms each: 3 s a rewrite, against a 300 ms budget.
+    local.answer_for = RewritingModel(rename, delay=0.05)  # type: ignore[attr-defined]
+    remote.answer_for = RewritingModel(rename)  # type: ignore[attr-defined]
+    cfg = write_config(
+        tmp_path,
+        local_url=local.url,
+        remote_url=remote.base_url,
+        extra=f"[next_edit]\nlocal_ms = 300\nonly_in_time = {str(only_in_time).lower()}",
+    )
+    client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
+    uri = workspace_file("src/shop.py").as_uri()
+    routes: list[dict[str, Any]] = []
+
+    @client.feature("synconfroute/route")
+    def on_route(params: Any) -> None:
+        routes.append(_plain(params))
+
+    def edit_prompts() -> int:
+        return sum("editable_region" in r.body.decode() for r in local.received("/api/generate"))
+
+    try:
+        type_rename(client, uri)
+        answers = []
+        for _ in range(WINDOW + 3):
+            answers.append(await edit_at(client, uri, 2, 1, 12))
+        escalated = len(remote.received("/v1/completions"))
+        seen = [(r["route"], r["reasons"]) for r in routes]
+        print(f"only_in_time={only_in_time}: {escalated} escalated of {len(answers)}")
+        if not only_in_time:
+            assert escalated == len(answers) and all(a["edits"] for a in answers), seen
+            return
+        assert 1 <= escalated <= WINDOW, (escalated, seen)
+        # Each escalation was a late local rewrite, and its edit was shown.
+        assert all(a["edits"] for a in answers[:escalated]), answers
+        # From then on: no edit, no model asked, and the card says why.
+        off = answers[escalated:]
+        assert off and all(a == {"edits": []} for a in off), answers
+        assert edit_prompts() <= escalated, (edit_prompts(), escalated)
+        # The ledger says why of each request (no route is sent for no edit).
+        assert await until(lambda: len(rows(tmp_path)) == len(answers)), rows(tmp_path)
+        why = [(e["route"], e["reasons"]) for e in rows(tmp_path)]
+        assert all(r == ("none", ["local-too-slow"]) for r in why[escalated:]), why
+        assert all(r == ("remote", ["local-timeout", "remote-ok"]) for r in why[:escalated]), why
     finally:
         await stop(client)

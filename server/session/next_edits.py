@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 
 from ..learning.decision_log import DecisionLog
+from ..routing.next_edit.pace import Pace
 from ..routing.next_edit.plan import EditRequest
 from ..routing.next_edit.sequence import NextEdit, suggest
 from ..routing.pipeline import Pipeline
@@ -66,6 +67,7 @@ class NextEdits:
         self._running: dict[str, asyncio.Future[NextEdit]] = {}  # per document, the latest
         self._shown: dict[str, str] = {}  # per document, the suggestion shown last
         self._docs_of: dict[str, str] = {}  # suggestion -> its document
+        self.pace = Pace()  # whether the local model answers in time (only_in_time)
 
     def version(self, uri: str, version: int) -> None:
         """The editor says the document is now at `version` (didOpen, didChange)."""
@@ -115,7 +117,7 @@ class NextEdits:
         if older is not None and not older.done():
             older.cancel()  # a newer request for the document: the older one's answer is stale
         pipeline.hold()  # a settings change must not close its backends meanwhile
-        inner = asyncio.ensure_future(suggest(pipeline, ereq, s.rules(s.settings(st))))
+        inner = asyncio.ensure_future(suggest(pipeline, ereq, s.rules(s.settings(st)), self.pace))
         inner.add_done_callback(lambda _: pipeline.release())
         self._running[key] = inner
         try:

@@ -544,7 +544,27 @@ class NextEditSettings:
         True,
         "Answer `textDocument/copilotInlineEdit` (copilot-lsp, sidekick.nvim, copilot.el, "
         "Zed): the local model rewrites the region around the cursor; an unsure or "
-        "file-breaking edit escalates to the remote tier under the same privacy rules.",
+        "file-breaking edit escalates to the remote tier under the same privacy rules. "
+        "Only where the local model answers in time (see `next_edit.only_in_time`).",
+    )
+    only_in_time: bool = _doc(
+        True,
+        "Suggest next edits only while the local model can rewrite a region within "
+        "`next_edit.local_ms` (its measured speed says so, and its last rewrites ended in "
+        "time): a local model too slow for next edits would send every request's region to "
+        "the cluster. Off: ask anyway (a slow local rewrite then escalates). With "
+        '`routing.policy = "remote"` the local speed does not matter.',
+    )
+    local_model: str = _doc(
+        "",
+        "Model the local server uses for next edits (an Ollama tag, or an OpenAI-compatible "
+        "local server's model id), e.g. a Zeta-class model; empty: `local.model`. The "
+        "embedded worker runs its one model (`local.model_path`) for both.",
+    )
+    remote_model: str = _doc(
+        "",
+        "Model the cluster uses for next edits (a model id the cluster serves at "
+        "`remote.url`); empty: `remote.model`.",
     )
     prompt_format: Literal["zeta", "plain"] = _doc(
         "zeta",
@@ -1047,6 +1067,7 @@ TIGHTEN_ONLY: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
     "completion.disabled_in": (lambda u, w: True, "add places (yours stay)"),
     "completion.languages": (_languages_subset, "narrow it (an empty list is every language)"),
     "next_edit.enabled": (_off_or_same(False), "turn it off"),
+    "next_edit.only_in_time": (_off_or_same(True), "turn it on"),
     "next_edit.region_lines": (_at_most, "lower it"),
     "next_edit.context_lines": (_at_most, "lower it"),
     "next_edit.threshold": (_at_most, "lower it"),

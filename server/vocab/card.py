@@ -22,6 +22,8 @@ WHY = {
     "empty-local": "the local model wrote nothing",
     "no-edit": "the local model rewrote the region unchanged, confidently: nothing to "
     "suggest, nothing escalated",
+    "local-too-slow": "the local model cannot rewrite a region within next_edit.local_ms, so "
+    "next edits are off for now and nothing was sent (next_edit.only_in_time)",
     "syntax-invalid": "the local code would break the file's syntax",
     "syntax-timeout": "the syntax check ran out of time",
     "syntax-skipped": "the file is larger than routing.syntax_max_bytes: syntax not checked",

@@ -27,6 +27,8 @@ class Reason(StrEnum):
     NO_LOGPROBS = "no-logprobs"
     EMPTY_LOCAL = "empty-local"
     NO_EDIT = "no-edit"  # next edit: the local model is sure the region needs no change
+    # Next edit: the local model cannot rewrite a region in time (next_edit.only_in_time)
+    LOCAL_TOO_SLOW = "local-too-slow"
     SYNTAX_INVALID = "syntax-invalid"
     SYNTAX_TIMEOUT = "syntax-timeout"
     SYNTAX_SKIPPED = "syntax-skipped"  # file over routing.syntax_max_bytes: not checked

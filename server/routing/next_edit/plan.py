@@ -68,6 +68,11 @@ def _edits(req: EditRequest, tier: Tier, env: Planning) -> tuple[list[EditChunk]
     return own[::-1], other[::-1]
 
 
+def model_for(ne: NextEditSettings, tier: Tier) -> str:
+    """The tier's next-edit model; empty: the tier's completion model."""
+    return ne.local_model if tier == "local" else ne.remote_model
+
+
 def plan_edit(
     req: EditRequest, tier: Tier, env: Planning, *, deadline: float | None
 ) -> TierRequest:
@@ -97,9 +102,10 @@ def plan_edit(
         priority=s.remote.request_priority(invoked=ctx.invoked) if tier == "remote" else None,
         affinity=remote_affinity(ctx, tier),
         plan=prompt_plan(ctx, tier, window_chars=window_chars, context=context),
+        model=model_for(s.next_edit, tier),
     )
     notes = tuple((display_path(p, ctx.roots), n, tier) for p, n in context)
     return TierRequest(tier, request, notes, len(text), None)
 
 
-__all__ = ["MAX_EDITS", "EditRequest", "plan_edit"]
+__all__ = ["MAX_EDITS", "EditRequest", "model_for", "plan_edit"]

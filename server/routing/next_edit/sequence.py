@@ -13,25 +13,33 @@ undefined name). The edit shown is the one range covering every change.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import attrs
 
+from synconfroute.clients._speed import Rates
+from synconfroute.clients.errors import BackendTimeout
 from synconfroute.clients.types import Completion
 
+from ...settings.config import NextEditSettings
 from ...vocab.record import Problem, RouteDecision, Truncation
 from .. import router, sequence
 from ..gating import Gating, gate_local
 from ..local_run import LocalLimits, run_local
 from ..pipeline import Pipeline
+from ..planner import TierRequest
 from ..remote_call import call_remote
 from ..request import CompletionContext
 from ..router import LocalEvidence, Reason, RemoteAccess
 from ..sequence import Req
-from ..steps import Gated, LocalStep, Outcome, RemoteStep
+from ..steps import Gated, LocalRun, LocalStep, Outcome, RemoteStep
 from . import answer
-from .plan import EditRequest, plan_edit
+from .pace import Pace
+from .plan import EditRequest, model_for, plan_edit
 from .prompt import Region
+
+log = logging.getLogger(__name__)
 
 ALL_TOKENS = 1 << 30  # the confidence is the mean over every changed token, not the first k
 
@@ -175,17 +183,44 @@ class EditSteps:
         return self.p.may_escalate_broken(req)
 
 
-async def suggest(pipeline: Pipeline, ereq: EditRequest, rules: router.Rules) -> NextEdit:
+def _too_slow(
+    pace: Pace | None,
+    pipeline: Pipeline,
+    local: TierRequest,
+    region: Region,
+    ne: NextEditSettings,
+    access: RemoteAccess,
+) -> str | None:
+    """Why the local model cannot answer this request in time (`next_edit.only_in_time`);
+    None: ask it. In time is within the local tier's budget of this request: its own
+    when it may escalate, else the whole deadline. The measured rates are the completion
+    model's: they judge only it."""
+    if pace is None or not ne.only_in_time:
+        return None
+    own = getattr(pipeline.local, "model", None)
+    rates = getattr(pipeline.local, "rates", None) if ne.local_model in ("", own) else None
+    rates = rates if isinstance(rates, Rates) else None
+    budget = ("next_edit.local_ms", ne.local_ms) if access == "ok" else None
+    name, ms = budget or ("next_edit.deadline_ms", ne.deadline_ms)
+    return pace.too_slow(rates, len(local.request.prefix), region.end - region.start, ms, name)
+
+
+async def suggest(
+    pipeline: Pipeline, ereq: EditRequest, rules: router.Rules, pace: Pace | None = None
+) -> NextEdit:
     """The edit after this one at `ereq`'s cursor: the completion sequence's steps over
-    next-edit requests, then the chosen rewrite made the one edit shown."""
+    next-edit requests, then the chosen rewrite made the one edit shown. With `pace`
+    (the session's), only while the local model answers in time."""
     t0 = pipeline.now()
     env = pipeline.planning(ereq.ctx)
     ne = ereq.settings(env)
     rules = attrs.evolve(rules, threshold=ne.threshold, k=ALL_TOKENS)
     access = pipeline.access(ereq.ctx)
     models = (
-        pipeline.local.model if pipeline.local else None,
-        pipeline.remote.model if pipeline.remote and access == "ok" else None,
+        (model_for(ne, "local") or pipeline.local.model) if pipeline.local else None,
+        (model_for(ne, "remote") or pipeline.remote.model)
+        if pipeline.remote and access == "ok"
+        else None,
     )
     deadline = t0 + ne.deadline_ms / 1000
     steps = EditSteps(pipeline, ereq, ereq.region(env))
@@ -201,7 +236,20 @@ async def suggest(pipeline: Pipeline, ereq: EditRequest, rules: router.Rules) ->
         local=local,
         multiline=True,
     )
+    paced = rules.policy != "remote" and local is not None
+    why = _too_slow(pace, pipeline, local, steps.region, ne, access) if paced and local else None
+    if why is not None:
+        # Off for now: asking would only time out and send the region to the cluster.
+        log.info("next edit: none (%s)", why)
+        off = Outcome(
+            route="none", reasons=(Reason.LOCAL_TOO_SLOW,), completion="", confidence=None
+        )
+        idle = LocalStep(LocalRun(), "", None)
+        return NextEdit(steps.record(req, off, (idle, idle, None), None, ()), None)
     first = await steps.local_step(req, access)
+    if paced and pace is not None:
+        run = first.run  # late: cut by its budget, or no token before the deadline
+        pace.observed(run.timed_out or isinstance(run.error, BackendTimeout))
     sure = steps.unchanged is not None and steps.unchanged >= rules.threshold
     if sure and rules.policy != "remote":
         # Nothing to change, and the model is sure of it: no edit, nothing escalated.

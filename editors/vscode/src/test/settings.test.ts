@@ -83,6 +83,7 @@ test("a workspace may set only the tighten-only keys (scope resource); the rest 
     "completion.recent_edits",
     "next_edit.context_lines",
     "next_edit.enabled",
+    "next_edit.only_in_time",
     "next_edit.region_lines",
     "next_edit.threshold",
     "privacy.local_only",

@@ -373,3 +373,33 @@ async def test_next_edits_stop_while_the_local_model_is_too_slow_for_them(
         assert all(r == ("remote", ["local-timeout", "remote-ok"]) for r in why[:escalated]), why
     finally:
         await stop(client)
+
+
+async def test_requests_made_while_typing_wait_for_the_pause_and_the_newest_wins(
+    tmp_path: Path, local_fake: FakeOllama
+) -> None:
+    """The completions' debounce (`editor.debounce_ms`, from the last keystroke): two
+    requests right after an edit ask the model once, for the newer; the older is
+    answered with no edit."""
+    local = local_fake
+    local.answer_for = model = RewritingModel(rename)  # type: ignore[attr-defined]
+    cfg = write_config(tmp_path, local_url=local.url)
+    text = cfg.read_text(encoding="utf-8").replace("debounce_ms = 0", "debounce_ms = 400")
+    cfg.write_text(text, encoding="utf-8")
+    client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
+    uri = workspace_file("src/shop.py").as_uri()
+    try:
+        type_rename(client, uri)
+        first = asyncio.ensure_future(edit_at(client, uri, 2, 1, 12))
+        second = asyncio.ensure_future(edit_at(client, uri, 2, 1, 12))
+        older, newer = await first, await second
+        assert older == {"edits": []}, older
+        (item,) = newer["edits"]
+        assert apply(TEXT, item) == RENAMED
+        assert len(model.prompts) == 1, model.prompts
+        # Long after the last keystroke: answered, one more prompt.
+        await asyncio.sleep(0.5)
+        assert (await edit_at(client, uri, 2, 1, 12))["edits"]
+        assert len(model.prompts) == 2
+    finally:
+        await stop(client)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import attrs
@@ -24,7 +25,7 @@ from ..routing.pipeline import Pipeline
 from ..routing.router import Rules
 from ..settings.config import Settings
 from ..vocab.record import RouteDecision
-from ..workspace.documents import DocState, DocumentNotOpen, DocumentStore, uri_key
+from ..workspace.documents import DocState, DocumentNotOpen, DocumentStore, debounce_s, uri_key
 from .context_builder import ContextBuilder
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class NextEdits:
         self._running: dict[str, asyncio.Future[NextEdit]] = {}  # per document, the latest
         self._shown: dict[str, str] = {}  # per document, the suggestion shown last
         self._docs_of: dict[str, str] = {}  # suggestion -> its document
+        self._asked: dict[str, int] = {}  # per document, requests made (the newest wins)
         self.pace = Pace()  # whether the local model answers in time (only_in_time)
 
     def version(self, uri: str, version: int) -> None:
@@ -78,6 +80,7 @@ class NextEdits:
     def forget(self, uri: str) -> None:
         """The document was closed."""
         self._versions.pop(uri_key(uri), None)
+        self._asked.pop(uri_key(uri), None)
 
     def _at(self, key: str, version: int) -> int | None:
         """The text's own version matching the editor's `version`; None: stale."""
@@ -97,6 +100,15 @@ class NextEdits:
             return None  # off, or the client's version is not the text's (stale)
         offset = st.text.offset(line, character)
         text = st.text.text
+        key = uri_key(uri)
+        self._asked[key] = mine = self._asked.get(key, 0) + 1
+        # The completions' debounce, counted from the last keystroke: a request made
+        # while typing waits for the pause; one made after it is not delayed.
+        wait = st.edited + debounce_s(st, settings.editor) - time.monotonic() if st.edited else 0
+        if wait > 0:
+            await asyncio.sleep(wait)
+            if self._asked.get(key) != mine or st.text.version != own:
+                return None  # typed meanwhile, or a newer request came: no model asked
         await s.await_workspace()
         pipeline = await s.pipeline()
         if st.text.version != own:
@@ -111,7 +123,6 @@ class NextEdits:
         ereq = EditRequest(
             ctx=ctx, text=text, cursor=offset, recent=recent, next_edit=settings.next_edit
         )
-        key = uri_key(uri)
         self._dismiss(key)  # a new request: the one shown before was passed over
         older = self._running.get(key)
         if older is not None and not older.done():

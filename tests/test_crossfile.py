@@ -476,3 +476,17 @@ async def test_a_file_made_private_mid_request_cancels_the_remote_call_that_carr
         await p.remote.aclose()  # type: ignore[union-attr]
     assert rec.route != "remote" and rec.completion != "sign_request(req, key)"
     assert any("privacy settings changed" in e for e in rec.errors)
+
+
+def test_the_repo_name_is_the_innermost_open_folder_holding_the_file() -> None:
+    """`<|repo_name|>` in a multi-root window: the folder of the file being completed
+    (before: always the first folder's name, whichever folder held the file)."""
+    from synconfroute.server.session.context_builder import repo_name
+
+    roots = ("/w/billing", "/w/shop", "/w/shop/vendor/lib")
+    assert repo_name("/w/shop/src/cart.py", roots) == "shop"
+    assert repo_name("/w/shop/vendor/lib/x.py", roots) == "lib"
+    assert repo_name("/w/billing/a.py", roots) == "billing"
+    assert repo_name("/w/shopping/a.py", roots) == ""  # a name prefix is no parent
+    assert repo_name("/elsewhere/a.py", roots) == ""
+    assert repo_name("/w/shop/a.py", ("/w/shop/",)) == "shop"

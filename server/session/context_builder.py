@@ -62,6 +62,13 @@ async def in_daemon_thread(work: Callable[[], None], name: str) -> None:
     await done
 
 
+def repo_name(path: str, roots: Sequence[str]) -> str:
+    """The name repo-level prompts give the workspace (`<|repo_name|>`): the innermost
+    open folder holding `path` (each folder is its own project); "" when none does."""
+    holding = [r.rstrip("/") for r in roots if path.startswith(r.rstrip("/") + "/")]
+    return max(holding, key=len).rsplit("/", 1)[-1] if holding else ""
+
+
 class ContextBuilder:
     def __init__(
         self,
@@ -130,8 +137,7 @@ class ContextBuilder:
             chunks = [c for c in self.recent.recent(exclude=st.path) if self._still_holds(c)]
             ctx = attrs.evolve(ctx, recent_edits=tuple(chunks))
         if ctx.crossfile or ctx.recent_edits:
-            repo = roots[0].rstrip("/").rsplit("/", 1)[-1] if roots else ""
-            ctx = attrs.evolve(ctx, repo=repo)
+            ctx = attrs.evolve(ctx, repo=repo_name(st.path, roots))
         return ctx
 
     def changed(

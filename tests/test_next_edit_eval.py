@@ -81,7 +81,11 @@ async def test_the_table_local_alone_remote_alone_routed(
         ),
         make_gate(s.routing),
     )
-    rows = await score(tasks, p, p.rules(), repo)
+    seen: list[tuple[int, int, bool | None]] = []
+    rows = await score(
+        tasks, p, p.rules(), repo, lambda i, n, r, _s: seen.append((i, n, r.remote_exact))
+    )
+    assert seen == [(i + 1, len(tasks), True) for i in range(len(tasks))]  # progress per task
     out = table(built, rows)
     n = len(tasks)
     assert f"local alone    exact   0.0% (0/{n})" in out, out

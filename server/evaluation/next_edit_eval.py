@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -68,12 +68,29 @@ def _applied(task: EditTask, settings: Settings, region_text: str) -> str:
     return task.text[: r.start + e.start] + e.text + task.text[r.start + e.end :]
 
 
+def say(i: int, n: int, row: Scored, seconds: float) -> None:
+    """One task's line of progress (stderr: the table goes to stdout)."""
+    mark = {True: "exact", False: "wrong", None: "-"}
+    print(
+        f"  [{i}/{n}] {row.task.path}: local {mark[row.local_exact]}, "
+        f"remote {mark[row.remote_exact]}, routed {mark[row.routed_exact]} "
+        f"({row.route}, {seconds:.1f} s)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 async def score(
-    tasks: Sequence[EditTask], pipeline: Pipeline, rules: Rules, root: Path
+    tasks: Sequence[EditTask],
+    pipeline: Pipeline,
+    rules: Rules,
+    root: Path,
+    progress: Callable[[int, int, Scored, float], None] | None = None,
 ) -> list[Scored]:
     s = pipeline.settings
     out = []
     for task in tasks:
+        started = time.monotonic()
         req = edit_request(task, root, s)
         got = await suggest(pipeline, req, rules)
         rec = got.decision
@@ -100,6 +117,8 @@ async def score(
                 and bool(_GATE & set(rec.reasons)),
             )
         )
+        if progress is not None:
+            progress(len(out), len(tasks), out[-1], time.monotonic() - started)
     return out
 
 
@@ -140,10 +159,16 @@ async def run_next_edit(
     with tempfile.TemporaryDirectory() as tmp:
         repo = _checkout(history, Path(tmp))
         built = build(repo, region_lines=settings.next_edit.region_lines, max_tasks=limit)
+        print(
+            f"next-edit eval: {len(built.tasks)} tasks from {built.commits} commits; asking "
+            "the tiers (each task up to next_edit.deadline_ms, twice with a remote tier)",
+            file=sys.stderr,
+            flush=True,
+        )
         tiers = await build_tiers(settings)
         pipeline = build_pipeline(settings, tiers)
         try:
-            rows = await score(built.tasks, pipeline, rules, repo)
+            rows = await score(built.tasks, pipeline, rules, repo, say)
         finally:
             await tiers.aclose()
         return table(built, rows)

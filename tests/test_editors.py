@@ -863,15 +863,15 @@ def test_vscode_extension_inside_code_server(tmp_path: Path, vscode_vsix: Path) 
 
 
 @contextlib.contextmanager
-def _code_server_page(tmp_path: Path, vsix: Path, proj: Path) -> Iterator[Any]:
+def _code_server_page(tmp_path: Path, vsix: Path, proj: Path, **env_extra: str) -> Iterator[Any]:
     """code-server with the .vsix installed and `proj` open, in headless Chromium: the page,
     once the workbench shows. The extension starts this checkout's server, which reads
-    the settings file in `tmp_path` (write it first)."""
+    the settings file in `tmp_path` (write it first); `env_extra`: more environment."""
 
     code_server = _code_server_or_skip()
     from playwright.sync_api import sync_playwright
 
-    env = _env(tmp_path)
+    env = _env(tmp_path, **env_extra)
     exts, data = tmp_path / "extensions", tmp_path / "code-data"
     cs_dirs = ["--extensions-dir", str(exts), "--user-data-dir", str(data)]
     _run(
@@ -1089,7 +1089,10 @@ def test_vscode_next_edit_shown_as_ghost_text_and_accepted(
         # Completions (VS Code asks as the user types) get nothing: only the next edit shows.
         local.script(TokenScript.of("", logprob=-0.01), always=True)
         write_config(tmp_path, local_url=local.url)
-        with _code_server_page(tmp_path, vscode_vsix, proj) as page:
+        # The ledger on (in tmp_path's state dir): it records the shown and accepted events.
+        with _code_server_page(
+            tmp_path, vscode_vsix, proj, SYNCONFROUTE_EDITOR_LEDGER="true"
+        ) as page:
             timings["workbench shown"] = time.monotonic() - started
             try:
                 page.locator(
@@ -1169,6 +1172,14 @@ def test_vscode_next_edit_shown_as_ghost_text_and_accepted(
                     f"\nafter decorations: {page.evaluate(f'() => {_AFTER_TEXTS}')}"
                 ) from exc
     assert len(model.prompts) == 1, model.prompts
+    # The ledger: the next-edit decision, shown (didShowInlineEdit) and accepted (its
+    # command), each once.
+    ledger = tmp_path / "xdg_state_home" / "synconfroute" / "ledger.jsonl"
+    lines = [json.loads(x) for x in ledger.read_text(encoding="utf-8").splitlines()]
+    nes = [e["id"] for e in lines if e.get("task") == "next-edit"]
+    assert len(nes) == 1, lines
+    events = [k for e in lines for k in ("shown", "accepted", "dismissed") if e.get(k) == nes[0]]
+    assert events == ["shown", "accepted"], lines
     keep = os.environ.get("SYNCONFROUTE_E2E_SCREENSHOTS")
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)

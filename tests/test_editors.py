@@ -1188,6 +1188,84 @@ def test_vscode_next_edit_shown_as_ghost_text_and_accepted(
     print("code-server next edit:", ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
 
 
+def test_vscode_next_edit_that_deletes_comes_as_a_message_with_apply(
+    tmp_path: Path, vscode_vsix: Path
+) -> None:
+    """A next edit that deletes characters (`total` -> `sum`), which VS Code's ghost text
+    cannot draw, comes as a message quoting it; Apply makes the whole edit and accepts it
+    (issue 38)."""
+    import time
+
+    from tests.fakes.next_edit import RewritingModel
+
+    before = (
+        "def price(items):\n    total = 0\n    for item in items:\n"
+        "        total += item.cost\n    return total\n"
+    )
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / ".git").mkdir()
+    shop = proj / "shop.py"
+    shop.write_text(before, encoding="utf-8")
+
+    def rename(region: str) -> str:
+        return region.replace("total +=", "sum +=").replace("return total", "return sum")
+
+    model = RewritingModel(rename)
+    with FakeOllama() as local:
+        local.answer_for = model  # type: ignore[attr-defined]
+        local.script(TokenScript.of("", logprob=-0.01), always=True)
+        write_config(tmp_path, local_url=local.url)
+        with _code_server_page(tmp_path, vscode_vsix, proj) as page:
+            try:
+                page.locator(
+                    ".explorer-folders-view .monaco-list-row", has_text="shop.py"
+                ).first.click()
+                page.locator(".editor-instance .view-line", has_text="total = 0").first.click()
+                page.wait_for_function(
+                    "() => /no completion yet/.test(document.getElementById("
+                    "'synconfroute.synconfroute')?.getAttribute('aria-label'))"
+                )
+                # The user's edit: the word "total" on line 2 becomes "sum".
+                page.keyboard.press("Home")
+                page.keyboard.press("Control+Shift+ArrowRight")
+                page.keyboard.type("sum", delay=60)
+                page.wait_for_function(
+                    "() => [...document.querySelectorAll('.editor-instance .view-line')]"
+                    ".some(e => e.textContent.replace(/\\u00a0/g, ' ') === '    sum = 0')"
+                )
+                _palette(page, "SynConfRoute: Suggest Next Edit")
+                toast = page.locator(".notifications-toasts .notification-toast", has_text="→")
+                toast.first.wait_for()
+                message = toast.first.inner_text().replace("\xa0", " ")
+                assert 'SynConfRoute next edit, line 4: "total" → "sum"' in message, message
+                assert _line_texts(page)[3] == "        total += item.cost"  # not yet
+                toast.first.locator(".monaco-button", has_text="Apply").click()
+                page.keyboard.press("Control+S")
+                renamed = before.replace("total", "sum")
+                deadline = time.monotonic() + 60
+                while shop.read_text(encoding="utf-8") != renamed:
+                    assert time.monotonic() < deadline, shop.read_text(encoding="utf-8")
+                    time.sleep(0.2)
+                status = page.locator("[id='synconfroute.synconfroute']")
+                deadline = time.monotonic() + 60
+                while True:
+                    status.click()
+                    report = page.locator(".panel .view-lines", has_text="accepted")
+                    report.first.wait_for()
+                    text = report.first.inner_text().replace("\xa0", " ")
+                    accepted = int(text.rsplit(" accepted", 1)[0].rsplit(" ", 1)[-1])
+                    if accepted >= 1 or time.monotonic() > deadline:
+                        break
+                    time.sleep(1)
+                assert accepted == 1, text
+            except Exception as exc:
+                raise AssertionError(
+                    f"{exc}\nnext-edit prompts: {len(model.prompts)}"
+                    f"\nfile: {shop.read_text(encoding='utf-8')!r}"
+                ) from exc
+
+
 # -- JetBrains (LSP4IJ) and Helix: no editor here, so their files are checked for shape ----
 
 

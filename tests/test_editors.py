@@ -863,15 +863,15 @@ def test_vscode_extension_inside_code_server(tmp_path: Path, vscode_vsix: Path) 
 
 
 @contextlib.contextmanager
-def _code_server_page(tmp_path: Path, vsix: Path, proj: Path) -> Iterator[Any]:
+def _code_server_page(tmp_path: Path, vsix: Path, proj: Path, **env_extra: str) -> Iterator[Any]:
     """code-server with the .vsix installed and `proj` open, in headless Chromium: the page,
     once the workbench shows. The extension starts this checkout's server, which reads
-    the settings file in `tmp_path` (write it first)."""
+    the settings file in `tmp_path` (write it first); `env_extra`: more environment."""
 
     code_server = _code_server_or_skip()
     from playwright.sync_api import sync_playwright
 
-    env = _env(tmp_path)
+    env = _env(tmp_path, **env_extra)
     exts, data = tmp_path / "extensions", tmp_path / "code-data"
     cs_dirs = ["--extensions-dir", str(exts), "--user-data-dir", str(data)]
     _run(
@@ -1033,6 +1033,237 @@ def test_vscode_reports_the_resting_cursor_and_the_completion_starts_warm(
     )
     print("vscode prompt reuse after the reported rest:", share, w0, before, after)
     assert share > 0.9, (w0, before, after)
+
+
+# The texts of the editor's `after` decorations (CSS ::after content), unquoted.
+_AFTER_TEXTS = (
+    "[...document.querySelectorAll('.editor-instance .view-line span')]"
+    ".map(e => getComputedStyle(e, '::after').content)"
+    ".filter(c => c.startsWith('\"')).map(c => JSON.parse(c))"
+)
+
+
+def _palette(page: Any, title: str) -> None:
+    """Run the command `title` from the command palette (F1), as a user does."""
+    page.keyboard.press("F1")
+    box = page.locator(".quick-input-widget input")
+    box.first.wait_for()
+    box.first.fill(f">{title}")
+    page.locator(".quick-input-list .monaco-list-row", has_text=title).first.wait_for()
+    page.keyboard.press("Enter")
+
+
+def test_vscode_next_edit_shown_as_ghost_text_and_accepted(
+    tmp_path: Path, vscode_vsix: Path
+) -> None:
+    """In code-server: the user renames `total` to `subtotal` on one line and runs
+    SynConfRoute: Suggest Next Edit; the server's copilotInlineEdit answer (one edit over
+    the two lines below) is offered as InlineCompletionItems with replacing ranges, one
+    line at a time (what VS Code's stable API draws as ghost text); Tab takes each, and
+    the last one's command reaches the server, which counts the acceptance (issue 38).
+    The screenshot goes to $SYNCONFROUTE_E2E_SCREENSHOTS if set."""
+    import time
+
+    from tests.fakes.next_edit import RewritingModel
+
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    before = (
+        "def price(items):\n    total = 0\n    for item in items:\n"
+        "        total += item.cost\n    return total\n"
+    )
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / ".git").mkdir()
+    shop = proj / "shop.py"
+    shop.write_text(before, encoding="utf-8")
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+
+    def rename(region: str) -> str:
+        return region.replace("total +=", "subtotal +=").replace("return total", "return subtotal")
+
+    model = RewritingModel(rename)
+    with FakeOllama() as local:
+        local.answer_for = model  # type: ignore[attr-defined]
+        # Completions (VS Code asks as the user types) get nothing: only the next edit shows.
+        local.script(TokenScript.of("", logprob=-0.01), always=True)
+        write_config(tmp_path, local_url=local.url)
+        # The ledger on (in tmp_path's state dir): it records the shown and accepted events.
+        with _code_server_page(
+            tmp_path, vscode_vsix, proj, SYNCONFROUTE_EDITOR_LEDGER="true"
+        ) as page:
+            timings["workbench shown"] = time.monotonic() - started
+            try:
+                page.locator(
+                    ".explorer-folders-view .monaco-list-row", has_text="shop.py"
+                ).first.click()
+                page.locator(".editor-instance .view-line", has_text="total = 0").first.click()
+                page.wait_for_function(
+                    "() => /no completion yet/.test(document.getElementById("
+                    "'synconfroute.synconfroute')?.getAttribute('aria-label'))"
+                )
+                timings["server running"] = time.monotonic() - started
+                # The user's edit: Home goes to the first word of line 2, "sub" makes
+                # "total" "subtotal".
+                page.keyboard.press("Home")
+                page.keyboard.type("sub", delay=60)
+                page.wait_for_function(
+                    "() => [...document.querySelectorAll('.editor-instance .view-line')]"
+                    ".some(e => e.textContent.replace(/\\u00a0/g, ' ') === '    subtotal = 0')"
+                )
+                _palette(page, "SynConfRoute: Suggest Next Edit")
+                # The first piece: "sub" before "total" on line 4, drawn, not in the text.
+                page.wait_for_function(
+                    "() => [...document.querySelectorAll('.ghost-text-decoration')]"
+                    ".map(e => e.textContent).join('') === 'sub'"
+                )
+                timings["next edit shown"] = time.monotonic() - started
+                lines = _line_texts(page)
+                assert lines[3] == "        subtotal += item.cost", lines
+                assert lines[4] == "    return total", lines
+                # The piece after it, in view: line 5 ends with the text it will read.
+                page.wait_for_function(f"() => ({_AFTER_TEXTS}).includes('→ return subtotal')")
+                page.screenshot(path=str(shots / "vscode-next-edit.png"))
+                page.keyboard.press("Tab")
+                # The next piece, on line 5, once the first is in.
+                page.wait_for_function(
+                    "() => { const ls = [...document.querySelectorAll("
+                    "'.editor-instance .view-lines .view-line')].sort((a, b) => "
+                    "parseFloat(a.style.top) - parseFloat(b.style.top)).map(e => "
+                    "e.textContent.replace(/\\u00a0/g, ' ')); return ls[4] === "
+                    "'    return subtotal' && [...document.querySelectorAll("
+                    "'.ghost-text-decoration')].map(e => e.textContent).join('') === 'sub' }"
+                )
+                timings["second piece shown"] = time.monotonic() - started
+                page.keyboard.press("Tab")
+                page.keyboard.press("Control+S")
+                renamed = before.replace("total", "subtotal")
+                deadline = time.monotonic() + 60
+                while shop.read_text(encoding="utf-8") != renamed:
+                    assert time.monotonic() < deadline, shop.read_text(encoding="utf-8")
+                    time.sleep(0.2)
+                timings["file saved"] = time.monotonic() - started
+                # The status report: the acceptance reached the server.
+                status = page.locator("[id='synconfroute.synconfroute']")
+                deadline = time.monotonic() + 60
+                while True:
+                    status.click()
+                    report = page.locator(".panel .view-lines", has_text="accepted")
+                    report.first.wait_for()
+                    text = report.first.inner_text().replace("\xa0", " ")
+                    # The last report's figure (each click adds one).
+                    accepted = int(text.rsplit(" accepted", 1)[0].rsplit(" ", 1)[-1])
+                    if accepted >= 1 or time.monotonic() > deadline:
+                        break
+                    time.sleep(1)
+                assert accepted == 1, text
+                timings["acceptance counted"] = time.monotonic() - started
+            except Exception as exc:
+                page.keyboard.press("Escape")
+                page.locator("[id='synconfroute.synconfroute']").click()  # the output
+                page.wait_for_timeout(2000)
+                output = page.eval_on_selector_all(
+                    ".panel .view-line", "els => els.map(e => e.textContent)"
+                )
+                raise AssertionError(  # _code_server_page adds the screenshot and the log
+                    f"{exc}\nghost: {_ghost(page)!r}\nnext-edit prompts: {len(model.prompts)}"
+                    f"\nfile: {shop.read_text(encoding='utf-8')!r}\noutput: {output}"
+                    f"\nafter decorations: {page.evaluate(f'() => {_AFTER_TEXTS}')}"
+                ) from exc
+    assert len(model.prompts) == 1, model.prompts
+    # The ledger: the next-edit decision, shown (didShowInlineEdit) and accepted (its
+    # command), each once.
+    ledger = tmp_path / "xdg_state_home" / "synconfroute" / "ledger.jsonl"
+    lines = [json.loads(x) for x in ledger.read_text(encoding="utf-8").splitlines()]
+    nes = [e["id"] for e in lines if e.get("task") == "next-edit"]
+    assert len(nes) == 1, lines
+    events = [k for e in lines for k in ("shown", "accepted", "dismissed") if e.get(k) == nes[0]]
+    assert events == ["shown", "accepted"], lines
+    keep = os.environ.get("SYNCONFROUTE_E2E_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        for shot in shots.iterdir():
+            shutil.copy(shot, Path(keep) / shot.name)
+    print("code-server next edit:", ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+
+
+def test_vscode_next_edit_that_deletes_comes_as_a_message_with_apply(
+    tmp_path: Path, vscode_vsix: Path
+) -> None:
+    """A next edit that deletes characters (`total` -> `sum`), which VS Code's ghost text
+    cannot draw, comes as a message quoting it; Apply makes the whole edit and accepts it
+    (issue 38)."""
+    import time
+
+    from tests.fakes.next_edit import RewritingModel
+
+    before = (
+        "def price(items):\n    total = 0\n    for item in items:\n"
+        "        total += item.cost\n    return total\n"
+    )
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / ".git").mkdir()
+    shop = proj / "shop.py"
+    shop.write_text(before, encoding="utf-8")
+
+    def rename(region: str) -> str:
+        return region.replace("total +=", "sum +=").replace("return total", "return sum")
+
+    model = RewritingModel(rename)
+    with FakeOllama() as local:
+        local.answer_for = model  # type: ignore[attr-defined]
+        local.script(TokenScript.of("", logprob=-0.01), always=True)
+        write_config(tmp_path, local_url=local.url)
+        with _code_server_page(tmp_path, vscode_vsix, proj) as page:
+            try:
+                page.locator(
+                    ".explorer-folders-view .monaco-list-row", has_text="shop.py"
+                ).first.click()
+                page.locator(".editor-instance .view-line", has_text="total = 0").first.click()
+                page.wait_for_function(
+                    "() => /no completion yet/.test(document.getElementById("
+                    "'synconfroute.synconfroute')?.getAttribute('aria-label'))"
+                )
+                # The user's edit: the word "total" on line 2 becomes "sum".
+                page.keyboard.press("Home")
+                page.keyboard.press("Control+Shift+ArrowRight")
+                page.keyboard.type("sum", delay=60)
+                page.wait_for_function(
+                    "() => [...document.querySelectorAll('.editor-instance .view-line')]"
+                    ".some(e => e.textContent.replace(/\\u00a0/g, ' ') === '    sum = 0')"
+                )
+                _palette(page, "SynConfRoute: Suggest Next Edit")
+                toast = page.locator(".notifications-toasts .notification-toast", has_text="→")
+                toast.first.wait_for()
+                message = toast.first.inner_text().replace("\xa0", " ")
+                assert 'SynConfRoute next edit, line 4: "total" → "sum"' in message, message
+                assert _line_texts(page)[3] == "        total += item.cost"  # not yet
+                toast.first.locator(".monaco-button", has_text="Apply").click()
+                page.keyboard.press("Control+S")
+                renamed = before.replace("total", "sum")
+                deadline = time.monotonic() + 60
+                while shop.read_text(encoding="utf-8") != renamed:
+                    assert time.monotonic() < deadline, shop.read_text(encoding="utf-8")
+                    time.sleep(0.2)
+                status = page.locator("[id='synconfroute.synconfroute']")
+                deadline = time.monotonic() + 60
+                while True:
+                    status.click()
+                    report = page.locator(".panel .view-lines", has_text="accepted")
+                    report.first.wait_for()
+                    text = report.first.inner_text().replace("\xa0", " ")
+                    accepted = int(text.rsplit(" accepted", 1)[0].rsplit(" ", 1)[-1])
+                    if accepted >= 1 or time.monotonic() > deadline:
+                        break
+                    time.sleep(1)
+                assert accepted == 1, text
+            except Exception as exc:
+                raise AssertionError(
+                    f"{exc}\nnext-edit prompts: {len(model.prompts)}"
+                    f"\nfile: {shop.read_text(encoding='utf-8')!r}"
+                ) from exc
 
 
 # -- JetBrains (LSP4IJ) and Helix: no editor here, so their files are checked for shape ----

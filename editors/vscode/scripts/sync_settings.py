@@ -61,6 +61,7 @@ COMMANDS = [
     {"command": "synconfroute.client.showStatus", "title": "Show Status"},
     {"command": "synconfroute.client.toggleLocalOnly", "title": "Toggle Local-Only"},
     {"command": "synconfroute.client.restartServer", "title": "Restart Server"},
+    {"command": "synconfroute.client.suggestNextEdit", "title": "Suggest Next Edit"},
 ]
 
 SETTINGS_NOTE = (

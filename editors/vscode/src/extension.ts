@@ -12,7 +12,8 @@ import {
   TransportKind,
 } from "vscode-languageclient/node";
 import { CURSOR_NOTIFICATION, CursorReporter } from "./cursor";
-import { COMMANDS, LANGUAGES } from "./ids";
+import { COMMANDS, LANGUAGES, NEXT_EDIT_STEP } from "./ids";
+import { NextEditView } from "./nextEditView";
 import { resolveServerCommand } from "./serverCommand";
 import {
   SECTION,
@@ -47,6 +48,8 @@ const cursor = new CursorReporter((params) => {
     void client.sendNotification(CURSOR_NOTIFICATION, params).catch(() => undefined);
   }
 });
+// Next-edit suggestions, offered through the inline completions (nextEditView.ts).
+const nextEdits = new NextEditView(() => client, (line) => output.appendLine(line));
 const DOCUMENTS: { scheme: string; language: string }[] = LANGUAGES.flatMap((language) => [
   { scheme: "file", language },
   { scheme: "untitled", language },
@@ -130,6 +133,8 @@ async function startClient(): Promise<void> {
     outputChannel: output,
     synchronize: { configurationSection: SECTION },
     middleware: {
+      provideInlineCompletionItems: (document, position, context, token, next) =>
+        nextEdits.provide(document, position, context, token, next),
       workspace: {
         // Answer section "synconfroute" with the settings the user set (no defaults, no
         // extension-only keys): the server's settings file keeps its say for the rest.
@@ -253,9 +258,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand(COMMANDS.toggleLocalOnly, toggleLocalOnly),
     vscode.commands.registerCommand(COMMANDS.showStatus, showStatus),
     vscode.commands.registerCommand(COMMANDS.restartServer, restart),
+    vscode.commands.registerCommand(COMMANDS.suggestNextEdit, () => nextEdits.suggest()),
+    vscode.commands.registerCommand(NEXT_EDIT_STEP, (id: number) => nextEdits.showNext(id)),
     vscode.window.onDidChangeActiveTextEditor(cursorMoved),
-    vscode.window.onDidChangeTextEditorSelection((e) => cursorMoved(e.textEditor)),
+    vscode.window.onDidChangeTextEditorSelection((e) => {
+      cursorMoved(e.textEditor);
+      nextEdits.selectionChanged(e);
+    }),
     { dispose: () => cursor.cancel() },
+    { dispose: () => nextEdits.dispose() },
     vscode.workspace.onDidChangeConfiguration(async (e) => {
       const where = userOnly.some((k) => e.affectsConfiguration(`${SECTION}.${k}`));
       if (e.affectsConfiguration(`${SECTION}.server`) || where) {

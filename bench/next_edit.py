@@ -97,12 +97,17 @@ async def main() -> None:
         finally:
             await stop(client)
     tier = "embedded default" if args.embedded else f"Ollama fake ({args.token_ms:g} ms/token)"
-    print(
-        f"copilotInlineEdit, {tier}, region "
-        f"+-{args.region_lines} lines, {args.rounds} rounds, {shown} edits shown, "
-        f"{'' if args.embedded else f'{len(model.prompts)} asked of the fake model'}"
-        f"{', paced (next_edit.only_in_time)' if args.paced else ''}"
-    )
+    parts = [
+        f"copilotInlineEdit, {tier}",
+        f"region +-{args.region_lines} lines",
+        f"{args.rounds} rounds",
+        f"{shown} edits shown",
+    ]
+    if not args.embedded:
+        parts.append(f"{len(model.prompts)} asked of the fake model")
+    if args.paced:
+        parts.append("paced (next_edit.only_in_time)")
+    print(", ".join(parts))
     print(
         f"request -> edit: p50 {statistics.median(times):.1f} ms, p90 {pct(times, 0.9):.1f} ms, "
         f"min {min(times):.1f} ms"

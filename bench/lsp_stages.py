@@ -11,7 +11,9 @@ It prints, per inlineCompletion, the p50 and p90 in µs of each stage (`STAGES`:
 client's write through the server's read, parsing, dispatch, the session's steps, the
 backend, the route notification and the response, to the client's parse), and the added
 time the way bench.lsp counts it: the round trip minus the backend called directly from
-the client (an httpx call in the client's process), with its spread over the rounds.
+the client (an httpx call in the client's process), with its spread over the rounds;
+and the round trip minus the server's own backend span, which leaves the client's
+direct call (and its noise) out.
 
 With SYNCONFROUTE_STAGES_PROFILE=PATH the server also writes a cProfile of its CPU time
 (not wall time) there, for `python -m pstats PATH`. A figures-only script: it asserts
@@ -282,6 +284,10 @@ def _p(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
+def _minus_backend(rows: list[dict[str, int]], a: str, b: str) -> list[float]:
+    return [(r[b] - r[a] - (r["backend_end"] - r["backend"])) / 1000 for r in rows]
+
+
 def report(
     args: argparse.Namespace, rows: list[dict[str, int]], direct: list[float], via: list[float]
 ) -> None:
@@ -294,9 +300,12 @@ def report(
     for name, a, b in STAGES:
         line(name, [(r[b] - r[a]) / 1000 for r in rows if r.get(a) and r.get(b)])
     line("server: read -> written", [(r["written"] - r["read"]) / 1000 for r in rows])
-    outside = [(r["written"] - r["read"] - (r["backend_end"] - r["backend"])) / 1000 for r in rows]
-    line("server minus its backend", outside)
     line("client: sent -> parsed", [(r["parsed"] - r["sent"]) / 1000 for r in rows])
+    # What the server adds, without the client's own call to the backend: its backend
+    # span (first byte asked to last chunk) taken out of each round trip.
+    print("the round trip minus the server's own backend span (first request byte to last chunk)")
+    line("server: read -> response write", _minus_backend(rows, "read", "write"))
+    line("client: sent -> response parsed", _minus_backend(rows, "sent", "parsed"))
     md, ml = statistics.median(direct), statistics.median(via)
     added = [v - d for v, d in zip(via, direct, strict=True)]
     print("as bench.lsp counts it (plain JSON-RPC client)")

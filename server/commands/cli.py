@@ -176,6 +176,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         h.setLevel(level)
     # pygls logs whole messages (source code included) at INFO: only in debug mode.
     logging.getLogger("pygls").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    # httpx logs a line per model request at INFO ("HTTP Request: POST ..."), to stderr
+    # and the log file while the completion waits for it: only in debug mode too (our
+    # backends log their failures themselves).
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     path = _log_to_file(level)
     logging.getLogger(__name__).info("synconfroute %s serving; log file %s", __version__, path)
     from ..learning.ledger import default_path

@@ -21,7 +21,13 @@ from ..settings import config
 from ..syntax.languages import LANGUAGES
 from ..vocab.card import route_card, summary
 from ..vocab.positions import Encoding, PositionOutOfRange, advance
-from .transport import ANSWERED, DETAILS, TransportProtocol, without_traceback
+from .transport import (
+    ANSWERED,
+    DETAILS,
+    TransportProtocol,
+    notify_before_response,
+    without_traceback,
+)
 
 log = logging.getLogger(__name__)
 
@@ -614,12 +620,13 @@ def _notify_route(
 ) -> None:
     """The route of a completion (or, `kind` "next-edit", of a next-edit suggestion) as
     data (status bars, accept commands): sent before the response, so a client has it
-    when the completion arrives."""
+    when the completion arrives (written with the response, in one write)."""
     rec = done.decision
     card: Any = _markup(route_card(rec), _hover_formats(ls))
     if not isinstance(card, str):
         card = {"kind": card.kind.value, "value": card.value}
-    ls.protocol.notify(
+    notify_before_response(
+        ls.protocol,
         ROUTE_NOTIFICATION,
         {
             "uri": uri,

@@ -160,6 +160,11 @@ BAD_REQUESTS: list[tuple[str, str, Any]] = [
     ("hover malformed", "textDocument/hover", {"textDocument": None}),
     ("unknown method", "synconfroute/nothing", {}),
     ("unknown LSP method", "textDocument/copilotInlineEdit", _position(0, 0)),
+    (
+        "next edit beyond the end",
+        "textDocument/copilotInlineEdit",
+        {"textDocument": {"uri": DOC_URI, "version": 1}, "position": {"line": 99, "character": 0}},
+    ),
     ("unknown command", "workspace/executeCommand", {"command": "nope", "arguments": []}),
     (
         "accept with an object",
@@ -256,6 +261,11 @@ def test_every_kind_of_bad_request_gets_one_answer_and_no_message_holds_a_traceb
     assert not bad, bad
     unknown = [m for m in seen if "Unknown message" in json.dumps(m)]
     assert not unknown, unknown
+    # The server's own log: a client's bad request is one line, not an error with a
+    # traceback (pygls logs -32602 as an exception, and fails on an object id to cancel).
+    log = (tmp_path / "stderr.txt").read_text(encoding="utf-8", errors="replace")
+    assert "Traceback" not in log and "ERROR" not in log, log[-4000:]
+    assert "unhashable" not in log, log[-4000:]
 
 
 def test_exception_groups_and_chained_tracebacks_reach_the_client_without_them() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import ipaddress
 import json
 import logging
@@ -118,7 +119,11 @@ def _log_to_file(level: int) -> Path | None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         handler = logging.handlers.RotatingFileHandler(
-            folder / "server.log", maxBytes=2_000_000, backupCount=2, encoding="utf-8"
+            folder / "server.log",
+            maxBytes=2_000_000,
+            backupCount=2,
+            encoding="utf-8",
+            errors="backslashreplace",
         )
     except OSError as exc:
         logging.getLogger(__name__).warning("no log file: %s", exc)
@@ -381,7 +386,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    # stdout belongs to the LSP stream under `serve`: logs always go to stderr.
+    # stdout belongs to the LSP stream under `serve`: logs always go to stderr. A log line
+    # may quote what a client sent (a lone surrogate in a URI): escaped, never lost.
+    if isinstance(sys.stderr, io.TextIOWrapper):
+        sys.stderr.reconfigure(errors="backslashreplace")
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         stream=sys.stderr,

@@ -70,6 +70,7 @@ class _Protocol(TransportProtocol):
                 raise
             cause = exc.__cause__ or exc
             text = f"synconfroute: invalid {data['method']} request: {cause}"
+            log.info("answered request %s with error -32602: %s", data["id"], text)
             self._send_response(data["id"], error=JsonRpcInvalidParams(text).to_response_error())
             return ANSWERED  # handle_message drops it
 

@@ -17,14 +17,16 @@ import re
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from cattrs.errors import ClassValidationError
 from lsprotocol import types as t
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
+from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, LanguageServerProtocol
 from pygls.protocol.json_rpc import RPCMessage, RPCRequest
 from pygls.protocol.language_server import lsp_method
 
@@ -385,12 +387,47 @@ class TransportProtocol(LanguageServerProtocol):
             error = t.ResponseError(code=error.code, message=text)
         super()._send_response(msg_id, result, error)
 
+    def _send_handler_result(self, future: Future[Any], *, msg_id: Any) -> None:
+        # A request the client got wrong (a position outside the document, a malformed
+        # params object) is answered with its error and one log line: pygls would log it
+        # as an ERROR with a traceback and pop a message up in the editor, as for a crash.
+        exc = None if future.cancelled() else future.exception()
+        if isinstance(exc, JsonRpcInvalidParams | JsonRpcInvalidRequest):
+            self._request_futures.pop(msg_id, None)
+            log.info("answered request %s with error %d: %s", msg_id, exc.code, exc.message)
+            self._send_response(msg_id, error=exc.to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        # A cancel for a request already answered is the usual case (clients cancel as
+        # the user types on), and an id that is no JSON-RPC id names no request: neither
+        # is worth a warning (pygls warns, or fails on an unhashable id).
+        if not _valid_id(msg_id):
+            log.debug("ignored $/cancelRequest with id %s", _brief(msg_id))
+            return
+        future = self._request_futures.pop(msg_id, None)
+        if future is None:
+            log.debug("$/cancelRequest for %s: not running (answered already)", msg_id)
+        elif future.cancel():
+            log.debug("cancelled request %s", msg_id)
+
     def structure_message(self, data: dict[str, Any]) -> Any:
-        if "jsonrpc" in data:  # a message, not an object inside one
-            problem = envelope_problem(data)
-            if problem is not None:
-                raise InvalidEnvelope(problem, data)
-        return super().structure_message(data)
+        if "jsonrpc" not in data:  # an object inside a message
+            return data
+        problem = envelope_problem(data)
+        if problem is not None:
+            raise InvalidEnvelope(problem, data)
+        if "method" not in data:  # a response to our request: pygls knows its type
+            return super().structure_message(data)
+        # A request or notification: structured as pygls does, but params the client got
+        # wrong are its error (InvalidParams, answered and logged in one line), not an
+        # ERROR with a traceback in the log as pygls writes it.
+        kind = JsonRPCRequestMessage if "id" in data else JsonRPCNotification
+        try:
+            return self._converter.structure(data, self.get_message_type(data["method"]) or kind)
+        except ClassValidationError as exc:
+            raise JsonRpcInvalidParams() from exc
 
     def handle_message(self, message: RPCMessage | _Answered) -> None:
         if isinstance(message, _Answered):  # a request `structure_message` answered already

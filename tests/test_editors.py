@@ -1138,25 +1138,10 @@ def test_vscode_next_edit_shown_as_ghost_text_and_accepted(
                 timings["second piece shown"] = time.monotonic() - started
                 page.keyboard.press("Tab")
                 page.keyboard.press("Control+S")
-                renamed = before.replace("total", "subtotal")
-                deadline = time.monotonic() + 60
-                while shop.read_text(encoding="utf-8") != renamed:
-                    assert time.monotonic() < deadline, shop.read_text(encoding="utf-8")
-                    time.sleep(0.2)
+                _saved_as(shop, before.replace("total", "subtotal"))
                 timings["file saved"] = time.monotonic() - started
                 # The status report: the acceptance reached the server.
-                status = page.locator("[id='synconfroute.synconfroute']")
-                deadline = time.monotonic() + 60
-                while True:
-                    status.click()
-                    report = page.locator(".panel .view-lines", has_text="accepted")
-                    report.first.wait_for()
-                    text = report.first.inner_text().replace("\xa0", " ")
-                    # The last report's figure (each click adds one).
-                    accepted = int(text.rsplit(" accepted", 1)[0].rsplit(" ", 1)[-1])
-                    if accepted >= 1 or time.monotonic() > deadline:
-                        break
-                    time.sleep(1)
+                accepted, text = _accepted_count(page)
                 assert accepted == 1, text
                 timings["acceptance counted"] = time.monotonic() - started
             except Exception as exc:
@@ -1188,13 +1173,41 @@ def test_vscode_next_edit_shown_as_ghost_text_and_accepted(
     print("code-server next edit:", ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
 
 
+def _saved_as(path: Path, text: str, within_s: float = 60) -> None:
+    """Wait until the editor's save put `text` in `path` (a slow machine may take long)."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while path.read_text(encoding="utf-8") != text:
+        assert time.monotonic() < deadline, path.read_text(encoding="utf-8")
+        time.sleep(0.2)
+
+
+def _accepted_count(page: Any, within_s: float = 60) -> tuple[int, str]:
+    """Click the status item until the server's report counts an acceptance (or the
+    deadline passes): the last report's figure, and its text."""
+    import time
+
+    status = page.locator("[id='synconfroute.synconfroute']")
+    deadline = time.monotonic() + within_s
+    while True:
+        status.click()
+        report = page.locator(".panel .view-lines", has_text="accepted")
+        report.first.wait_for()
+        text = report.first.inner_text().replace("\xa0", " ")
+        # The last report's figure (each click adds one).
+        accepted = int(text.rsplit(" accepted", 1)[0].rsplit(" ", 1)[-1])
+        if accepted >= 1 or time.monotonic() > deadline:
+            return accepted, text
+        time.sleep(1)
+
+
 def test_vscode_next_edit_that_deletes_comes_as_a_message_with_apply(
     tmp_path: Path, vscode_vsix: Path
 ) -> None:
     """A next edit that deletes characters (`total` -> `sum`), which VS Code's ghost text
     cannot draw, comes as a message quoting it; Apply makes the whole edit and accepts it
     (issue 38)."""
-    import time
 
     from tests.fakes.next_edit import RewritingModel
 
@@ -1242,22 +1255,8 @@ def test_vscode_next_edit_that_deletes_comes_as_a_message_with_apply(
                 assert _line_texts(page)[3] == "        total += item.cost"  # not yet
                 toast.first.locator(".monaco-button", has_text="Apply").click()
                 page.keyboard.press("Control+S")
-                renamed = before.replace("total", "sum")
-                deadline = time.monotonic() + 60
-                while shop.read_text(encoding="utf-8") != renamed:
-                    assert time.monotonic() < deadline, shop.read_text(encoding="utf-8")
-                    time.sleep(0.2)
-                status = page.locator("[id='synconfroute.synconfroute']")
-                deadline = time.monotonic() + 60
-                while True:
-                    status.click()
-                    report = page.locator(".panel .view-lines", has_text="accepted")
-                    report.first.wait_for()
-                    text = report.first.inner_text().replace("\xa0", " ")
-                    accepted = int(text.rsplit(" accepted", 1)[0].rsplit(" ", 1)[-1])
-                    if accepted >= 1 or time.monotonic() > deadline:
-                        break
-                    time.sleep(1)
+                _saved_as(shop, before.replace("total", "sum"))
+                accepted, text = _accepted_count(page)
                 assert accepted == 1, text
             except Exception as exc:
                 raise AssertionError(

@@ -200,8 +200,9 @@ def _too_slow(
     own = getattr(pipeline.local, "model", None)
     rates = getattr(pipeline.local, "rates", None) if ne.local_model in ("", own) else None
     rates = rates if isinstance(rates, Rates) else None
-    budget = ("next_edit.local_ms", ne.local_ms) if access == "ok" else None
-    name, ms = budget or ("next_edit.deadline_ms", ne.deadline_ms)
+    may_escalate = access == "ok"
+    name = "next_edit.local_ms" if may_escalate else "next_edit.deadline_ms"
+    ms = ne.local_ms if may_escalate else ne.deadline_ms
     return pace.too_slow(rates, len(local.request.prefix), region.end - region.start, ms, name)
 
 

@@ -125,7 +125,6 @@ def _serve_instrumented(argv: list[str]) -> int:
                 yield chunk
         finally:
             await inner.aclose()  # as run_local closes the stream it was given
-            cur["stream_closed"] = now()
 
     setattr(OllamaBackend, "stream", stream)  # noqa: B010
 
@@ -197,8 +196,8 @@ STAGES: list[tuple[str, str, str]] = [
     ("planned -> backend stream starts", "planned", "backend"),
     ("backend: first chunk (the delay)", "backend", "first_chunk"),
     ("backend: first -> last chunk", "first_chunk", "backend_end"),
-    ("backend: stream closed", "backend_end", "stream_closed"),
-    ("gate", "stream_closed", "gated"),
+    # (the stream is closed after the response: `vocab.later`)
+    ("last chunk -> gated", "backend_end", "gated"),
     ("decide, record, ledger", "gated", "recorded"),
     ("recorded -> complete returns", "recorded", "complete_end"),
     ("route notification: build + send", "notify", "notify_end"),

@@ -17,6 +17,7 @@ from synconfroute.server.learning.adaptive import Adaptive
 from synconfroute.server.learning.ledger import Ledger, load
 from synconfroute.server.learning.stats import bucket, compute, wilson
 from synconfroute.server.settings import config
+from synconfroute.server.vocab import later
 from synconfroute.server.vocab.kinds import Reason as R
 from synconfroute.server.vocab.record import Latency, RouteDecision
 
@@ -287,6 +288,7 @@ async def test_session_adaptive_moves_show_in_status_hover_ledger_and_routing(
     assert "bound" in st.adaptive["why"]
     await s.pipeline()
     assert s.rules().threshold == -0.3  # the routing uses it
+    await later.settle()  # the ledger's lines are written after the response: now
     moves = load(tmp_path / "l.jsonl")[1]
     assert [m["adaptive"] for m in moves] == [-0.45, -0.4, -0.35, -0.3]
     uri = "file:///p/a.py"

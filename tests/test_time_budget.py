@@ -25,6 +25,7 @@ from synconfroute.server.routing.time_budget import (
     local_budget,
 )
 from synconfroute.server.settings.config import Settings, with_values
+from synconfroute.server.vocab import later
 from synconfroute.server.vocab.positions import cap_window
 
 from .fakes.http import TokenScript
@@ -278,13 +279,18 @@ async def test_single_lines_measure_ollamas_prompt_rate_from_the_first_token() -
         s = with_values(Settings(), {"local": {"backend": "ollama"}})
         local = OllamaBackend(fake.url, "qwen2.5-coder:3b", timeout=10)
         p = Pipeline(s, local, None, make_gate(s.routing))
+
+        async def complete(ctx: CompletionContext) -> None:
+            await p.complete(ctx)
+            await later.settle()  # the stream closes, and its timings are read, after it
+
         try:
             assert local.rates.prompt_tps is None  # not measured: the character cap rules
             assert p.local_budget().prompt_chars == s.local.max_prompt_chars
-            await p.complete(at(5000, 700))  # nothing to compare its cache with yet
+            await complete(at(5000, 700))  # nothing to compare its cache with yet
             assert local.rates.prompt_tps is None
             elsewhere = at(20000, 700)
-            await p.complete(elsewhere)
+            await complete(elsewhere)
             assert local.last_timings == {}  # no final line was read
             tps = local.rates.prompt_tps
             # 1,280 chars/s at 3.5 chars a token = 366 tok/s; a busy machine adds its own
@@ -294,11 +300,11 @@ async def test_single_lines_measure_ollamas_prompt_rate_from_the_first_token() -
             assert p.local_budget().prompt_chars <= 1024
             # One key more: the cache holds the rest, no sample (the rate stands).
             typed = CompletionContext(prefix=elsewhere.prefix + "x", suffix="\n")
-            await p.complete(typed)
+            await complete(typed)
             assert local.rates.prompt_tps == tps
             # The machine gets busy: the next jump measures the slower rate.
             fake.speed = (80.0, 72.0)
-            await p.complete(at(40000, 700))
+            await complete(at(40000, 700))
             slower = local.rates.prompt_tps
             assert slower is not None and slower < 0.9 * tps
         finally:

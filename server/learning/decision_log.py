@@ -159,6 +159,7 @@ class DecisionLog:
         path = self.ledger.path
         if path is None or not self._ledger_on:
             return
+        self.ledger.flush()  # lines still waiting for their turn are part of it
         try:
             decisions, moves, _ = load_ledger(path, tail_bytes=2_000_000)
         except OSError:

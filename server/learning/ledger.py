@@ -19,13 +19,14 @@ import math
 import secrets
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 
 from ..settings.config import APP
+from ..vocab.later import after_response
 from ..vocab.record import RouteDecision
 from . import ledger_schema as schema
 
@@ -36,11 +37,14 @@ def default_path() -> Path:
     return Path(platformdirs.user_state_dir(APP)) / "ledger.jsonl"
 
 
-def entry(did: str, rec: RouteDecision, task: str = "completion") -> dict[str, Any]:
-    """A decision's line; `task` named only when it is not a completion (a next-edit
-    suggestion's confidence is another measure: calibration leaves it out)."""
+def entry(
+    did: str, rec: RouteDecision, task: str = "completion", t: float | None = None
+) -> dict[str, Any]:
+    """A decision's line (made at `t`, by default now); `task` named only when it is
+    not a completion (a next-edit suggestion's confidence is another measure:
+    calibration leaves it out)."""
     return {
-        "t": round(time.time(), 3),
+        "t": round(time.time() if t is None else t, 3),
         "id": did,
         "route": rec.route,
         "reasons": rec.reasons,
@@ -68,20 +72,35 @@ def entry(did: str, rec: RouteDecision, task: str = "completion") -> dict[str, A
 
 
 class Ledger:
-    """Appends to a JSONL file; a write failure is logged once and never raised."""
+    """Appends to a JSONL file; a write failure is logged once and never raised.
+
+    Lines are written after the response that made them (`after_response`): in the
+    order they came, several in one write; `flush()` writes what waits now."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._failed = False
         self.run = secrets.token_hex(3)  # ids are unique across servers sharing the file
+        self._waiting: list[dict[str, Any] | Callable[[], dict[str, Any]]] = []
 
-    def _append(self, obj: dict[str, Any]) -> None:
+    def _append(self, line: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:
+        """A line, or what makes it (after the response, as the write)."""
         if self.path is None or self._failed:
             return
+        self._waiting.append(line)
+        if len(self._waiting) == 1:
+            after_response(self.flush)
+
+    def flush(self) -> None:
+        lines, self._waiting = self._waiting, []
+        if not lines or self.path is None or self._failed:
+            return
+        objs = (line() if callable(line) else line for line in lines)
+        text = "".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in objs)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(obj, separators=(",", ":")) + "\n")
+                f.write(text)
         except OSError as exc:
             self._failed = True
             log.warning("ledger disabled: cannot write %s: %s", self.path, exc)
@@ -90,7 +109,8 @@ class Ledger:
         return f"{self.run}:{did}"
 
     def decision(self, did: str, rec: RouteDecision, task: str = "completion") -> None:
-        self._append(entry(self.key(did), rec, task))
+        key, t = self.key(did), time.time()
+        self._append(lambda: entry(key, rec, task, t))
 
     def accepted(self, did: str) -> None:
         self.event("accepted", did)

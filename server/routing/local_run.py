@@ -18,6 +18,7 @@ from synconfroute.clients.errors import BackendError, BackendTimeout
 from synconfroute.clients.types import Backend, Chunk, CompletionRequest, line_end
 
 from ..settings.config import LocalSettings
+from ..vocab.later import close_after_response
 from . import kv_window, router
 from .planner import Planning, TierRequest, kv_cap, plan_local, plan_tier
 from .request import CompletionContext
@@ -144,12 +145,16 @@ async def run_local(local: Backend | None, treq: TierRequest | None, lim: LocalL
                     predict_end = clock() + max_predict_s + PREDICT_SLACK_S
             if _take(run, chunk, lim):
                 break
+            if chunk.finish_reason is not None:
+                break  # the last chunk: asking for more would wait for the stream's close
     except BackendError as exc:
         run.error = exc
         log.info("local backend failed: %s", exc)
     finally:
-        await stream.aclose()
         run.total_s = clock() - started
+        # Closing (the end of the HTTP body, or aborting a cut generation) costs a few
+        # hundred µs: on the next turn of the loop, after the response.
+        close_after_response(stream)
     return run.frozen()
 
 

@@ -79,6 +79,7 @@ class FolderSettings:
         self._answers: dict[str, Mapping[str, Any]] = {}
         # The last merge per chain of folders, with the window settings it started from.
         self._merged: dict[tuple[str, ...], tuple[config.Settings, config.Settings]] = {}
+        self.generation = 0  # moves with every change of the folders or their answers
 
     def expect(self, roots: Iterable[str]) -> None:
         """These folders' settings are asked for: until they come, their files stay local."""
@@ -90,6 +91,7 @@ class FolderSettings:
         self._rules[rules.root] = rules
         self._answers[rules.root] = dict(answer or {})
         self._merged.clear()
+        self.generation += 1
 
     def keep_only(self, roots: Iterable[str]) -> None:
         """Folders no longer open have no rules (their files are outside)."""
@@ -97,6 +99,7 @@ class FolderSettings:
         self._rules = {r: f for r, f in self._rules.items() if r in open_now}
         self._answers = {r: a for r, a in self._answers.items() if r in open_now}
         self._merged.clear()
+        self.generation += 1
 
     def settings_for(self, path: str, window: config.Settings) -> config.Settings:
         """The settings a request for the file at `path` follows: `window` tightened by

@@ -30,6 +30,7 @@ from synconfroute.clients.types import Backend
 
 from ..learning.decision_log import DecisionLog, Status, WorkerStatus
 from ..learning.ledger import Ledger
+from ..vocab import later
 from ..routing.backends import build_tiers, speculates, warm
 from ..routing.pipeline import Pipeline, build_pipeline
 from ..routing.request import CompletionContext
@@ -239,6 +240,11 @@ class Session:
         workspace folders holding the file (their tighten-only keys)."""
         return self.folder_settings.settings_for(st.path, self.settings)
 
+    def _settings_mark(self) -> tuple[int, int]:
+        """Moves when the settings or a folder's answer change (settings are new
+        objects on each change, never mutated)."""
+        return id(self.settings), self.folder_settings.generation
+
     def rules(self, settings: config.Settings | None = None) -> Rules:
         """The rules the next request routes by (under `settings`, a file's own from
         `settings_for`; None: the window's): the one value the router, `status`, the
@@ -331,6 +337,8 @@ class Session:
         self.decision_log.retention.shutdown()  # no timer outlives the server
         if self._closing:  # retired pipelines close as their cancelled requests end
             await asyncio.wait(set(self._closing), timeout=2.0)
+        await later.settle()  # the ledger's last lines, the last streams' close
+        self.decision_log.ledger.flush()
 
     # -- documents ------------------------------------------------------------
     def document(self, uri: str) -> DocState | None:
@@ -437,7 +445,7 @@ class Session:
         st = self.docs.documents.get(key)
         if st is None:
             raise DocumentNotOpen(f"{uri} is not open (send didOpen first)")
-        settings = self.settings_for(st)
+        settings, mark = self.settings_for(st), self._settings_mark()
         offset = st.text.offset(line, character)
         self.prefiller.cancel()  # the request evaluates its prompt itself, first
         self._remember_cursor(key, (line, character))
@@ -460,7 +468,7 @@ class Session:
                 return None
         try:
             where = (window, snapshot, offset, (line, character))
-            return await self._complete(st, ticket, where, invoked, settled)
+            return await self._complete(st, ticket, where, (settings, mark), invoked, settled)
         finally:
             if settled is not None:
                 settled.cancel()
@@ -473,6 +481,7 @@ class Session:
         st: DocState,
         ticket: Ticket,
         where: tuple[CompletionContext, tuple[str, int], int, tuple[int, int]],
+        settings_then: tuple[config.Settings, tuple[int, int]],
         invoked: bool,
         settled: asyncio.Future[bool] | None,
     ) -> Completed | None:
@@ -481,7 +490,9 @@ class Session:
         pipeline = await self.pipeline()
         if not self.tracker.current(st, ticket):
             return None
-        settings = self.settings_for(st)  # the workspace configuration may have come
+        settings, mark = settings_then
+        if self._settings_mark() != mark:  # the workspace configuration came meanwhile
+            settings = self.settings_for(st)
         ctx = self.context.build(
             window, st, snapshot, offset, at, settings, blocking_gate=pipeline.gate_blocks
         )

@@ -196,7 +196,7 @@ STAGES: list[tuple[str, str, str]] = [
     ("planned -> backend stream starts", "planned", "backend"),
     ("backend: first chunk (the delay)", "backend", "first_chunk"),
     ("backend: first -> last chunk", "first_chunk", "backend_end"),
-    # (the stream is closed after the response: `vocab.later`)
+    # (the stream is closed after the response: `learning.later`)
     ("last chunk -> gated", "backend_end", "gated"),
     ("decide, record, ledger", "gated", "recorded"),
     ("recorded -> complete returns", "recorded", "complete_end"),

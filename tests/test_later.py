@@ -1,10 +1,11 @@
-"""Work left for after the response (`vocab.later`): after the request task's done
+"""Work left for after the response (`learning.later`): after the request task's done
 callback (where pygls writes the response), in order, never raising, and settled on
 shutdown; the ledger's lines and a finished stream's close go that way."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 from collections.abc import AsyncGenerator
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from synconfroute.server.learning import later
 from synconfroute.server.learning.ledger import Ledger
-from synconfroute.server.vocab import later
 
 
 async def _handler_then_response(work: list[str]) -> None:
@@ -113,3 +114,44 @@ async def test_ledger_lines_wait_for_the_response_then_go_in_order(tmp_path: Pat
     led.event("dismissed", "c2")
     led.flush()  # a reader in the same process (the adaptive threshold's resume)
     assert "dismissed" in path.read_text(encoding="utf-8")
+
+
+async def test_a_requests_work_waits_for_its_response_across_turns_and_tasks() -> None:
+    """As the transport does: a `Later` per request, set in the request's context (the
+    pipeline's inner task inherits it), run when the response is written."""
+    work: list[str] = []
+    loop = asyncio.get_running_loop()
+
+    async def inner() -> None:  # the pipeline, in a task of its own
+        later.after_response(lambda: work.append("stream closed"))
+        await asyncio.sleep(0)
+
+    async def handler() -> str:
+        await loop.create_task(inner())
+        await asyncio.sleep(0)  # more turns of the loop: the work still waits
+        later.after_response(lambda: work.append("ledger written"))
+        return "result"
+
+    def respond(task: asyncio.Task[str]) -> None:
+        work.append("response written")
+        request.run()
+
+    ctx = contextvars.copy_context()
+    request = ctx.run(later.for_request)
+    task = loop.create_task(handler(), context=ctx)
+    task.add_done_callback(respond)
+    await task
+    await asyncio.sleep(0)
+    assert work == ["response written", "stream closed", "ledger written"]
+    later.after_response(lambda: work.append("after"))  # once run: the next turn, as usual
+    assert work[-1] == "ledger written"
+
+
+async def test_a_request_that_never_answers_runs_its_work_at_the_latest() -> None:
+    work: list[str] = []
+    ctx = contextvars.copy_context()
+    ctx.run(later.for_request)
+    ctx.run(later.after_response, lambda: work.append("ran"))
+    assert work == []  # waiting for a response that does not come
+    await asyncio.sleep(later.LATEST_S * 2)
+    assert work == ["ran"]

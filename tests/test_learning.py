@@ -13,11 +13,11 @@ import pytest
 from synconfroute.server.commands.cli import main
 from synconfroute.server.evaluation.calibrate import CalibrationError
 from synconfroute.server.evaluation.from_ledger import choose
+from synconfroute.server.learning import later
 from synconfroute.server.learning.adaptive import Adaptive
 from synconfroute.server.learning.ledger import Ledger, load
 from synconfroute.server.learning.stats import bucket, compute, wilson
 from synconfroute.server.settings import config
-from synconfroute.server.vocab import later
 from synconfroute.server.vocab.kinds import Reason as R
 from synconfroute.server.vocab.record import Latency, RouteDecision
 

@@ -12,6 +12,7 @@ from synconfroute.clients._speed import EMBEDDED_PRIOR, Rates, SpeedMeter
 from synconfroute.clients.embedded import EmbeddedBackend
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.types import CompletionRequest
+from synconfroute.server.learning import later
 from synconfroute.server.routing.context import make_context
 from synconfroute.server.routing.gate import make_gate
 from synconfroute.server.routing.pipeline import Pipeline
@@ -25,7 +26,6 @@ from synconfroute.server.routing.time_budget import (
     local_budget,
 )
 from synconfroute.server.settings.config import Settings, with_values
-from synconfroute.server.vocab import later
 from synconfroute.server.vocab.positions import cap_window
 
 from .fakes.http import TokenScript

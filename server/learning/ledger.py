@@ -26,7 +26,7 @@ from typing import Any
 import platformdirs
 
 from ..settings.config import APP
-from ..vocab.later import after_response
+from .later import after_response
 from ..vocab.record import RouteDecision
 from . import ledger_schema as schema
 

@@ -30,6 +30,8 @@ from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, LanguageS
 from pygls.protocol.json_rpc import RPCMessage, RPCRequest
 from pygls.protocol.language_server import lsp_method
 
+from ..learning import later
+
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -363,6 +365,7 @@ class TransportProtocol(LanguageServerProtocol):
         self.exit_code: int | None = None
         self._initialize_seen = False
         self._shutdown_seen = False
+        self._laters: dict[Any, later.Later] = {}  # per request id, till its response
 
     def _send_data(self, data: Any) -> None:
         # The one way out to the editor: nothing that looks like a traceback passes.
@@ -386,6 +389,15 @@ class TransportProtocol(LanguageServerProtocol):
             text = f"synconfroute: internal error: {error.message} (the server log has the details)"
             error = t.ResponseError(code=error.code, message=text)
         super()._send_response(msg_id, result, error)
+        pending = self._laters.pop(msg_id, None) if _valid_id(msg_id) else None
+        if pending is not None:
+            pending.run()  # the request's bookkeeping, now that the editor has its answer
+
+    def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
+        # (pygls runs this in a copy of the context, which the handler's task inherits:
+        # the work it leaves for later finds this request's `Later`.)
+        self._laters[msg_id] = later.for_request()
+        super()._handle_request(msg_id, method_name, params)
 
     def _send_handler_result(self, future: Future[Any], *, msg_id: Any) -> None:
         # A request the client got wrong (a position outside the document, a malformed

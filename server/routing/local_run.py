@@ -18,7 +18,7 @@ from synconfroute.clients.errors import BackendError, BackendTimeout
 from synconfroute.clients.types import Backend, Chunk, CompletionRequest, line_end
 
 from ..settings.config import LocalSettings
-from ..vocab.later import close_after_response
+from ..learning.later import close_after_response
 from . import kv_window, router
 from .planner import Planning, TierRequest, kv_cap, plan_local, plan_tier
 from .request import CompletionContext
@@ -122,6 +122,7 @@ async def run_local(local: Backend | None, treq: TierRequest | None, lim: LocalL
     max_predict_s = treq.budget.max_predict_s if treq.budget is not None else None
     stream = local.stream(treq.request)
     predict_end: float | None = None  # the prediction's time cap, once the first token came
+    ended = False  # as asked (its last chunk, or the line it was cut at): closed after the response
     try:
         while True:
             end = first_end if run.first_token_s is None else _earliest(total_end, predict_end)
@@ -144,17 +145,20 @@ async def run_local(local: Backend | None, treq: TierRequest | None, lim: LocalL
                     # A little slack: a backend that honours the cap ends first.
                     predict_end = clock() + max_predict_s + PREDICT_SLACK_S
             if _take(run, chunk, lim):
+                ended = not run.cancelled_early  # escalating: the local tier stops now
                 break
             if chunk.finish_reason is not None:
-                break  # the last chunk: asking for more would wait for the stream's close
+                ended = True  # asking for more would wait for the end of the HTTP body
+                break
     except BackendError as exc:
         run.error = exc
         log.info("local backend failed: %s", exc)
     finally:
         run.total_s = clock() - started
-        # Closing (the end of the HTTP body, or aborting a cut generation) costs a few
-        # hundred µs: on the next turn of the loop, after the response.
-        close_after_response(stream)
+        if ended:  # (closing costs a few hundred µs)
+            close_after_response(stream)
+        else:
+            await stream.aclose()
     return run.frozen()
 
 

@@ -30,7 +30,7 @@ from synconfroute.clients.types import Backend
 
 from ..learning.decision_log import DecisionLog, Status, WorkerStatus
 from ..learning.ledger import Ledger
-from ..vocab import later
+from ..learning import later
 from ..routing.backends import build_tiers, speculates, warm
 from ..routing.pipeline import Pipeline, build_pipeline
 from ..routing.request import CompletionContext

@@ -48,6 +48,7 @@ from ..workspace.documents import (
     Edit,
     debounce_s,
     path_of,
+    stop_request,
     uri_key,
 )
 from ..workspace.workspace_index import WorkspaceIndex
@@ -329,8 +330,7 @@ class Session:
     async def shutdown(self) -> None:
         self.context.stop()
         for st in self.docs.documents.values():
-            if st.inner is not None:
-                st.inner.cancel()
+            stop_request(st)
         if self._pipeline is not None:
             await self._close(self._pipeline)
             self._pipeline = None

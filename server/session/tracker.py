@@ -14,7 +14,7 @@ from ..routing.request import CompletionContext
 from ..routing.router import Rules
 from ..vocab.positions import Encoding, advance
 from ..vocab.record import RouteDecision
-from ..workspace.documents import DocState
+from ..workspace.documents import DocState, stop_request
 
 
 @attrs.frozen
@@ -32,8 +32,7 @@ class RequestTracker:
         item shown (dismissed: the caller resolves it)."""
         st.generation += 1
         dismissed, st.shown = st.shown, None
-        if st.inner is not None and not st.inner.done():
-            st.inner.cancel()
+        stop_request(st)
         return Ticket(st.generation, dismissed)
 
     @staticmethod
@@ -54,18 +53,21 @@ class RequestTracker:
         Raises CancelledError when the request itself was cancelled ($/cancelRequest)."""
         # Held until the request ends, so a settings change cannot close its backends.
         pipeline.hold()
-        inner = asyncio.ensure_future(pipeline.complete(ctx, rules))
-        inner.add_done_callback(lambda _: pipeline.release())
-        st.inner = inner
+        # The request's own task runs the pipeline (a task of its own would cost two
+        # turns of the event loop): `stop_request` cancels it, and it answers None.
+        task = asyncio.current_task()
+        st.inner = task
         try:
-            return await inner
+            return await pipeline.complete(ctx, rules)
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
+            if task is None or st.stopped is not task:
                 raise  # $/cancelRequest: pygls answers -32800
-            return None  # superseded by a newer request
+            st.stopped = None
+            task.uncancel()
+            return None  # superseded by a newer request, or its document closed
         finally:
-            if st.inner is inner:
+            pipeline.release()
+            if st.inner is task:
                 st.inner = None
 
     @staticmethod

@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import statistics
 import time
+from typing import Any
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from urllib.parse import quote, unquote, urlsplit
@@ -58,13 +59,25 @@ class DocState:
     syntax: SyntaxDocument  # its tree, sharing `text`
     keystrokes: deque[float] = attrs.field(factory=lambda: deque(maxlen=12))
     generation: int = 0  # bumps with every completion request: newer supersedes older
-    inner: asyncio.Task[RouteDecision] | None = None
+    # The task of the request running the pipeline now (its handler's own), and that
+    # task once it was stopped here (superseded, its document closed): it answers None.
+    inner: asyncio.Task[Any] | None = None
+    stopped: asyncio.Task[Any] | None = None
     last: tuple[str, int, int] | None = None  # (decision id, first line, last line)
     offer: tuple[str, tuple[int, int], str] | None = None  # (id, cursor, text) last offered
     shown: str | None = None  # id of the item last shown, until accepted or replaced
     diagnostics_shown: bool = False
     index_stale: bool = False  # edited since the workspace index last read it
     edited: float = 0.0  # monotonic time of its last edit (recent documents rank first)
+
+
+def stop_request(st: DocState) -> None:
+    """Stop the request running the pipeline for `st`, if any: it answers None (a
+    $/cancelRequest, by contrast, ends it with RequestCancelled)."""
+    task = st.inner
+    if task is not None and not task.done():
+        st.stopped = task
+        task.cancel()
 
 
 @attrs.frozen
@@ -138,8 +151,8 @@ class DocumentStore:
         key = uri_key(uri)
         self._hot.pop(key, None)
         st = self.documents.pop(key, None)
-        if st is not None and st.inner is not None:
-            st.inner.cancel()
+        if st is not None:
+            stop_request(st)
         return st
 
     def diagnostics_published(self, uri: str) -> None:

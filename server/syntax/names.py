@@ -138,8 +138,7 @@ class UnknownName:
 
 
 def _field_of(parent: tree_sitter.Node, child: tree_sitter.Node) -> str | None:
-    for i in range(parent.child_count):
-        c = parent.children[i]
+    for i, c in enumerate(parent.children):  # (`children` builds a list: once)
         if c.start_byte == child.start_byte and c.end_byte == child.end_byte and c.id == child.id:
             return parent.field_name_for_child(i)
     return None

@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from synconfroute.server.routing.gate import SyntaxGate
-from synconfroute.server.routing.gating import Gating, prepare_ahead
+from synconfroute.server.routing.gating import prepare_ahead
 from synconfroute.server.routing.request import Anchor, CompletionContext
 from synconfroute.server.syntax import SyntaxDocument
 from synconfroute.server.vocab.positions import Text
@@ -96,10 +96,6 @@ def test_prepare_ignores_what_the_check_reports() -> None:
         doc.check("1", 99)
 
 
-def _gating(gate: SyntaxGate) -> Gating:
-    return Gating(gate, deadline=float("inf"), clock=lambda: 0.0)
-
-
 def _ctx(doc: SyntaxDocument, at: Pos) -> CompletionContext:
     return CompletionContext(prefix="", suffix="", document=Anchor(doc, at), language="python")
 
@@ -108,22 +104,22 @@ def test_prepare_ahead_runs_while_the_loop_waits_and_cancels() -> None:
     async def go() -> None:
         gate = SyntaxGate("tree-sitter", 0.05, 3.0)
         ready = SyntaxDocument(Text("def f():\n    return \n", "utf-16"), "python", lazy=True)
-        handle = prepare_ahead(_gating(gate), _ctx(ready, (1, 11)), delay_s=0)
+        handle = prepare_ahead(gate, _ctx(ready, (1, 11)), delay_s=0)
         assert handle is not None
         await asyncio.sleep(0.05)  # (the local tier generating)
         assert ready.has_tree
         late = SyntaxDocument(Text("def f():\n    return \n", "utf-16"), "python", lazy=True)
-        handle = prepare_ahead(_gating(gate), _ctx(late, (1, 11)), delay_s=0.01)
+        handle = prepare_ahead(gate, _ctx(late, (1, 11)), delay_s=0.01)
         assert handle is not None
         handle.cancel()  # the local answer came first
         await asyncio.sleep(0.05)
         assert not late.has_tree
         # A blocking gate checks a copy in a thread; too large a file is not checked.
-        compiler = _gating(SyntaxGate("compiler", 0.05, 3.0))
+        compiler = SyntaxGate("compiler", 0.05, 3.0)
         assert prepare_ahead(compiler, _ctx(late, (1, 11))) is None
         big = SyntaxDocument(Text("x = 1\n" * 100, "utf-16"), "python", lazy=True)
         handle = prepare_ahead(
-            _gating(SyntaxGate("tree-sitter", 0.05, 3.0, max_bytes=100)), _ctx(big, (0, 0)), 0
+            SyntaxGate("tree-sitter", 0.05, 3.0, max_bytes=100), _ctx(big, (0, 0)), 0
         )
         await asyncio.sleep(0.05)
         assert not big.has_tree

@@ -44,13 +44,12 @@ def _prepare(gate: Gate, ctx: CompletionContext) -> None:
 
 
 def prepare_ahead(
-    g: Gating, ctx: CompletionContext, delay_s: float = PREPARE_DELAY_S
+    gate: Gate | None, ctx: CompletionContext, delay_s: float = PREPARE_DELAY_S
 ) -> asyncio.TimerHandle | None:
     """Have the gate prepare the check at `ctx`'s cursor `delay_s` from now, while the
     local tier generates (the server is idle then); the caller cancels the handle once
     the local answer is in. None when there is nothing to prepare (no gate, or one whose
     checks run in a thread)."""
-    gate = g.gate
     if gate is None or gate.blocking:
         return None
     return asyncio.get_running_loop().call_later(delay_s, _prepare, gate, ctx)

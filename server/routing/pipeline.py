@@ -258,7 +258,7 @@ class Pipeline:
             early_escalation=self.settings.routing.early_escalation,
             clock=self._clock,
         )
-        ahead = prepare_ahead(self._gating(req), req.ctx)  # the gate's head start
+        ahead = prepare_ahead(self.gate, req.ctx)  # the gate's head start
         try:
             run = await run_local(self.local, req.local, lim)
         finally:

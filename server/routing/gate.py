@@ -49,6 +49,18 @@ class SyntaxGate:
     def blocking(self) -> bool:
         return self.mode != "tree-sitter"
 
+    def prepare(self, ctx: CompletionContext) -> None:
+        """The document's share of a check at the cursor worked out now (its tree, error
+        sites, the cursor's surroundings: `SyntaxDocument.prepare`), kept for its current
+        text only. Only where checks run on the event loop (a blocking gate checks a copy
+        in a thread), for a document the gate would check (not over `max_bytes`)."""
+        if self.blocking or not isinstance(ctx.document, Anchor):
+            return
+        doc = ctx.document.document
+        if self.max_bytes and len(doc.data) > self.max_bytes:
+            return
+        doc.prepare(ctx.document.at)
+
     def check(self, ctx: CompletionContext, completion: str) -> Verdict:
         if isinstance(ctx.document, Anchor):
             doc, at = ctx.document.document, ctx.document.at

@@ -4,6 +4,7 @@ left a block open. The checks run in the gate's thread when they block (compiler
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 import attrs
@@ -17,6 +18,14 @@ from .router import LocalEvidence
 from .steps import Gated, LocalStep
 from .text_rules import gate_trimmed, post_process, shown_text, truncation
 
+log = logging.getLogger(__name__)
+
+# How long after the local request starts the gate prepares its check: by then the
+# request is on its way (its stream starts ~0.3 ms after planning, bench.lsp_stages),
+# so the preparation holds nothing up; a local tier that answers sooner leaves the
+# whole check to the gate step.
+PREPARE_DELAY_S = 0.002
+
 
 @attrs.frozen
 class Gating:
@@ -25,6 +34,25 @@ class Gating:
     gate: Gate | None
     deadline: float
     clock: Callable[[], float]
+
+
+def _prepare(gate: Gate, ctx: CompletionContext) -> None:
+    try:
+        gate.prepare(ctx)
+    except Exception:  # a head start only: the check does the work (and reports) itself
+        log.exception("preparing the syntax check failed; the check will do it all")
+
+
+def prepare_ahead(
+    gate: Gate | None, ctx: CompletionContext, delay_s: float = PREPARE_DELAY_S
+) -> asyncio.TimerHandle | None:
+    """Have the gate prepare the check at `ctx`'s cursor `delay_s` from now, while the
+    local tier generates (the server is idle then); the caller cancels the handle once
+    the local answer is in. None when there is nothing to prepare (no gate, or one whose
+    checks run in a thread)."""
+    if gate is None or gate.blocking:
+        return None
+    return asyncio.get_running_loop().call_later(delay_s, _prepare, gate, ctx)
 
 
 async def check(gate: Gate, ctx: CompletionContext, text: str) -> Verdict:
@@ -105,4 +133,12 @@ async def remote_text(
     return kept, cut, gate_ms
 
 
-__all__ = ["Gating", "check", "gate_local", "remote_text", "trimmed"]
+__all__ = [
+    "PREPARE_DELAY_S",
+    "Gating",
+    "check",
+    "gate_local",
+    "prepare_ahead",
+    "remote_text",
+    "trimmed",
+]

@@ -30,7 +30,7 @@ from .backpressure import Pressure
 from .cache import CompletionCache
 from .gate import SyntaxGate, make_gate
 from .gated import GatedRemote, gated
-from .gating import Gating, gate_local
+from .gating import Gating, gate_local, prepare_ahead
 from .load_guard import LoadGuard
 from .local_run import LocalLimits, prefill, run_local
 from .planner import (
@@ -260,7 +260,12 @@ class Pipeline:
             early_escalation=self.settings.routing.early_escalation,
             clock=self._clock,
         )
-        run = await run_local(self.local, req.local, lim)
+        ahead = prepare_ahead(self.gate, req.ctx)  # the gate's head start
+        try:
+            run = await run_local(self.local, req.local, lim)
+        finally:
+            if ahead is not None:
+                ahead.cancel()
         text, cut = shown_text(run.text, run.finish_reason, req.ctx.suffix, multiline=req.multiline)
         return LocalStep(run, text, cut)
 

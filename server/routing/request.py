@@ -64,6 +64,11 @@ class Gate(Protocol):
 
     def check(self, ctx: CompletionContext, completion: str) -> Verdict: ...
 
+    def prepare(self, ctx: CompletionContext) -> None:
+        """Do ahead what a check at `ctx`'s cursor needs of the text without the
+        completion (while the model generates); never required, never a verdict."""
+        ...
+
     @property
     def blocking(self) -> bool:
         """True when a check may take long (compilers): run it off the event loop."""

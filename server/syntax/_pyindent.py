@@ -46,6 +46,8 @@ _BAD_RIGHT = {
     "augmented_assignment": frozenset({"assignment", "augmented_assignment"}),
 }
 _STATEMENT_EXTRAS = frozenset({"comment", "line_continuation", ";", "ERROR"})
+# The statements `_statement_error` looks into (the others: never an error of its kind).
+_CHECKED_STATEMENTS = frozenset({"assignment", "augmented_assignment", "delete_statement"})
 
 
 def _glued(
@@ -144,18 +146,21 @@ def indentation_sites(
 
     sites: list[ErrorSite] = []
     stack = [tree.root_node]
+    # (Each node's type, offsets and children are read once: every read builds an object.)
     while stack:
         node = stack.pop()
+        ntype = node.type
+        nstart = node.start_byte
+        starts = _starts_line(data, nstart)
         ref_col: int | None = None
         ref_inside = False
-        if node.type == "module":
+        if ntype == "module":
             ref_col = 0
-        elif node.type == "block" and _starts_line(data, node.start_byte):
+        elif ntype == "block" and starts:
             ref_col = node.start_point.column
-            ref_inside = inside(node.start_byte)
-        clause_col: int | None = None
-        if _starts_line(data, node.start_byte):
-            clause_col = node.start_point.column
+            ref_inside = inside(nstart)
+        clause_col: int | None = node.start_point.column if starts else None
+        suite = ntype in ("block", "module")
         n = node.child_count
         # By index, and found by bisection: next_sibling skips empty nodes (an empty
         # block is what we look for) and first_child_for_byte crashes when no child
@@ -170,21 +175,22 @@ def indentation_sites(
         prev: tree_sitter.Node | None = node.child(i - 1) if i > 0 else None
         for k in range(i, n):
             child = node.child(k)
-            if child.start_byte > win_hi:
+            pos = child.start_byte
+            if pos > win_hi:
                 break
-            if node.type in ("block", "module") and _glued(data, prev, child, lo, hi):
-                pos = child.start_byte
+            if suite and _glued(data, prev, child, lo, hi):
                 sites.append(ErrorSite(pos, pos, False, "INDENT", "", "invalid syntax"))
             prev = child
             if child.end_byte >= win_lo:
-                pos = child.start_byte
-                site = _statement_error(child, lo, hi)
-                if site is not None:
-                    sites.append(site)
+                ctype = child.type
+                if ctype in _CHECKED_STATEMENTS:
+                    site = _statement_error(child, lo, hi)
+                    if site is not None:
+                        sites.append(site)
                 if (
-                    not child.is_extra
+                    ctype not in _SKIP
+                    and not child.is_extra
                     and not child.is_missing
-                    and child.type not in _SKIP
                     and _starts_line(data, pos)
                 ):
                     col = child.start_point.column
@@ -197,18 +203,18 @@ def indentation_sites(
                         )
                         sites.append(ErrorSite(pos, pos, False, "INDENT", "", note))
                     elif (
-                        child.type in _CLAUSES
+                        ctype in _CLAUSES
                         and clause_col is not None
                         and col != clause_col
-                        and (indented_by(pos) or inside(node.start_byte))
+                        and (indented_by(pos) or inside(nstart))
                     ):
-                        note = f"'{child.type.split('_')[0]}' is not aligned with its statement"
+                        note = f"'{ctype.split('_')[0]}' is not aligned with its statement"
                         sites.append(ErrorSite(pos, pos, False, "INDENT", "", note))
                 if (
                     empty_blocks
-                    and child.type == "block"
+                    and ctype == "block"
                     and child.named_child_count == 0
-                    and (inside(pos) or indented_by(node.start_byte))
+                    and (inside(pos) or indented_by(nstart))
                 ):
                     # `if x:` with nothing under it: tree-sitter accepts an empty block
                     sites.append(

@@ -509,7 +509,42 @@ def _code_above(data: bytes, ls: int) -> bytes | None:
     return next((ln for ln in _lines_above(data, ls, MAX_GROW) if _code(ln).strip()), None)
 
 
-def stranded(data: bytes, pos: int, line: bytes, string_at: Callable[[], int] = lambda: -1) -> bool:
+def half_keyword_above(data: bytes, ls: int) -> int:
+    """The indentation width of the closest line of code above the line starting at `ls`
+    when that line is only the start of a header's keyword (`fina`), else -1."""
+    above = _code_above(data, ls)
+    if above is not None and _half_keyword(_code(above)):
+        return len(_indent(above))
+    return -1
+
+
+def open_brackets_above(data: bytes, ls: int) -> tuple[tuple[int, bool], ...]:
+    """The lines above the line starting at `ls` that open a bracket still open there
+    (at most two, see `_open_brackets`), each as (the indentation width of its statement's
+    first line, whether that line starts a compound statement)."""
+    ups = _lines_up(data, ls)
+    k = 0
+    while k < len(ups) and not _code(data[ups[k][0] : ups[k][1]]).strip():
+        k += 1
+    if k == len(ups):
+        return ()
+    out = []
+    for o in _open_brackets(data, ups, k):
+        a, b = ups[_logical_start(data, ups, o)]
+        opener = data[a:b]
+        out.append((len(_indent(opener)), bool(_COMPOUND.match(opener.lstrip(b" \t")))))
+    return tuple(out)
+
+
+def stranded(
+    data: bytes,
+    pos: int,
+    line: bytes,
+    string_at: Callable[[], int] = lambda: -1,
+    *,
+    half_keyword: Callable[[], int] | None = None,
+    brackets: Callable[[], tuple[tuple[int, bool], ...]] | None = None,
+) -> bool:
     """Whether the cursor at `pos` of `data` (the text without the completion) sits in a
     bracket a line above left open (a call the user cut or has not finished), or in a
     string that starts at `string_at()` on a line above (a docstring whose closing quotes
@@ -525,13 +560,16 @@ def stranded(data: bytes, pos: int, line: bytes, string_at: Callable[[], int] = 
     in its parameters, the body below).
 
     Also stranded: any line deeper than the line above it when that line is only the start
-    of a header's keyword (`fina`, a `finally:` cut short), which parses as a name."""
+    of a header's keyword (`fina`, a `finally:` cut short), which parses as a name.
+
+    `half_keyword` and `brackets` give `half_keyword_above` and `open_brackets_above` of
+    the cursor's line (a caller's cached copies: they depend on the text alone)."""
     body = line.lstrip(b" \t")
     first = body.split(b"\n", 1)[0]
     width = len(line) - len(body)
     ls = data.rfind(b"\n", 0, pos) + 1
-    above = _code_above(data, ls)
-    if above is not None and _half_keyword(_code(above)) and len(_indent(above)) < width:
+    half = half_keyword() if half_keyword is not None else half_keyword_above(data, ls)
+    if 0 <= half < width:
         return True
     if not (_STATEMENT_ONLY.match(first) or _HEADER_LINE.match(_code(first))):
         return False
@@ -541,18 +579,8 @@ def stranded(data: bytes, pos: int, line: bytes, string_at: Callable[[], int] = 
         # the string's own line, is surely code
         opened = data[data.rfind(b"\n", 0, at) + 1 : at + 1]
         return bool(_DEFINITION.match(first)) and len(_indent(opened)) > width
-    ups = _lines_up(data, ls)
-    k = 0
-    while k < len(ups) and not _code(data[ups[k][0] : ups[k][1]]).strip():
-        k += 1
-    if k == len(ups):
-        return False
-    for o in _open_brackets(data, ups, k):
-        a, b = ups[_logical_start(data, ups, o)]
-        opener = data[a:b]
-        if len(_indent(opener)) >= width or _COMPOUND.match(opener.lstrip(b" \t")):
-            return True
-    return False
+    found = brackets() if brackets is not None else open_brackets_above(data, ls)
+    return any(indent >= width or compound for indent, compound in found)
 
 
 def indentation_broken(data: bytes, pos: int) -> bool:

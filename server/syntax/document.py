@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, TypeVar
 
 import attrs
 import tree_sitter
@@ -38,6 +39,8 @@ _WS = frozenset(b" \t\r\n")
 # two lines below the replaced range) makes the file "broken near the cursor".
 _NEAR_LINES = 6
 _STRING_REACH = 40_000  # bytes (~500 lines) searched back for a string left open
+_MEMO_SIZE = 64  # facts kept per version of the text (a few per cursor position)
+_T = TypeVar("_T")
 
 
 def _utf8(text: str) -> bytes:
@@ -136,6 +139,10 @@ class SyntaxDocument:
         self._before_compiled: dict[str, tuple[int, CompilerResult]] = {}
         self._before_macros: tuple[int, dict[bytes, str]] | None = None
         self._before_depth: tuple[int, int] | None = None
+        # Facts about the text without the completion near a cursor (see `_memo`), for
+        # the text's version `_memo_version` only.
+        self._memo_table: dict[tuple[str, int, int], object] = {}
+        self._memo_version = -1
         try:
             if language is None:
                 raise UnsupportedLanguage(
@@ -309,6 +316,56 @@ class SyntaxDocument:
 
     # ------------------------------------------------------------ the gate
 
+    def prepare(self, at: int | Position, *, end: int | Position | None = None) -> None:
+        """Work out now what a check at `at` (replacing up to `end`) needs of the text
+        without the completion: its tree and error sites and, in Python, what surrounds
+        the cursor. For a caller with time to spare before the completion comes (while
+        the model generates); the check then has only the completion's part left. Kept
+        for this version of the text only: an edit, or a change of the text behind the
+        document's back, drops them. Out-of-range positions and unsupported documents
+        are ignored (the check reports them)."""
+        if not self.supported:
+            return
+        data = self.data
+        start = self._offset_of(at)
+        old_end = start if end is None else self._offset_of(end)
+        if not 0 <= start <= old_end <= len(data):
+            return
+        self._sites_before()  # (parses the tree when there is none)
+        if self.spec.window == "indent":
+            self._broken_near(Splice(start, old_end, old_end))
+            ls = data.rfind(b"\n", 0, start) + 1
+            self._half_keyword(ls)
+            self._brackets(ls)
+            self._string_at(start)
+
+    def _memo(self, kind: str, a: int, b: int, make: Callable[[], _T]) -> _T:
+        """`make()`, a fact about the current text (what the check computes from the text
+        without the completion alone), kept until the text changes."""
+        self._sync()  # (a text changed behind our back bumps `version` first)
+        table = self._memo_table
+        if self._memo_version != self.version or len(table) >= _MEMO_SIZE:
+            table.clear()
+            self._memo_version = self.version
+        key = (kind, a, b)
+        if key in table:
+            return table[key]  # type: ignore[return-value]
+        value = table[key] = make()
+        return value
+
+    def _offset_of(self, at: int | Position) -> int:
+        """A check's byte offset: `at` itself, or the byte offset of a position."""
+        if isinstance(at, int):
+            return at
+        line, character = at
+        return self._memo("offset", line, character, lambda: self.byte_offset(at))
+
+    def _half_keyword(self, ls: int) -> int:
+        return self._memo("half", ls, 0, lambda: _pywindow.half_keyword_above(self.data, ls))
+
+    def _brackets(self, ls: int) -> tuple[tuple[int, bool], ...]:
+        return self._memo("brackets", ls, 0, lambda: _pywindow.open_brackets_above(self.data, ls))
+
     def check(
         self,
         completion: str,
@@ -345,8 +402,8 @@ class SyntaxDocument:
                 elapsed_s=time.perf_counter() - t0,
             )
         data = self.data
-        start = at if isinstance(at, int) else self.byte_offset(at)
-        old_end = start if end is None else (end if isinstance(end, int) else self.byte_offset(end))
+        start = self._offset_of(at)
+        old_end = start if end is None else self._offset_of(end)
         if not 0 <= start <= old_end <= len(data):
             raise ValueError(
                 f"completion range {start}..{old_end} is outside the text (0..{len(data)})"
@@ -454,12 +511,15 @@ class SyntaxDocument:
         stage = self._ts_differential(after, splice, deadline, full)
         if self.spec.window != "indent" or stage.status == "timeout":
             return stage
+        ls = self.data.rfind(b"\n", 0, splice.start) + 1
         if not self._broken_near(splice) and not (
             _pywindow.stranded(
                 self.data,
                 splice.start,
                 after[after.rfind(b"\n", 0, splice.start) + 1 : splice.new_end],
                 lambda: self._string_at(splice.start),
+                half_keyword=lambda: self._half_keyword(ls),
+                brackets=lambda: self._brackets(ls),
             )
         ):
             return self._second_opinion(after, splice, stage)
@@ -603,6 +663,9 @@ class SyntaxDocument:
         """Where the string literal holding byte `pos` of the text starts, or -1. Also a
         string never closed (it runs on to the end of the file): tree-sitter leaves its
         opening quotes alone in an error node."""
+        return self._memo("string", pos, 0, lambda: self._find_string_at(pos))
+
+    def _find_string_at(self, pos: int) -> int:
         tree = self.tree
         node = tree.root_node.descendant_for_byte_range(pos, pos) if tree is not None else None
         while node is not None and node.type not in ("string", "block", "module"):
@@ -616,16 +679,20 @@ class SyntaxDocument:
     def _broken_near(self, splice: Splice) -> bool:
         """Whether the text without the completion has an error within a few lines of it
         (Python: or a broken indentation at it, which tree-sitter-python does not report)."""
+        start, old_end = splice.start, splice.old_end
+        return self._memo("near", start, old_end, lambda: self._find_broken_near(start, old_end))
+
+    def _find_broken_near(self, start: int, old_end: int) -> bool:
         data = self.data
-        if _pywindow.indentation_broken(data, splice.start):
+        if _pywindow.indentation_broken(data, start):
             return True
         sites = self._sites_before()
         if not sites:
             return False
-        lo = splice.start
+        lo = start
         for _ in range(_NEAR_LINES + 1):
             lo = data.rfind(b"\n", 0, max(lo - 1, 0)) + 1 if lo > 0 else 0
-        hi = _lines_below(data, splice.old_end, 2)
+        hi = _lines_below(data, old_end, 2)
         return any(s.start <= hi and lo <= s.end for s in sites)
 
     def _broken_lines(self, lo: int, hi: int) -> bool:

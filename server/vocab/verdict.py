@@ -41,7 +41,20 @@ class Verdict:
         return self.status in ("valid", "invalid")
 
     def with_elapsed(self, elapsed_s: float) -> Verdict:
-        return attrs.evolve(self, elapsed_s=elapsed_s)
+        # Spelled out, not attrs.evolve (which walks the fields): once per gate check.
+        return Verdict(
+            valid=self.valid,
+            status=self.status,
+            mode=self.mode,
+            checker=self.checker,
+            language=self.language,
+            line=self.line,
+            column=self.column,
+            message=self.message,
+            elapsed_s=elapsed_s,
+            detail=self.detail,
+            undefined=self.undefined,
+        )
 
     @classmethod
     def from_json(cls, d: dict[str, Any], *, mode: GateMode) -> Verdict:

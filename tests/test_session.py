@@ -11,6 +11,7 @@ import pytest
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.server.routing.gate import make_gate
 from synconfroute.server.routing.pipeline import Pipeline
+from synconfroute.server.session.folders import rules_of
 from synconfroute.server.session.session import Edit, Session
 from synconfroute.server.settings import config
 from synconfroute.server.syntax import SyntaxDocument
@@ -275,3 +276,34 @@ def test_only_the_embedded_worker_speculates() -> None:
     assert speculates(EmbeddedBackend(None))
     assert not speculates(OllamaBackend("http://127.0.0.1:1", "qwen2.5-coder:3b"))
     assert not speculates(None)
+
+
+async def test_a_requests_settings_are_read_again_only_when_a_folder_answered_meanwhile(
+    fake: FakeOllama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each read follows the folders' real paths (syscalls): once per request, and again
+    when a folder's configuration came while the request waited for the workspace."""
+    session = _session(fake, config.with_values(config.Settings(), {"editor": {"debounce_ms": 0}}))
+    session.open("file:///w/a.py", TEXT, "python", None)
+    reads: list[str] = []
+    read = session.folder_settings.settings_for
+
+    def counted(path: str, window: config.Settings) -> config.Settings:
+        reads.append(path)
+        return read(path, window)
+
+    monkeypatch.setattr(session.folder_settings, "settings_for", counted)
+    assert await session.complete("file:///w/a.py", 1, 11, invoked=True) is not None
+    assert reads == ["/w/a.py"]
+    waited = session._await_workspace
+
+    async def answered_meanwhile() -> None:
+        await waited()
+        settings = config.Settings()
+        session.folder_settings.applied(rules_of("/w", settings, settings, ()), {})
+
+    monkeypatch.setattr(session, "_await_workspace", answered_meanwhile)
+    reads.clear()
+    assert await session.complete("file:///w/a.py", 1, 11, invoked=True) is not None
+    assert reads == ["/w/a.py", "/w/a.py"]
+    await session.shutdown()

@@ -3,7 +3,8 @@ followed by `os.path.isdir` probes): checked against Python's own `os.path.realp
 the plain `isdir` walk over random trees of folders, files and symlinks (relative,
 absolute, dangling, chained, looping, through `..`), asked with `.`, `..`, `//`, missing
 names and names below files. Every path must resolve exactly as Python resolves it, and
-the nearest existing folder (the case-folding probe's) must be the one `isdir` finds.
+the nearest existing folder (the case-folding probe's) must be the one `isdir` finds,
+also when the calls of one moment share what they found (`seen`).
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def test_resolves_as_python_does(tmp_path: Path) -> None:
         root = tmp_path / f"t{n}"
         root.mkdir()
         made = _tree(root, rng)
+        shared: dict[str, bool] = {}  # one moment: what one path found serves the next
         for q in _queries(root, made, rng):
             seen: dict[str, bool] = {}
             real = privacy._resolve(q, seen)
@@ -89,6 +91,8 @@ def test_resolves_as_python_does(tmp_path: Path) -> None:
             near = privacy.nearest_folder(real, seen)
             assert near == privacy.nearest_folder(real, {}), (q, real, seen)
             assert privacy.real_path(q) == _old_real_path(q), q
+            assert privacy.real_path(q, seen=shared) == _old_real_path(q), (q, shared)
+            assert privacy.folds_case(real, shared) == privacy.folds_case(real), q
             asked += 1
     print(f"{asked} paths over {TREES} trees: all resolved as os.path.realpath")
 

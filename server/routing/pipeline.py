@@ -202,7 +202,8 @@ class Pipeline:
         if ctx is not None and ctx.settings is not None:
             # The privacy of this moment: a change reaches plans made after it (the
             # folders' own privacy keys are the plan's `FolderRules`, judged at the gate).
-            s = attrs.evolve(ctx.settings, privacy=s.privacy)
+            same = ctx.settings.privacy is s.privacy  # most requests: no copy to make
+            s = ctx.settings if same else attrs.evolve(ctx.settings, privacy=s.privacy)
         return Planning(s, self.local, self._sticky)
 
     def local_budget(self, ctx: CompletionContext | None = None) -> TierBudget:

@@ -63,16 +63,17 @@ def holders(path: str, roots: Iterable[str]) -> tuple[str, ...]:
     named = privacy.normal_path(path)
     real: str | None = None
     resolved = False
+    seen: dict[str, bool] = {}  # what the file system said during this call
     held = []
     for r in roots:
         if privacy.within(named, (privacy.normal_path(r),)):
             held.append(r)
             continue
         if not resolved:
-            real, resolved = privacy.real_path(path), True
+            real, resolved = privacy.real_path(path, seen=seen), True
         if real is None:
             continue
-        real_root = privacy.real_path(r)
+        real_root = privacy.real_path(r, seen=seen)
         if real_root is not None and privacy.within(real, (real_root,)):
             held.append(r)
     return tuple(sorted(held, key=len))

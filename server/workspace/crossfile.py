@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
 
 import attrs
-from cachetools import LRUCache
 
 from .workspace_index import Symbol, WorkspaceIndex
 
@@ -256,12 +257,16 @@ class SnippetCache:
     only after an edit."""
 
     def __init__(self, size: int = 32) -> None:
-        self._cache: LRUCache[tuple[str, int], _Windows] = LRUCache(size)
+        # Least recently used first. Not a cachetools LRUCache: its lookups cost several
+        # Python calls each, and a request looks up 8 documents.
+        self._cache: OrderedDict[tuple[str, int], _Windows] = OrderedDict()
+        self._size = size
 
     def windows(self, path: str, version: int, text: str) -> _Windows:
         key = (path, version)
         hit = self._cache.get(key)
         if hit is not None:
+            self._cache.move_to_end(key)
             return hit
         lines = text.split("\n")
         step = SNIPPET_LINES // 2
@@ -276,11 +281,12 @@ class SnippetCache:
                 out.append((start, chunk, len(idents)))
         found = _Windows(out, postings)
         self._cache[key] = found
+        if len(self._cache) > self._size:
+            self._cache.popitem(last=False)
         return found
 
 
-@attrs.frozen
-class OpenDoc:
+class OpenDoc(NamedTuple):  # a tuple: a request makes 8, and an attrs class costs more
     path: str
     version: int
     text: str

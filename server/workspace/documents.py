@@ -11,6 +11,7 @@ Knows nothing of pipelines, settings files or the ledger: `Session` composes it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import statistics
 import time
@@ -270,6 +271,9 @@ def debounce_s(st: DocState, editor: config.EditorSettings) -> float:
     return min(max(1.5 * statistics.median(gaps), 0.03), base * 3)
 
 
+# Both are pure functions of the URI, asked several times per request (each a urlsplit
+# and unquotes): the spellings of the documents and folders open are remembered.
+@functools.lru_cache(maxsize=1024)
 def uri_key(uri: str) -> str:
     """One spelling per document: editors percent-encode URIs differently
     (`My%20Project`, `c%3A`, `%40types`) and pygls unquotes them. File URIs are
@@ -283,6 +287,7 @@ def uri_key(uri: str) -> str:
     return f"file://{unquote(parts.netloc).lower()}{quote(path, safe='/:', errors='surrogatepass')}"
 
 
+@functools.lru_cache(maxsize=1024)
 def path_of(uri: str) -> str:
     """The decoded file path of a file URI (`/c:/x` -> `c:/x`); other URIs as they are."""
     if not uri.startswith("file:"):

@@ -80,12 +80,20 @@ def make_plan(
     (path, characters), every one with its resolved real path; `roots` are the workspace
     folders open now, `folders` their own settings (roots as named; resolved here, each
     path once: a folder's settings name the folder its root is)."""
-    folds = _folds(path, roots) if fold is None else fold
+    seen: dict[str, bool] = {}  # what the file system said during this plan
     real: dict[str, str | None] = {}
+    folds = bool(fold)
+    probe = roots[0] if roots else path
+    if fold is None and probe.startswith("/"):
+        # Whether the file system folds case, probed on the first folder (else the file),
+        # resolved first: the probe then asks no `stat` of its own.
+        r = privacy.real_path(probe, fold=False, seen=seen)
+        folds = privacy.folds_case(probe, seen)
+        real[probe] = r.casefold() if folds and r is not None else r
 
     def resolved(p: str) -> str | None:
         if p not in real:
-            real[p] = privacy.real_path(p, fold=folds)
+            real[p] = privacy.real_path(p, fold=folds, seen=seen)
         return real[p]
 
     def src(role: Role, p: str, chars: int) -> PlanSource:
@@ -107,11 +115,6 @@ def make_plan(
         folds_case=folds,
         folders=tuple(rules),
     )
-
-
-def _folds(path: str, roots: Sequence[str]) -> bool:
-    probe = roots[0] if roots else path
-    return privacy.folds_case(probe) if probe.startswith("/") else False
 
 
 # -- the question --------------------------------------------------------------------------

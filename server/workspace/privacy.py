@@ -165,10 +165,11 @@ def _folds_at(folder: str) -> bool:
         return False
 
 
-def folds_case(path: str) -> bool:
+def folds_case(path: str, seen: dict[str, bool] | None = None) -> bool:
     """Whether `path` lives on a case-folding file system (macOS and Windows by default):
-    probed on its nearest existing folder that has a letter in its name."""
-    p = nearest_folder(path, {})
+    probed on its nearest existing folder that has a letter in its name. `seen`: what
+    `real_path` found of the file system a moment ago (the same request)."""
+    p = nearest_folder(path, {} if seen is None else seen)
     return _folds_at(p) if p else False
 
 
@@ -176,23 +177,21 @@ def nearest_folder(path: str, seen: dict[str, bool]) -> str:
     """`path` if it is an existing folder, else the nearest one above it ("" if none),
     where `seen` says which paths are folders (True) or not (False) as `_resolve` just
     found them: only the others are asked (`os.path.isdir`)."""
-
-    def isdir(p: str) -> bool:
+    p = path
+    while p:
         known = seen.get(p)
-        return os.path.isdir(p) if known is None else known
-
-    p = path if isdir(path) else os.path.dirname(path)
-    while p and not isdir(p):
+        if os.path.isdir(p) if known is None else known:
+            return p
         p = os.path.dirname(p)
-    return p
+    return ""
 
 
 def _resolve(path: str, seen: dict[str, bool]) -> str:
     """`os.path.realpath(path)` for an absolute POSIX path, step for step as Python's
     own (`posixpath._joinrealpath`, not strict), noting in `seen` whether each path it
-    `lstat`s is a folder (a link is not noted): `nearest_folder` then asks no `stat`
-    again. Below a name that is no folder nothing can exist, so nothing is asked
-    (`..` climbs by name, as Python's does)."""
+    `lstat`s is a folder (a link is not noted): neither it nor `nearest_folder` asks
+    again what `seen` holds. Below a name that is no folder nothing can exist, so
+    nothing is asked (`..` climbs by name, as Python's does)."""
     seen.setdefault("/", True)
     real, rest = _join_real("/", path[1:], {}, seen)
     return real if rest is None else posixpath.normpath(posixpath.join(real, rest))
@@ -218,6 +217,10 @@ def _join_real(
             seen[new] = False
             path = new
             continue
+        known = seen.get(new)
+        if known is not None:  # found a moment ago (no link: those are not noted)
+            path, below = new, not known
+            continue
         try:
             mode = os.lstat(new).st_mode
         except OSError:
@@ -230,10 +233,10 @@ def _join_real(
             path = new
             continue
         if new in links:
-            known = links[new]
-            if known is None:  # a loop: the rest stays as it is
+            done = links[new]
+            if done is None:  # a loop: the rest stays as it is
                 return new, rest
-            path = known
+            path = done
             below = seen.get(path) is False
             continue
         links[new] = None
@@ -249,20 +252,26 @@ def _join_real(
     return path, None
 
 
-def real_path(path: str, *, fold: bool | None = None) -> str | None:
+def real_path(
+    path: str, *, fold: bool | None = None, seen: dict[str, bool] | None = None
+) -> str | None:
     """The real path `path` names: symlinks followed (the target's folders too), `.` and
     `..` removed, '/'-separated, case-folded where the file system folds case (`fold`
-    None: probe it). None when it cannot be resolved (not an absolute file path)."""
+    None: probe it). None when it cannot be resolved (not an absolute file path).
+    `seen`: what an earlier call of the same moment (one request's plan) found of the
+    file system, shared, so a folder both paths pass through is asked once."""
     if not path or "\x00" in path:
         return None
-    native = path.replace("/", os.sep) if os.sep != "/" else path
-    if not os.path.isabs(native):
-        return None
-    seen: dict[str, bool] = {}
+    seen = {} if seen is None else seen
     try:
         if os.sep == "/":
-            real = _resolve(native, seen)  # `os.path.realpath`, with fewer syscalls
+            if path[0] != "/":
+                return None
+            real = _resolve(path, seen)  # `os.path.realpath`, with fewer syscalls
         else:
+            native = path.replace("/", os.sep)
+            if not os.path.isabs(native):
+                return None
             real = os.path.realpath(native).replace(os.sep, "/")
     except (OSError, ValueError):
         return None
@@ -282,4 +291,8 @@ def normal_path(path: str, *, fold: bool = False) -> str:
 
 def within(path: str, roots: Iterable[str]) -> bool:
     """`path` is one of `roots` or inside one (all '/'-separated, same case rule)."""
-    return any(path == r.rstrip("/") or path.startswith(r.rstrip("/") + "/") for r in roots)
+    for r in roots:  # a loop, not any(genexpr): asked several times per request
+        r = r.rstrip("/")
+        if path == r or path.startswith(r + "/"):
+            return True
+    return False

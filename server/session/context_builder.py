@@ -325,9 +325,8 @@ class ContextBuilder:
         found = ranked()
         # A file not open whose entry is not what its file holds now (moved, replaced,
         # changed with no event): read again (gone: dropped) before it feeds a prompt.
-        stale = {
-            c.path for c in found if not docs.holds_path(c.path) and not index.matches_disk(c.path)
-        }
+        paths = {c.path for c in found}  # each file asked once, not once per candidate
+        stale = {p for p in paths if not docs.holds_path(p) and not index.matches_disk(p)}
         for path in stale:
             index.update_from_disk(path)
         return tuple(ranked() if stale else found)

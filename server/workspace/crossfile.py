@@ -17,6 +17,7 @@ what the tier's `max_prompt_chars` leaves after them).
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from collections import OrderedDict
@@ -428,6 +429,7 @@ _BODY_OPENER = re.compile(r"[{:]\s*(//.*|#.*)?$")
 _WS = re.compile(r"\s+")
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of its text: asked per candidate
 def signature(text: str, path: str = "") -> str:
     """A definition's header on one line: decorators and annotations left out, a header
     over several lines joined, the body replaced by `...` (Python) or `;` (braces).

@@ -128,3 +128,33 @@ def test_asks_the_file_system_less(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     asked = [c for c in calls if c.startswith("lstat")]
     assert asked[-1] == gone, calls
     assert not [c for c in calls if c.startswith("stat")], calls
+
+
+def test_nothing_is_remembered_between_requests(tmp_path: Path) -> None:
+    """A symlink switched between two requests: the next plan, the next `holders` and
+    the next verdict see where it points now (what one call found serves only that call)."""
+    from synconfroute.server.session import folders
+    from synconfroute.server.settings.config import PrivacySettings
+    from synconfroute.server.workspace import egress
+
+    ws = tmp_path / "ws"
+    for d in ("public", "secrets"):
+        (ws / d).mkdir(parents=True)
+        (ws / d / "m.py").write_text("x = 1\n")
+    link = ws / "src"
+    link.symlink_to(ws / "public")
+    path, root = str(link / "m.py"), str(ws)
+    privacy_ = PrivacySettings(never_send=["secrets/**"])
+    seen: list[tuple[str | None, str | None, tuple[str, ...]]] = []
+    for target in ("public", "secrets", "public"):
+        link.unlink()
+        link.symlink_to(ws / target)
+        plan = egress.make_plan("remote", path, (root,))
+        why = egress.private_reason(plan.sources[0], plan, privacy_)
+        seen.append((plan.sources[0].real, why, folders.holders(path, [str(ws / "secrets")])))
+    real = str((ws / "public" / "m.py").resolve()), str((ws / "secrets" / "m.py").resolve())
+    assert seen == [
+        (real[0], None, ()),
+        (real[1], egress.NEVER_SEND, (str(ws / "secrets"),)),
+        (real[0], None, ()),
+    ]

@@ -18,9 +18,10 @@ what the tier's `max_prompt_chars` leaves after them).
 from __future__ import annotations
 
 import functools
+import itertools
 import posixpath
 import re
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
@@ -402,10 +403,10 @@ def _snippets(
             continue
         best: tuple[float, int, str] | None = None
         doc_windows = cache.windows(doc.path, doc.version, doc.text)
-        shared: dict[int, int] = {}
-        for ident in query:
-            for w in doc_windows.postings.get(ident, ()):
-                shared[w] = shared.get(w, 0) + 1
+        postings = doc_windows.postings
+        # Identifiers shared with each window, counted in C (in the order the windows
+        # are first met, as a loop would: ties go to the first).
+        shared = Counter(itertools.chain.from_iterable(postings.get(i, ()) for i in query))
         for w, inter in shared.items():
             start, chunk, size = doc_windows.windows[w]
             sim = inter / (len(query) + size - inter)  # Jaccard

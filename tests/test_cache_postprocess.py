@@ -100,3 +100,45 @@ def test_typing_through_index_is_bounded() -> None:
         cache.put("m", f"p{i}", f"suffix {i}", "x", "local", ())
     assert len(cache._by_suffix) <= 8
     assert cache.get("m", "p999", "suffix 999") is not None
+
+
+def test_typing_through_asks_the_entries_only_for_the_candidate() -> None:
+    """Many prefixes seen with one suffix (every document ending the same way): a miss
+    asks the TTLCache once (the exact key), a typing-through hit twice; the check of
+    each candidate reads what was stored beside its digest. (Before: one lookup per
+    prefix seen, up to 16, each reading the cache's timer.)"""
+    from cachetools import TTLCache
+
+    from synconfroute.server.routing.cache import CompletionCache
+
+    class Counting(TTLCache):  # type: ignore[type-arg]
+        lookups = 0
+
+        def get(self, key: object, default: object = None) -> object:
+            self.lookups += 1
+            return super().get(key, default)
+
+    cache = CompletionCache()
+    entries = cache._entries = Counting(512, 600.0)
+    for i in range(20):
+        cache.put("m", f"def g{i}(x):\n    return ", SUF, "x + 1", "local", ())
+    assert cache.get("m", "def other(x):\n    return ", SUF) is None
+    assert entries.lookups == 1
+    hit = cache.get("m", "def g7(x):\n    return x", SUF)
+    assert hit is not None and hit.completion == " + 1" and hit.typed == "x"
+    assert entries.lookups == 3
+    # A prefix completed again keeps its place and serves its new completion.
+    cache.put("m", "def g7(x):\n    return ", SUF, "x * 2", "local", ())
+    hit = cache.get("m", "def g7(x):\n    return x", SUF)
+    assert hit is not None and hit.completion == " * 2"
+    # Only the 16 latest prefixes are kept for typing-through.
+    assert cache.get("m", "def g3(x):\n    return x", SUF) is None
+
+
+def test_typing_through_never_serves_an_expired_entry() -> None:
+    from synconfroute.server.routing.cache import CompletionCache
+
+    cache = CompletionCache(ttl_s=-1.0)  # every entry expired as soon as it is stored
+    cache.put("m", PRE, SUF, "x * 2", "local", ())
+    assert cache.get("m", PRE + "x", SUF) is None
+    assert cache.get("m", PRE, SUF) is None

@@ -346,3 +346,43 @@ def test_the_first_token_estimate_reads_only_large_new_prompt_parts() -> None:
     assert est.sample(a, None, 50.0) is None
     assert est.sample(b, 0.6, 50.0) is None
     assert est.sample(a, 0.6, 50.0) is not None
+
+
+def test_line_starts_as_lsp_counts_lines_per_line() -> None:
+    """`_line_starts` (every line start of the prefix `anchored_window` cuts on a grid)
+    against a reference loop: \\n, \\r\\n and a lone \\r end a line, over random texts.
+    It ran one Python iteration per character (~570 µs for a 200-line prefix, each time
+    the window was cut); now the characters are C's: the Python lines it runs (traced)
+    grow with the lines of the text, not with its characters."""
+    import random
+    import sys
+
+    from synconfroute.server.routing.time_budget import _line_starts
+
+    def reference(text: str) -> list[int]:
+        out = [0]
+        for i, c in enumerate(text):
+            if c == "\n" or (c == "\r" and text[i + 1 : i + 2] != "\n"):
+                out.append(i + 1)
+        return out
+
+    rng = random.Random(35)
+    pieces = ("a", "bc", " ", "\n", "\r", "\r\n")
+    for _ in range(2000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        assert _line_starts(text) == reference(text), repr(text)
+    prefix = "    total = compute(values, weights)  # a comment\n" * 200
+    events = 0
+
+    def trace(frame: object, event: str, arg: object) -> object:
+        nonlocal events
+        events += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        starts = _line_starts(prefix)
+    finally:
+        sys.settrace(None)
+    assert starts == reference(prefix)
+    assert events <= 4 * len(starts) + 20, f"{events} traced events for {len(starts)} lines"

@@ -41,9 +41,14 @@ class Hit:
 class CompletionCache:
     def __init__(self, maxsize: int = 512, ttl_s: float = 600.0) -> None:
         self._entries: TTLCache[tuple[str, bytes, bytes], Entry] = TTLCache(maxsize, ttl_s)
-        # suffix-key -> prefix digests seen with it (for typing-through lookups); bounded
-        # like the entries, or every suffix ever completed would keep a key here.
-        self._by_suffix: LRUCache[tuple[str, bytes], list[bytes]] = LRUCache(maxsize)
+        # suffix-key -> the prefixes seen with it, oldest first (for typing-through
+        # lookups): each prefix digest with what the typing-through check reads (its
+        # length and completion), so only the one candidate that passes touches the
+        # TTLCache (each lookup there reads its timer). Bounded like the entries, or
+        # every suffix ever completed would keep a key here.
+        self._by_suffix: LRUCache[tuple[str, bytes], dict[bytes, tuple[int, str]]] = LRUCache(
+            maxsize
+        )
 
     def put(
         self,
@@ -63,28 +68,30 @@ class CompletionCache:
         )
         seen = self._by_suffix.get((model, sd))
         if seen is None:
-            seen = self._by_suffix[(model, sd)] = []
-        if pd not in seen:
-            seen.append(pd)
-            del seen[:-16]  # only recent prefixes matter for typing-through
+            seen = self._by_suffix[(model, sd)] = {}
+        fresh = pd not in seen
+        seen[pd] = (len(prefix), entry_completion)  # a known prefix keeps its place
+        if fresh and len(seen) > 16:  # only recent prefixes matter for typing-through
+            del seen[next(iter(seen))]
 
     def get(self, model: str, prefix: str, suffix: str) -> Hit | None:
         sd = digest(suffix)
         exact = self._entries.get((model, digest(prefix), sd))
         if exact is not None:
             return Hit(exact.completion, "", exact)
-        for pd in reversed(self._by_suffix.get((model, sd), [])):
-            entry = self._entries.get((model, pd, sd))
-            if entry is None or entry.prefix_len > len(prefix):
-                continue
-            typed = prefix[entry.prefix_len :]
+        seen = self._by_suffix.get((model, sd))
+        for pd, (prefix_len, completion) in reversed(seen.items() if seen else ()):
+            if prefix_len >= len(prefix):
+                continue  # nothing typed since
+            typed = prefix[prefix_len:]
             if (
-                typed
-                and entry.completion.startswith(typed)
-                and len(typed) < len(entry.completion)
-                and digest(prefix[: entry.prefix_len]) == entry.prefix_digest
+                completion.startswith(typed)
+                and len(typed) < len(completion)
+                and digest(prefix[:prefix_len]) == pd
             ):
-                return Hit(entry.completion[len(typed) :], typed, entry)
+                entry = self._entries.get((model, pd, sd))  # gone: expired or evicted
+                if entry is not None and entry.completion == completion:
+                    return Hit(completion[len(typed) :], typed, entry)
         return None
 
     def clear(self) -> None:

@@ -20,6 +20,9 @@ cache keeps the whole window until the cursor has moved a grid step further.
 
 from __future__ import annotations
 
+import itertools
+import re
+
 import attrs
 
 from synconfroute.clients._speed import Rates
@@ -137,16 +140,17 @@ def anchored_window(
     return cap_window(prefix, "", room)[0], suffix
 
 
+_LINE_END = re.compile(r"\r\n?|\n")
+
+
 def _line_starts(text: str) -> list[int]:
-    """Offsets where the lines of `text` start (LSP's rule: \\n, \\r\\n, \\r)."""
-    out = [0]
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\n" or (c == "\r" and (i + 1 >= n or text[i + 1] != "\n")):
-            out.append(i + 1)
-        i += 1
-    return out
+    """Offsets where the lines of `text` start (LSP's rule: \\n, \\r\\n, \\r). In C
+    loops (a split, or a regex where a \\r may end a line), not a loop per character."""
+    if "\r" in text:
+        return [0, *(m.end() for m in _LINE_END.finditer(text))]
+    starts = [0, *itertools.accumulate(len(line) + 1 for line in text.split("\n"))]
+    starts.pop()  # past the end: the last line has no end
+    return starts
 
 
 __all__ = [

@@ -123,22 +123,30 @@ class ContextBuilder:
             # Lazy: parsed where the check runs (a thread), not here on the event loop.
             copy = Text(text, self._docs.encoding)
             anchor_doc = SyntaxDocument(copy, st.language or None, lazy=True)
-        ctx = attrs.evolve(window, document=Anchor(anchor_doc, position))
         roots = self.roots()
-        ctx = attrs.evolve(ctx, roots=roots, folders=self._folders(roots), settings=settings)
+        folders = self._folders(roots)
+        crossfile_, edits = window.crossfile, window.recent_edits
         if settings.completion.context == "workspace":
             try:
-                cands = self._crossfile(st, text, offset, settings)
+                crossfile_ = self._crossfile(st, text, offset, settings)
             except Exception:  # context is a bonus: never fail the completion over it
                 log.exception("cross-file context failed; completing with the file alone")
-                cands = ()
-            ctx = attrs.evolve(ctx, crossfile=cands)
+                crossfile_ = ()
         if settings.completion.recent_edits:
             chunks = [c for c in self.recent.recent(exclude=st.path) if self._still_holds(c)]
-            ctx = attrs.evolve(ctx, recent_edits=tuple(chunks))
-        if ctx.crossfile or ctx.recent_edits:
-            ctx = attrs.evolve(ctx, repo=repo_name(st.path, roots))
-        return ctx
+            edits = tuple(chunks)
+        repo = repo_name(st.path, roots) if crossfile_ or edits else window.repo
+        # One copy of the window, not one per field (each costs a call into attrs).
+        return attrs.evolve(
+            window,
+            document=Anchor(anchor_doc, position),
+            roots=roots,
+            folders=folders,
+            settings=settings,
+            crossfile=crossfile_,
+            recent_edits=edits,
+            repo=repo,
+        )
 
     def changed(
         self, st: DocState, old: str, edits: Sequence[Edit], settings: config.Settings
@@ -291,8 +299,10 @@ class ContextBuilder:
         index = self.start_index(settings)
         if index is None:
             return ()
-        documents = self._docs.documents.values()
-        others = sorted((o for o in documents if o is not st), key=lambda o: -o.edited)
+        docs = self._docs
+        # The documents edited last first (every one edited since it was opened, so
+        # every one whose index entry is stale), then those never edited.
+        others = docs.recent(max(8, docs.edited_count), exclude=st)
         for o in others:  # other documents edited since: their definitions moved
             if o.index_stale and self._indexable(o.path):
                 index.update(o.path, o.text.text, o.language or None)
@@ -315,8 +325,8 @@ class ContextBuilder:
         found = ranked()
         # A file not open whose entry is not what its file holds now (moved, replaced,
         # changed with no event): read again (gone: dropped) before it feeds a prompt.
-        held = {o.path for o in documents}
-        stale = {c.path for c in found if c.path not in held and not index.matches_disk(c.path)}
+        paths = {c.path for c in found}  # each file asked once, not once per candidate
+        stale = {p for p in paths if not docs.holds_path(p) and not index.matches_disk(p)}
         for path in stale:
             index.update_from_disk(path)
         return tuple(ranked() if stale else found)

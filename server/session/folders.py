@@ -58,14 +58,23 @@ def settings_in(window: config.Settings, answers: Sequence[Mapping[str, Any]]) -
 
 def holders(path: str, roots: Iterable[str]) -> tuple[str, ...]:
     """The folders among `roots` that hold `path`, outermost first: by the names the
-    editor uses, or by real path (a folder or file reached through a symlink)."""
-    named, real = privacy.normal_path(path), privacy.real_path(path)
+    editor uses, or by real path (a folder or file reached through a symlink; resolved
+    only for a folder that does not hold it by name)."""
+    named = privacy.normal_path(path)
+    real: str | None = None
+    resolved = False
+    seen: dict[str, bool] = {}  # what the file system said during this call
     held = []
     for r in roots:
-        real_root = privacy.real_path(r) if real is not None else None
-        if privacy.within(named, (privacy.normal_path(r),)) or (
-            real is not None and real_root is not None and privacy.within(real, (real_root,))
-        ):
+        if privacy.within(named, (privacy.normal_path(r),)):
+            held.append(r)
+            continue
+        if not resolved:
+            real, resolved = privacy.real_path(path, seen=seen), True
+        if real is None:
+            continue
+        real_root = privacy.real_path(r, seen=seen)
+        if real_root is not None and privacy.within(real, (real_root,)):
             held.append(r)
     return tuple(sorted(held, key=len))
 

@@ -17,12 +17,15 @@ what the tier's `max_prompt_chars` leaves after them).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import posixpath
 import re
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
 
 import attrs
-from cachetools import LRUCache
 
 from .workspace_index import Symbol, WorkspaceIndex
 
@@ -256,12 +259,16 @@ class SnippetCache:
     only after an edit."""
 
     def __init__(self, size: int = 32) -> None:
-        self._cache: LRUCache[tuple[str, int], _Windows] = LRUCache(size)
+        # Least recently used first. Not a cachetools LRUCache: its lookups cost several
+        # Python calls each, and a request looks up 8 documents.
+        self._cache: OrderedDict[tuple[str, int], _Windows] = OrderedDict()
+        self._size = size
 
     def windows(self, path: str, version: int, text: str) -> _Windows:
         key = (path, version)
         hit = self._cache.get(key)
         if hit is not None:
+            self._cache.move_to_end(key)
             return hit
         lines = text.split("\n")
         step = SNIPPET_LINES // 2
@@ -276,11 +283,12 @@ class SnippetCache:
                 out.append((start, chunk, len(idents)))
         found = _Windows(out, postings)
         self._cache[key] = found
+        if len(self._cache) > self._size:
+            self._cache.popitem(last=False)
         return found
 
 
-@attrs.frozen
-class OpenDoc:
+class OpenDoc(NamedTuple):  # a tuple: a request makes 8, and an attrs class costs more
     path: str
     version: int
     text: str
@@ -395,10 +403,10 @@ def _snippets(
             continue
         best: tuple[float, int, str] | None = None
         doc_windows = cache.windows(doc.path, doc.version, doc.text)
-        shared: dict[int, int] = {}
-        for ident in query:
-            for w in doc_windows.postings.get(ident, ()):
-                shared[w] = shared.get(w, 0) + 1
+        postings = doc_windows.postings
+        # Identifiers shared with each window, counted in C (in the order the windows
+        # are first met, as a loop would: ties go to the first).
+        shared = Counter(itertools.chain.from_iterable(postings.get(i, ()) for i in query))
         for w, inter in shared.items():
             start, chunk, size = doc_windows.windows[w]
             sim = inter / (len(query) + size - inter)  # Jaccard
@@ -422,6 +430,7 @@ _BODY_OPENER = re.compile(r"[{:]\s*(//.*|#.*)?$")
 _WS = re.compile(r"\s+")
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of its text: asked per candidate
 def signature(text: str, path: str = "") -> str:
     """A definition's header on one line: decorators and annotations left out, a header
     over several lines joined, the body replaced by `...` (Python) or `;` (braces).

@@ -11,12 +11,13 @@ Knows nothing of pipelines, settings files or the ledger: `Session` composes it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import statistics
 import time
 from typing import Any
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import quote, unquote, urlsplit
 
 import attrs
@@ -97,6 +98,11 @@ class DocumentStore:
         # Documents whose tree is kept, least recently completed in first. Not a
         # cachetools cache: two bounds (count, bytes) over sizes that change with edits.
         self._hot: OrderedDict[str, None] = OrderedDict()
+        # The documents edited since they were opened, by key, least recently edited
+        # first (`recent` reads the latest without sorting every open document), and how
+        # many open documents name each path (`holds_path`).
+        self._edited: dict[str, None] = {}
+        self._paths: dict[str, int] = {}
 
     def document(self, uri: str) -> DocState | None:
         """The open document behind `uri`, however the editor percent-encodes it."""
@@ -110,8 +116,58 @@ class DocumentStore:
         doc = Text(scrub_surrogates(text), self.encoding)
         # Lazy: a document gets its tree at its first completion, not at open.
         tree = SyntaxDocument(doc, language or None, lazy=True)
-        st = self.documents[uri_key(uri)] = DocState(uri, language, path, doc, tree)
+        key = uri_key(uri)
+        self._forget(key)  # opened again: a new document, not edited yet
+        st = self.documents[key] = DocState(uri, language, path, doc, tree)
+        self._paths[path] = self._paths.get(path, 0) + 1
         return st
+
+    def _forget(self, key: str) -> None:
+        """`recent` and `holds_path` no longer count the document at `key`."""
+        self._edited.pop(key, None)
+        st = self.documents.get(key)
+        if st is not None:
+            left = self._paths.pop(st.path, 0) - 1
+            if left > 0:
+                self._paths[st.path] = left
+
+    def holds_path(self, path: str) -> bool:
+        """Whether an open document is the file at `path` (as `DocState.path` names it)."""
+        return path in self._paths
+
+    @property
+    def edited_count(self) -> int:
+        """How many open documents were edited since they were opened."""
+        return len(self._edited)
+
+    def recent(self, n: int, exclude: DocState | None = None) -> list[DocState]:
+        """The `n` open documents edited last, `exclude` left out, the most recent first,
+        then those never edited, in the order they were opened: what sorting them all by
+        `-edited` gives (ties in the order opened), without sorting every open document
+        (`edited` is set by `change` only, from a monotonic clock)."""
+        docs = self.documents
+        out: list[DocState] = []
+        tie = False
+        for key in reversed(self._edited):
+            st = docs[key]
+            if out and st.edited >= out[-1].edited:
+                tie = tie or st.edited == out[-1].edited
+                if st.edited > out[-1].edited:  # not from `change`: sort them all
+                    return _sorted_recent(docs.values(), n, exclude)
+            if st is not exclude:
+                out.append(st)
+        if tie:  # the same clock reading: as opened
+            order = {id(st): i for i, st in enumerate(docs.values())}
+            out.sort(key=lambda st: (-st.edited, order[id(st)]))
+        if out and out[-1].edited <= 0:  # not from `change`: sort them all
+            return _sorted_recent(docs.values(), n, exclude)
+        if len(out) < n:
+            for key, st in docs.items():
+                if len(out) >= n:
+                    break
+                if st is not exclude and key not in self._edited:
+                    out.append(st)
+        return out[:n]
 
     def change(
         self, uri: str, edits: Sequence[Edit], follow: FollowEdit | None = None
@@ -119,7 +175,8 @@ class DocumentStore:
         """Apply edits (LSP line rule, negotiated encoding) to the document's one text;
         its tree follows. `follow` sees each edit's offsets (retention watches them).
         None if the document is not open."""
-        st = self.document(uri)
+        key = uri_key(uri)
+        st = self.documents.get(key)
         if st is None:
             return None
         edits = [_scrubbed(e) for e in edits]
@@ -140,6 +197,8 @@ class DocumentStore:
         st.keystrokes.append(time.monotonic())
         st.edited = st.keystrokes[-1]
         st.index_stale = True
+        self._edited.pop(key, None)
+        self._edited[key] = None  # the most recently edited last
         st.offer = None
         if accepted is None:
             st.last = None  # the completion's lines may have moved: no stale hover
@@ -150,6 +209,7 @@ class DocumentStore:
         """Forget the document (its request in flight is cancelled); it, if it was open."""
         key = uri_key(uri)
         self._hot.pop(key, None)
+        self._forget(key)
         st = self.documents.pop(key, None)
         if st is not None:
             stop_request(st)
@@ -199,6 +259,11 @@ class DocumentStore:
         return None
 
 
+def _sorted_recent(docs: Iterable[DocState], n: int, exclude: DocState | None) -> list[DocState]:
+    """`DocumentStore.recent` the plain way: every document sorted."""
+    return sorted((st for st in docs if st is not exclude), key=lambda st: -st.edited)[:n]
+
+
 def _scrubbed(e: Edit) -> Edit:
     """`e` with its lone surrogates (legal in an LSP string, not in UTF-8) as U+FFFD: the
     document model never holds one, so no encoder downstream (HTTP bodies, the ledger,
@@ -219,6 +284,9 @@ def debounce_s(st: DocState, editor: config.EditorSettings) -> float:
     return min(max(1.5 * statistics.median(gaps), 0.03), base * 3)
 
 
+# Both are pure functions of the URI, asked several times per request (each a urlsplit
+# and unquotes): the spellings of the documents and folders open are remembered.
+@functools.lru_cache(maxsize=1024)
 def uri_key(uri: str) -> str:
     """One spelling per document: editors percent-encode URIs differently
     (`My%20Project`, `c%3A`, `%40types`) and pygls unquotes them. File URIs are
@@ -232,6 +300,7 @@ def uri_key(uri: str) -> str:
     return f"file://{unquote(parts.netloc).lower()}{quote(path, safe='/:', errors='surrogatepass')}"
 
 
+@functools.lru_cache(maxsize=1024)
 def path_of(uri: str) -> str:
     """The decoded file path of a file URI (`/c:/x` -> `c:/x`); other URIs as they are."""
     if not uri.startswith("file:"):

@@ -78,16 +78,35 @@ def make_plan(
 ) -> PromptPlan:
     """The plan of one tier's prompt: the window of `path`, then each context file
     (path, characters), every one with its resolved real path; `roots` are the workspace
-    folders open now, `folders` their own settings (roots as named; resolved here)."""
-    folds = _folds(path, roots) if fold is None else fold
-    sources = [source("window", path, window_chars, fold=folds)]
-    sources += [source("context", p, n, fold=folds) for p, n in context]
-    real_roots = tuple(r for r in (privacy.real_path(x, fold=folds) for x in roots) if r)
+    folders open now, `folders` their own settings (roots as named; resolved here, each
+    path once: a folder's settings name the folder its root is)."""
+    seen: dict[str, bool] = {}  # what the file system said during this plan
+    real: dict[str, str | None] = {}
+    folds = bool(fold)
+    probe = roots[0] if roots else path
+    if fold is None and probe.startswith("/"):
+        # Whether the file system folds case, probed on the first folder (else the file),
+        # resolved first: the probe then asks no `stat` of its own.
+        r = privacy.real_path(probe, fold=False, seen=seen)
+        folds = privacy.folds_case(probe, seen)
+        real[probe] = r.casefold() if folds and r is not None else r
+
+    def resolved(p: str) -> str | None:
+        if p not in real:
+            real[p] = privacy.real_path(p, fold=folds, seen=seen)
+        return real[p]
+
+    def src(role: Role, p: str, chars: int) -> PlanSource:
+        return PlanSource(role, privacy.normal_path(p, fold=folds), resolved(p), chars)
+
+    sources = [src("window", path, window_chars)]
+    sources += [src("context", p, n) for p, n in context]
+    real_roots = tuple(r for r in (resolved(x) for x in roots) if r)
     rules = []
     for f in folders:
-        real = privacy.real_path(f.root, fold=folds)
-        if real is not None:
-            rules.append(attrs.evolve(f, root=real))
+        root = resolved(f.root)
+        if root is not None:
+            rules.append(f if root == f.root else attrs.evolve(f, root=root))
     return PromptPlan(
         tier=tier,
         sources=tuple(sources),
@@ -96,11 +115,6 @@ def make_plan(
         folds_case=folds,
         folders=tuple(rules),
     )
-
-
-def _folds(path: str, roots: Sequence[str]) -> bool:
-    probe = roots[0] if roots else path
-    return privacy.folds_case(probe) if probe.startswith("/") else False
 
 
 # -- the question --------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import functools
 import os
 import posixpath
 import re
+import stat
 from collections.abc import Iterable, Sequence
 
 
@@ -164,30 +165,119 @@ def _folds_at(folder: str) -> bool:
         return False
 
 
-def folds_case(path: str) -> bool:
+def folds_case(path: str, seen: dict[str, bool] | None = None) -> bool:
     """Whether `path` lives on a case-folding file system (macOS and Windows by default):
-    probed on its nearest existing folder that has a letter in its name."""
-    p = os.path.dirname(path) if not os.path.isdir(path) else path
-    while p and not os.path.isdir(p):
-        p = os.path.dirname(p)
+    probed on its nearest existing folder that has a letter in its name. `seen`: what
+    `real_path` found of the file system a moment ago (the same request)."""
+    p = nearest_folder(path, {} if seen is None else seen)
     return _folds_at(p) if p else False
 
 
-def real_path(path: str, *, fold: bool | None = None) -> str | None:
+def nearest_folder(path: str, seen: dict[str, bool]) -> str:
+    """`path` if it is an existing folder, else the nearest one above it ("" if none),
+    where `seen` says which paths are folders (True) or not (False) as `_resolve` just
+    found them: only the others are asked (`os.path.isdir`)."""
+    p = path
+    while p:
+        known = seen.get(p)
+        if os.path.isdir(p) if known is None else known:
+            return p
+        p = os.path.dirname(p)
+    return ""
+
+
+def _resolve(path: str, seen: dict[str, bool]) -> str:
+    """`os.path.realpath(path)` for an absolute POSIX path, step for step as Python's
+    own (`posixpath._joinrealpath`, not strict), noting in `seen` whether each path it
+    `lstat`s is a folder (a link is not noted): neither it nor `nearest_folder` asks
+    again what `seen` holds. Below a name that is no folder nothing can exist, so
+    nothing is asked (`..` climbs by name, as Python's does)."""
+    seen.setdefault("/", True)
+    real, rest = _join_real("/", path[1:], {}, seen)
+    return real if rest is None else posixpath.normpath(posixpath.join(real, rest))
+
+
+def _join_real(
+    path: str, rest: str, links: dict[str, str | None], seen: dict[str, bool]
+) -> tuple[str, str | None]:
+    """`path` (resolved) joined with `rest`, its links followed: (the real path, None),
+    or, at a link loop, (the part resolved, what is left of `rest`), which Python leaves
+    as it is."""
+    below = seen.get(path) is False  # `path` is no folder: nothing below it exists
+    while rest:
+        name, _, rest = rest.partition("/")
+        if not name or name == ".":
+            continue
+        if name == "..":
+            path = posixpath.dirname(path)
+            below = seen.get(path) is False
+            continue
+        new = path + name if path == "/" else path + "/" + name
+        if below:
+            seen[new] = False
+            path = new
+            continue
+        known = seen.get(new)
+        if known is not None:  # found a moment ago (no link: those are not noted)
+            path, below = new, not known
+            continue
+        try:
+            mode = os.lstat(new).st_mode
+        except OSError:
+            seen[new] = False
+            path, below = new, True
+            continue
+        if not stat.S_ISLNK(mode):
+            below = not stat.S_ISDIR(mode)
+            seen[new] = not below
+            path = new
+            continue
+        if new in links:
+            done = links[new]
+            if done is None:  # a loop: the rest stays as it is
+                return new, rest
+            path = done
+            below = seen.get(path) is False
+            continue
+        links[new] = None
+        target = os.readlink(new)
+        if target.startswith("/"):
+            path, left = _join_real("/", target[1:], links, seen)
+        else:
+            path, left = _join_real(path, target, links, seen)
+        if left is not None:
+            return path, posixpath.join(left, rest) if rest else left
+        links[new] = path
+        below = seen.get(path) is False
+    return path, None
+
+
+def real_path(
+    path: str, *, fold: bool | None = None, seen: dict[str, bool] | None = None
+) -> str | None:
     """The real path `path` names: symlinks followed (the target's folders too), `.` and
     `..` removed, '/'-separated, case-folded where the file system folds case (`fold`
-    None: probe it). None when it cannot be resolved (not an absolute file path)."""
+    None: probe it). None when it cannot be resolved (not an absolute file path).
+    `seen`: what an earlier call of the same moment (one request's plan) found of the
+    file system, shared, so a folder both paths pass through is asked once."""
     if not path or "\x00" in path:
         return None
-    native = path.replace("/", os.sep) if os.sep != "/" else path
-    if not os.path.isabs(native):
-        return None
+    seen = {} if seen is None else seen
     try:
-        real = os.path.realpath(native).replace(os.sep, "/")
+        if os.sep == "/":
+            if path[0] != "/":
+                return None
+            real = _resolve(path, seen)  # `os.path.realpath`, with fewer syscalls
+        else:
+            native = path.replace("/", os.sep)
+            if not os.path.isabs(native):
+                return None
+            real = os.path.realpath(native).replace(os.sep, "/")
     except (OSError, ValueError):
         return None
     if fold is None:
-        fold = folds_case(real)
+        near = nearest_folder(real, seen)
+        fold = _folds_at(near) if near else False
     return real.casefold() if fold else real
 
 
@@ -201,4 +291,8 @@ def normal_path(path: str, *, fold: bool = False) -> str:
 
 def within(path: str, roots: Iterable[str]) -> bool:
     """`path` is one of `roots` or inside one (all '/'-separated, same case rule)."""
-    return any(path == r.rstrip("/") or path.startswith(r.rstrip("/") + "/") for r in roots)
+    for r in roots:  # a loop, not any(genexpr): asked several times per request
+        r = r.rstrip("/")
+        if path == r or path.startswith(r + "/"):
+            return True
+    return False

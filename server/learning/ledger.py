@@ -26,9 +26,9 @@ from typing import Any
 import platformdirs
 
 from ..settings.config import APP
-from .later import after_response
 from ..vocab.record import RouteDecision
 from . import ledger_schema as schema
+from .later import after_response
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import attrs
 from synconfroute.clients.errors import BackendError, BackendTimeout
 from synconfroute.clients.types import Backend, Chunk, CompletionRequest, line_end
 
-from ..settings.config import LocalSettings
 from ..learning.later import close_after_response
+from ..settings.config import LocalSettings
 from . import kv_window, router
 from .planner import Planning, TierRequest, kv_cap, plan_local, plan_tier
 from .request import CompletionContext

@@ -111,10 +111,13 @@ class ContextBuilder:
         settings: config.Settings,
         *,
         blocking_gate: bool,
+        invoked: bool = False,
+        settled: asyncio.Future[bool] | None = None,
     ) -> CompletionContext:
         """`window` completed: the syntax anchor, the workspace folders, with
         completion.context "workspace" the ranked cross-file candidates, and with
-        completion.recent_edits the chunks changed lately in other files."""
+        completion.recent_edits the chunks changed lately in other files (`invoked`,
+        `settled`: the request's own, see CompletionContext)."""
         text, version = snapshot
         anchor_doc = st.syntax
         if blocking_gate or st.text.version != version:
@@ -146,6 +149,8 @@ class ContextBuilder:
             crossfile=crossfile_,
             recent_edits=edits,
             repo=repo,
+            invoked=invoked,
+            settled=settled,
         )
 
     def changed(

@@ -28,9 +28,9 @@ from synconfroute.clients.errors import (
 )
 from synconfroute.clients.types import Backend
 
+from ..learning import later
 from ..learning.decision_log import DecisionLog, Status, WorkerStatus
 from ..learning.ledger import Ledger
-from ..learning import later
 from ..routing.backends import build_tiers, speculates, warm
 from ..routing.pipeline import Pipeline, build_pipeline
 from ..routing.request import CompletionContext
@@ -494,9 +494,16 @@ class Session:
         if self._settings_mark() != mark:  # the workspace configuration came meanwhile
             settings = self.settings_for(st)
         ctx = self.context.build(
-            window, st, snapshot, offset, at, settings, blocking_gate=pipeline.gate_blocks
+            window,
+            st,
+            snapshot,
+            offset,
+            at,
+            settings,
+            blocking_gate=pipeline.gate_blocks,
+            invoked=invoked,
+            settled=settled,
         )
-        ctx = attrs.evolve(ctx, invoked=invoked, settled=settled)
         rec = await self.tracker.run(st, pipeline, ctx, self.rules(settings))
         if rec is None or (settled is not None and not await settled):
             return None  # superseded (while typing went on: nothing shown, nothing logged)

@@ -15,9 +15,9 @@ import functools
 import itertools
 import statistics
 import time
-from typing import Any
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import attrs
@@ -26,7 +26,6 @@ from ..learning.retention import minimal_edit
 from ..settings import config
 from ..syntax import SyntaxDocument, detect_language
 from ..vocab.positions import Encoding, Text, scrub_surrogates
-from ..vocab.record import RouteDecision
 
 # Parse trees cost ~40x the text; keep them for the documents being completed in, as
 # many as fit in both bounds (the current one's always, unless over syntax_max_bytes).

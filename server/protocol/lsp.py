@@ -58,6 +58,11 @@ _LEVELS = {
 }
 
 
+_FORWARDED = frozenset(
+    {t.TEXT_DOCUMENT_DID_OPEN, t.TEXT_DOCUMENT_DID_CHANGE, t.TEXT_DOCUMENT_DID_CLOSE}
+)
+
+
 class _Protocol(TransportProtocol):
     """pygls drops a request whose params do not deserialize, without a response;
     every request must get one, so answer it with InvalidParams here."""
@@ -76,8 +81,14 @@ class _Protocol(TransportProtocol):
 
     # The session keeps the one copy of each open document (LSP line rule, see
     # server/vocab/positions.py). pygls' workspace copy breaks lines with str.splitlines, and
-    # an error in it would stop our handler: keep none, just pass the notification on
-    # (pygls runs these only as generator functions).
+    # an error in it would stop our handler: keep none, just pass the notification on.
+    def _get_handler(self, feature_name: str) -> Any:
+        # Our handler itself, not the builtin that forwards to it: a generator, a Future
+        # and a uuid less per keystroke (the builtins below stand in when there is none).
+        if feature_name in _FORWARDED and (handler := self.fm.features.get(feature_name)):
+            return handler
+        return super()._get_handler(feature_name)
+
     def _forward(self, method: str, params: Any) -> Generator[Any, Any, None]:
         if (handler := self.fm.features.get(method)) is not None:
             yield handler, (params,), None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -305,6 +306,10 @@ def test_any_message_is_written_as_pygls_writes_it(proto: Any, message: Any) -> 
         JsonRPCRequestMessage(id=1, method="x", jsonrpc="2.0", params=None),
         JsonRPCNotification(method="x", jsonrpc="2.0", params=None),
         JsonRPCResponseMessage(id=1, result=None, jsonrpc="2.0"),
+        SimpleNamespace(method="x", jsonrpc="2.0"),  # no params: no notification
+        SimpleNamespace(id=1, method="x", jsonrpc="2.0"),
+        SimpleNamespace(id=1, method="x", params=None, result=None),
+        SimpleNamespace(id=1, jsonrpc="2.0", params=None),
     ],
 )
 def test_a_message_is_dispatched_as_the_pygls_protocols_tell(message: Any) -> None:

@@ -27,9 +27,11 @@ from pygls.protocol.json_rpc import (
     RPCResponse,
 )
 
-from synconfroute.server.protocol import lsp, transport
+from synconfroute.server.protocol import lsp, plain_messages, transport
 from synconfroute.server.protocol.transport import Body, FrameParser, HoldingWriter
+from synconfroute.server.session.session import Completed
 from synconfroute.server.settings import config
+from synconfroute.server.vocab.card import summary
 
 
 class Capture:
@@ -326,3 +328,207 @@ def test_a_message_is_dispatched_as_the_pygls_protocols_tell(message: Any) -> No
         transport._ERROR,
     )
     assert transport.message_kind(message) is expected
+
+
+# --- the inlineCompletion result, built as JSON directly ---
+
+
+def _decision(route: str, reasons: tuple[str, ...], confidence: float | None) -> Any:
+    from synconfroute.server.vocab.kinds import Reason
+    from synconfroute.server.vocab.record import RouteDecision
+
+    return RouteDecision(
+        completion="x",
+        route=route,  # type: ignore[arg-type]
+        reasons=tuple(Reason(r) for r in reasons),
+        policy="synconf",
+        confidence=confidence,
+        threshold=0.6,
+        syntax=None,
+        local_model="m",
+        remote_model=None,
+    )
+
+
+def _as_lsprotocol(done: Any) -> Any:
+    """The result as lsp.inline_completion built it before (lsprotocol objects)."""
+    if done is None or not done.insert_text:
+        return t.InlineCompletionList(items=[])
+    pos = t.Position(*done.start)
+    item = t.InlineCompletionItem(
+        insert_text=done.insert_text,
+        range=t.Range(pos, t.Position(*done.end)),
+        command=t.Command(
+            title=summary(done.decision), command=lsp.CMD_ACCEPT, arguments=[done.id]
+        ),
+    )
+    return t.InlineCompletionList(items=[item])
+
+
+@pytest.mark.parametrize(
+    "done",
+    [
+        None,
+        Completed("a", _decision("local", ("confident",), 0.97), "", (0, 0), (0, 0), ""),
+        Completed("b", _decision("local", ("confident",), 0.97), " x + 1", (1, 11), (1, 11), ""),
+        Completed(
+            "c",
+            _decision("remote", ("low-confidence", "syntax-invalid"), None),
+            "é\n  \u2603",
+            (4, 2),
+            (6, 0),
+            "wo",
+        ),
+    ],
+)
+def test_the_inline_result_is_what_the_converter_makes(proto: Any, done: Any) -> None:
+    assert lsp.inline_list(done) == proto._converter.unstructure(_as_lsprotocol(done))
+
+
+# --- the keystroke messages, structured by hand when plain ---
+
+
+def _inline(params: Any, **envelope: Any) -> dict[str, Any]:
+    msg = {"jsonrpc": "2.0", "id": 5, "method": t.TEXT_DOCUMENT_INLINE_COMPLETION}
+    return {**msg, "params": params, **envelope}
+
+
+def _completion(params: Any, **envelope: Any) -> dict[str, Any]:
+    msg = {"jsonrpc": "2.0", "id": "c", "method": t.TEXT_DOCUMENT_COMPLETION}
+    return {**msg, "params": params, **envelope}
+
+
+def _did_change(params: Any, **envelope: Any) -> dict[str, Any]:
+    msg = {"jsonrpc": "2.0", "method": t.TEXT_DOCUMENT_DID_CHANGE}
+    return {**msg, "params": params, **envelope}
+
+
+DOC = {"uri": "file:///a.py"}
+AT = {"line": 1, "character": 11}
+SPAN = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 2}}
+VDOC = {"uri": "file:///a.py", "version": 3}
+PLAIN = [  # built by hand
+    _inline({"textDocument": DOC, "position": AT, "context": {"triggerKind": 1}}),
+    _inline({"textDocument": DOC, "position": AT, "context": {"triggerKind": 2}}, id="s"),
+    _completion({"textDocument": DOC, "position": AT}),
+    _completion({"textDocument": DOC, "position": AT, "context": {"triggerKind": 1}}),
+    _completion(
+        {
+            "textDocument": DOC,
+            "position": AT,
+            "context": {"triggerKind": 2, "triggerCharacter": "."},
+        }
+    ),
+    _did_change({"textDocument": VDOC, "contentChanges": [{"range": SPAN, "text": "ab"}]}),
+    _did_change({"textDocument": VDOC, "contentChanges": [{"text": "whole"}]}),
+    _did_change(
+        {
+            "textDocument": VDOC,
+            "contentChanges": [{"range": SPAN, "rangeLength": 2, "text": ""}, {"text": "é"}],
+        }
+    ),
+    _did_change({"textDocument": VDOC, "contentChanges": []}),
+    _completion({"textDocument": DOC, "position": AT, "context": None}),
+]
+ODD = [  # left to the converter: coerced, refused, or with fields the hand leaves out
+    _inline({"textDocument": DOC, "position": AT, "context": {"triggerKind": 3}}),
+    _inline({"textDocument": DOC, "position": AT, "context": {"triggerKind": True}}),
+    _inline(
+        {
+            "textDocument": DOC,
+            "position": {"line": "1", "character": 2},
+            "context": {"triggerKind": 1},
+        }
+    ),
+    _inline(
+        {
+            "textDocument": DOC,
+            "position": {"line": 1.0, "character": 2},
+            "context": {"triggerKind": 1},
+        }
+    ),
+    _inline(
+        {
+            "textDocument": DOC,
+            "position": {"line": -1, "character": 2},
+            "context": {"triggerKind": 1},
+        }
+    ),
+    _inline(
+        {
+            "textDocument": DOC,
+            "position": {"line": 2**31, "character": 0},
+            "context": {"triggerKind": 1},
+        }
+    ),
+    _inline(
+        {
+            "textDocument": DOC,
+            "position": {"line": 1, "character": 2, "x": 0},
+            "context": {"triggerKind": 1},
+        }
+    ),
+    _inline({"textDocument": {"uri": 3}, "position": AT, "context": {"triggerKind": 1}}),
+    _inline({"textDocument": {**DOC, "version": 1}, "position": AT, "context": {"triggerKind": 1}}),
+    _inline({"textDocument": DOC, "position": AT}),
+    _inline(
+        {"textDocument": DOC, "position": AT, "context": {"triggerKind": 1}, "workDoneToken": "w"}
+    ),
+    _inline(
+        {
+            "textDocument": DOC,
+            "position": AT,
+            "context": {
+                "triggerKind": 1,
+                "selectedCompletionInfo": {"range": SPAN, "text": "a"},
+            },
+        }
+    ),
+    _inline({"textDocument": DOC, "position": AT, "context": {"triggerKind": 1}}, id=True),
+    _inline({"textDocument": DOC, "position": AT, "context": {"triggerKind": 1}}, extra=1),
+    _inline([1, 2]),
+    _completion({"textDocument": DOC, "position": AT, "context": {"triggerKind": 4}}),
+    _completion(
+        {
+            "textDocument": DOC,
+            "position": AT,
+            "context": {"triggerKind": 2, "triggerCharacter": None},
+        }
+    ),
+    _completion({"textDocument": DOC, "position": AT, "context": {"triggerKind": 2, "other": "."}}),
+    _completion({"textDocument": DOC, "position": AT, "partialResultToken": 1}),
+    _did_change({"textDocument": {**VDOC, "version": "3"}, "contentChanges": []}),
+    _did_change({"textDocument": {**VDOC, "version": None}, "contentChanges": []}),
+    _did_change({"textDocument": VDOC, "contentChanges": [{"range": SPAN}]}),
+    _did_change({"textDocument": VDOC, "contentChanges": [{"range": SPAN, "text": 1}]}),
+    _did_change(
+        {"textDocument": VDOC, "contentChanges": [{"range": SPAN, "rangeLength": -1, "text": ""}]}
+    ),
+    _did_change(
+        {"textDocument": VDOC, "contentChanges": [{"range": SPAN, "rangeLength": None, "text": ""}]}
+    ),
+    _did_change({"textDocument": VDOC, "contentChanges": [{"range": {"start": AT}, "text": ""}]}),
+    _did_change({"textDocument": VDOC, "contentChanges": [{"range": SPAN, "text": "", "x": 1}]}),
+    _did_change({"textDocument": VDOC, "contentChanges": ({"text": "t"},)}),
+    _did_change({"textDocument": VDOC, "contentChanges": [{"text": "t"}]}, id=4),
+]
+
+
+def _converted(proto: Any, data: dict[str, Any]) -> Any:
+    kind = JsonRPCRequestMessage if "id" in data else JsonRPCNotification
+    try:
+        return proto._converter.structure(data, proto.get_message_type(data["method"]) or kind)
+    except Exception as exc:
+        return type(exc)
+
+
+@pytest.mark.parametrize("data", PLAIN, ids=range(len(PLAIN)))
+def test_a_plain_keystroke_message_is_what_the_converter_makes(proto: Any, data: Any) -> None:
+    made = plain_messages.structure_plain(data)
+    assert made is not None  # the hand built it
+    assert made == _converted(proto, data)
+
+
+@pytest.mark.parametrize("data", ODD, ids=range(len(ODD)))
+def test_an_odd_keystroke_message_is_left_to_the_converter(proto: Any, data: Any) -> None:
+    assert plain_messages.structure_plain(data) is None, _converted(proto, data)

@@ -378,18 +378,32 @@ async def _complete(
 
 async def inline_completion(
     ls: SynConfRouteServer, params: t.InlineCompletionParams
-) -> t.InlineCompletionList | None:
+) -> dict[str, Any]:
     invoked = params.context.trigger_kind == t.InlineCompletionTriggerKind.Invoked
     done = await _complete(ls, params.text_document.uri, params.position, invoked)
+    return inline_list(done)
+
+
+def inline_list(done: Completed | None) -> dict[str, Any]:
+    """The InlineCompletionList of a completion, as the JSON lsprotocol's converter makes
+    of it (built directly: no attrs objects to validate, then take apart, on every
+    keystroke; tests/test_protocol_fast_paths.py holds the two together)."""
     if done is None or not done.insert_text:
-        return t.InlineCompletionList(items=[])
-    pos = t.Position(*done.start)
-    item = t.InlineCompletionItem(
-        insert_text=done.insert_text,
-        range=t.Range(pos, t.Position(*done.end)),
-        command=t.Command(title=summary(done.decision), command=CMD_ACCEPT, arguments=[done.id]),
-    )
-    return t.InlineCompletionList(items=[item])
+        return {"items": []}
+    (line, character), (end_line, end_character) = done.start, done.end
+    item = {
+        "insertText": done.insert_text,
+        "range": {
+            "start": {"line": line, "character": character},
+            "end": {"line": end_line, "character": end_character},
+        },
+        "command": {
+            "title": summary(done.decision),
+            "command": CMD_ACCEPT,
+            "arguments": [done.id],
+        },
+    }
+    return {"items": [item]}
 
 
 async def completion(ls: SynConfRouteServer, params: t.CompletionParams) -> t.CompletionList:

@@ -37,6 +37,8 @@ from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, LanguageS
 from pygls.protocol.json_rpc import JsonRPCProtocol, RPCMessage
 from pygls.protocol.language_server import lsp_method
 
+from .plain_messages import structure_plain
+
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -478,8 +480,8 @@ class TransportProtocol(LanguageServerProtocol):
             super()._send_response(msg_id, result, error)
             return
         # pygls wraps the result in a JsonRPCResponseMessage that its converter then takes
-        # apart again: the same dict, made directly (the result unstructured as pygls does).
-        result = self._converter.unstructure(result)
+        # apart again: the same dict, made directly (the encoder's `default` unstructures
+        # what JSON does not know, as the converter would; a plain result is not copied).
         self._send_data({"id": msg_id, "jsonrpc": JsonRPCProtocol.VERSION, "result": result})
 
     def _send_handler_result(self, future: Future[Any], *, msg_id: Any) -> None:
@@ -520,13 +522,15 @@ class TransportProtocol(LanguageServerProtocol):
             callback(done)
             return result
 
-        def after(task: Future[Any]) -> None:  # the task's done-callback
+        def after(task: asyncio.Task[Any]) -> None:  # the task's done-callback
             if not handed:
-                callback(task)
+                callback(task)  # type: ignore[arg-type]  # a Future, as pygls passes it
             elif not task.cancelled() and (exc := task.exception()) is not None:
                 raise exc  # the callback's own failure: logged by the loop, as in pygls
 
-        super()._execute_handler(msg_id, run, after)  # type: ignore[arg-type]  # no params
+        task = asyncio.ensure_future(run())  # pygls' way with a coroutine handler
+        self._request_futures[msg_id] = task  # type: ignore[assignment]  # cancellable
+        task.add_done_callback(after)
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         # A cancel for a request already answered is the usual case (clients cancel as
@@ -552,6 +556,8 @@ class TransportProtocol(LanguageServerProtocol):
         # A request or notification: structured as pygls does, but params the client got
         # wrong are its error (InvalidParams, answered and logged in one line), not an
         # ERROR with a traceback in the log as pygls writes it.
+        if (plain := structure_plain(data)) is not None:
+            return plain
         kind = JsonRPCRequestMessage if "id" in data else JsonRPCNotification
         try:
             return self._converter.structure(data, self.get_message_type(data["method"]) or kind)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import itertools
 import json
 import logging
 import os
@@ -26,10 +27,12 @@ from typing import Any, BinaryIO
 from cattrs.errors import ClassValidationError
 from lsprotocol import types as t
 from pygls.exceptions import (
+    FeatureNotificationError,
     JsonRpcException,
     JsonRpcInternalError,
     JsonRpcInvalidParams,
     JsonRpcInvalidRequest,
+    JsonRpcMethodNotFound,
 )
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
@@ -421,6 +424,8 @@ class TransportProtocol(LanguageServerProtocol):
         super().__init__(server, converter)
         self._encoder = json.JSONEncoder(default=self._serialize_message)
         self._writes: set[asyncio.Future[Any]] = set()
+        self._notifications = itertools.count()
+        self._async_handlers: dict[Callable[..., Any], bool] = {}  # features and builtins
         self.exit_code: int | None = None
         self._initialize_seen = False
         self._shutdown_seen = False
@@ -504,7 +509,13 @@ class TransportProtocol(LanguageServerProtocol):
         args: tuple[Any, ...] | None = None,
         kwargs: dict[str, Any] | None = None,
     ) -> None:
-        if not asyncio.iscoroutinefunction(handler):
+        try:
+            is_async = self._async_handlers.get(handler)
+        except TypeError:  # an unhashable callable: asked each time
+            is_async = asyncio.iscoroutinefunction(handler)
+        if is_async is None:  # asked once a handler (inspect unwraps it: six calls)
+            is_async = self._async_handlers[handler] = asyncio.iscoroutinefunction(handler)
+        if not is_async:
             super()._execute_handler(msg_id, handler, callback, args, kwargs)
             return
         # A coroutine's result is handed on (a request answered) in its own task: pygls
@@ -516,10 +527,10 @@ class TransportProtocol(LanguageServerProtocol):
         async def run() -> Any:
             nonlocal handed
             result = await handler(*(args or ()), **(kwargs or {}))
-            done: Future[Any] = Future()
+            done = asyncio.get_running_loop().create_future()  # no lock, unlike pygls' Future
             done.set_result(result)
             handed = True
-            callback(done)
+            callback(done)  # type: ignore[arg-type]  # what the callback asks of a Future
             return result
 
         def after(task: asyncio.Task[Any]) -> None:  # the task's done-callback
@@ -531,6 +542,24 @@ class TransportProtocol(LanguageServerProtocol):
         task = asyncio.ensure_future(run())  # pygls' way with a coroutine handler
         self._request_futures[msg_id] = task  # type: ignore[assignment]  # cancellable
         task.add_done_callback(after)
+
+    def _handle_notification(self, method_name: str, params: Any) -> None:
+        # pygls' own, with a counted key for the handler's future instead of str(uuid4())
+        # (a getrandom call and 5 µs a keystroke): a tuple, so no JSON-RPC id can equal it.
+        if method_name == t.CANCEL_REQUEST:
+            super()._handle_notification(method_name, params)
+            return
+        try:
+            handler = self._get_handler(method_name)
+            key = ("notification", next(self._notifications))
+            self._execute_handler(key, handler, self._check_handler_result, (params,))
+        except JsonRpcMethodNotFound:
+            _pygls_log.warning("Ignoring notification for unknown method %r", method_name)
+        except Exception as error:
+            _pygls_log.exception(
+                "Failed to handle notification %r: %s", method_name, params, exc_info=True
+            )
+            self._server._report_server_error(error, FeatureNotificationError)
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         # A cancel for a request already answered is the usual case (clients cancel as

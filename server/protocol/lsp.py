@@ -633,12 +633,17 @@ def _doc_formats(ls: LanguageServer) -> Any:
 def _markup(markdown: str, formats: Any) -> t.MarkupContent | str:
     """Markdown where the client says it renders it; else the same text, plain (as
     MarkupContent if the client names plaintext, as a bare string if it names nothing)."""
+    kind, text = _markup_parts(markdown, formats)
+    return text if kind is None else t.MarkupContent(kind, text)
+
+
+def _markup_parts(markdown: str, formats: Any) -> tuple[t.MarkupKind | None, str]:
     if formats and t.MarkupKind.Markdown in formats:
-        return t.MarkupContent(t.MarkupKind.Markdown, markdown)
+        return t.MarkupKind.Markdown, markdown
     plain = markdown.replace("**", "").replace("`", "")
     if formats and t.MarkupKind.PlainText in formats:
-        return t.MarkupContent(t.MarkupKind.PlainText, plain)
-    return plain
+        return t.MarkupKind.PlainText, plain
+    return None, plain
 
 
 def _notify_route(
@@ -648,9 +653,8 @@ def _notify_route(
     data (status bars, accept commands): sent before the response, so a client has it
     when the completion arrives (written with the response, in one write)."""
     rec = done.decision
-    card: Any = _markup(route_card(rec), _hover_formats(ls))
-    if not isinstance(card, str):
-        card = {"kind": card.kind.value, "value": card.value}
+    kind_of_card, text = _markup_parts(route_card(rec), _hover_formats(ls))
+    card = text if kind_of_card is None else {"kind": kind_of_card.value, "value": text}
     notify_before_response(
         ls.protocol,
         ROUTE_NOTIFICATION,

@@ -548,7 +548,7 @@ class TransportProtocol(LanguageServerProtocol):
             elif not task.cancelled() and (exc := task.exception()) is not None:
                 raise exc  # the callback's own failure: logged by the loop, as in pygls
 
-        task = asyncio.ensure_future(run())  # pygls' way with a coroutine handler
+        task = asyncio.get_running_loop().create_task(run())  # as pygls' ensure_future
         self._request_futures[msg_id] = task  # type: ignore[assignment]  # cancellable
         task.add_done_callback(after)
 

@@ -14,6 +14,7 @@ import contextvars
 import inspect
 import itertools
 import json
+import json.encoder
 import logging
 import os
 import re
@@ -402,6 +403,11 @@ class InvalidEnvelope(Exception):
 
 _REQUEST, _NOTIFICATION, _RESPONSE, _ERROR = (object() for _ in range(4))
 _pygls_log = logging.getLogger("pygls.protocol.json_rpc")  # its lines, as pygls logs them
+# JSONEncoder's own C encoder, made with the arguments json.dumps' defaults give it
+# (markers, default, ensure_ascii's string encoder, indent, separators, sort_keys,
+# skipkeys, allow_nan); None where the interpreter has none.
+_C_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_ASCII = json.encoder.encode_basestring_ascii
 _CONTENT_TYPE = (
     f"Content-Type: {JsonRPCProtocol.CONTENT_TYPE}; charset={JsonRPCProtocol.CHARSET}".encode()
 )
@@ -451,7 +457,7 @@ class TransportProtocol(LanguageServerProtocol):
         # pygls' _send_data, the same bytes with one encoder kept (json.dumps with
         # `default` builds a new one for every message) and the header made as bytes.
         try:
-            body = self._encoder.encode(data).encode(self.CHARSET)
+            body = self._to_json(data).encode(self.CHARSET)
             _pygls_log.info("Sending data: %s", body)
             if self._include_headers:
                 body = b"Content-Length: %d\r\n%s\r\n\r\n%s" % (len(body), _CONTENT_TYPE, body)
@@ -466,6 +472,17 @@ class TransportProtocol(LanguageServerProtocol):
         except Exception as error:
             _pygls_log.exception("Error sending data", exc_info=True)
             self._server._report_server_error(error, JsonRpcInternalError)
+
+    def _to_json(self, data: Any) -> str:
+        """`json.dumps(data, default=self._serialize_message)`: with the C encoder (where
+        there is one) called directly, as JSONEncoder.encode would, without its two
+        Python layers."""
+        if _C_MAKE_ENCODER is None:
+            return self._encoder.encode(data)
+        encode = _C_MAKE_ENCODER(
+            {}, self._serialize_message, _ASCII, None, ": ", ", ", False, False, True
+        )
+        return "".join(encode(data, 0))
 
     def send_notification_data(self, method: str, params: dict[str, Any]) -> None:
         """`notify(method, params)` for params that are JSON values already (a method

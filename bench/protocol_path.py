@@ -10,6 +10,10 @@ the path back to back (warm) and counts the thread's CPU time, so its figures ar
 steadier and smaller. It prints the p50 and p10 in µs of a didChange and of an
 inlineCompletion (with its route notification). A figures-only script: it asserts
 nothing, and the figures are this machine's.
+
+Measured on the shared 2-core VM (Dec 2026), old and new runs alternated, p50 CPU µs:
+inlineCompletion + route warm 191-254 -> 87-100, cold 815-835 -> 559-593; didChange
+(with the session's own change) warm 217-276 -> 113-130.
 """
 
 from __future__ import annotations

@@ -532,3 +532,36 @@ def test_a_plain_keystroke_message_is_what_the_converter_makes(proto: Any, data:
 @pytest.mark.parametrize("data", ODD, ids=range(len(ODD)))
 def test_an_odd_keystroke_message_is_left_to_the_converter(proto: Any, data: Any) -> None:
     assert plain_messages.structure_plain(data) is None, _converted(proto, data)
+
+
+# --- json.loads, the scanner called directly for one plain object ---
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        *BODIES,
+        b'{"a": 1} ',
+        b'{"a": 1}\n',
+        b'{"a": 1}{}',
+        b'{"a": 1',
+        b"{",
+        b"{}",
+        b'{"a": "\xff"}',
+        b'{"a": "\xed\xa0\x80"}',  # a surrogate, as bytes: json.loads lets it pass
+        b'{"a": "\\ud800"}',
+        b'{"a": NaN, "b": -Infinity}',
+        b"\xef\xbb\xbf" + b'{"a": 1}',  # a UTF-8 BOM
+        '{"a": 1}'.encode("utf-16-le"),
+        '{"a": 1}'.encode("utf-32-le"),
+        b'{"a": ' * 100_000 + b"1" + b"}" * 100_000,
+    ],
+)
+def test_loads_is_json_loads(body: bytes) -> None:
+    def outcome(load: Any) -> Any:
+        try:
+            return load(body)
+        except Exception as exc:
+            return (type(exc), str(exc))
+
+    assert outcome(transport._loads) == outcome(json.loads)

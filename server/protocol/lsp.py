@@ -58,6 +58,11 @@ _LEVELS = {
 }
 
 
+_FORWARDED = frozenset(
+    {t.TEXT_DOCUMENT_DID_OPEN, t.TEXT_DOCUMENT_DID_CHANGE, t.TEXT_DOCUMENT_DID_CLOSE}
+)
+
+
 class _Protocol(TransportProtocol):
     """pygls drops a request whose params do not deserialize, without a response;
     every request must get one, so answer it with InvalidParams here."""
@@ -76,8 +81,14 @@ class _Protocol(TransportProtocol):
 
     # The session keeps the one copy of each open document (LSP line rule, see
     # server/vocab/positions.py). pygls' workspace copy breaks lines with str.splitlines, and
-    # an error in it would stop our handler: keep none, just pass the notification on
-    # (pygls runs these only as generator functions).
+    # an error in it would stop our handler: keep none, just pass the notification on.
+    def _get_handler(self, feature_name: str) -> Any:
+        # Our handler itself, not the builtin that forwards to it: a generator, a Future
+        # and a uuid less per keystroke (the builtins below stand in when there is none).
+        if feature_name in _FORWARDED and (handler := self.fm.features.get(feature_name)):
+            return handler
+        return super()._get_handler(feature_name)
+
     def _forward(self, method: str, params: Any) -> Generator[Any, Any, None]:
         if (handler := self.fm.features.get(method)) is not None:
             yield handler, (params,), None
@@ -367,18 +378,32 @@ async def _complete(
 
 async def inline_completion(
     ls: SynConfRouteServer, params: t.InlineCompletionParams
-) -> t.InlineCompletionList | None:
+) -> dict[str, Any]:
     invoked = params.context.trigger_kind == t.InlineCompletionTriggerKind.Invoked
     done = await _complete(ls, params.text_document.uri, params.position, invoked)
+    return inline_list(done)
+
+
+def inline_list(done: Completed | None) -> dict[str, Any]:
+    """The InlineCompletionList of a completion, as the JSON lsprotocol's converter makes
+    of it (built directly: no attrs objects to validate, then take apart, on every
+    keystroke; tests/test_protocol_fast_paths.py holds the two together)."""
     if done is None or not done.insert_text:
-        return t.InlineCompletionList(items=[])
-    pos = t.Position(*done.start)
-    item = t.InlineCompletionItem(
-        insert_text=done.insert_text,
-        range=t.Range(pos, t.Position(*done.end)),
-        command=t.Command(title=summary(done.decision), command=CMD_ACCEPT, arguments=[done.id]),
-    )
-    return t.InlineCompletionList(items=[item])
+        return {"items": []}
+    (line, character), (end_line, end_character) = done.start, done.end
+    item = {
+        "insertText": done.insert_text,
+        "range": {
+            "start": {"line": line, "character": character},
+            "end": {"line": end_line, "character": end_character},
+        },
+        "command": {
+            "title": summary(done.decision),
+            "command": CMD_ACCEPT,
+            "arguments": [done.id],
+        },
+    }
+    return {"items": [item]}
 
 
 async def completion(ls: SynConfRouteServer, params: t.CompletionParams) -> t.CompletionList:
@@ -608,12 +633,17 @@ def _doc_formats(ls: LanguageServer) -> Any:
 def _markup(markdown: str, formats: Any) -> t.MarkupContent | str:
     """Markdown where the client says it renders it; else the same text, plain (as
     MarkupContent if the client names plaintext, as a bare string if it names nothing)."""
+    kind, text = _markup_parts(markdown, formats)
+    return text if kind is None else t.MarkupContent(kind, text)
+
+
+def _markup_parts(markdown: str, formats: Any) -> tuple[t.MarkupKind | None, str]:
     if formats and t.MarkupKind.Markdown in formats:
-        return t.MarkupContent(t.MarkupKind.Markdown, markdown)
+        return t.MarkupKind.Markdown, markdown
     plain = markdown.replace("**", "").replace("`", "")
     if formats and t.MarkupKind.PlainText in formats:
-        return t.MarkupContent(t.MarkupKind.PlainText, plain)
-    return plain
+        return t.MarkupKind.PlainText, plain
+    return None, plain
 
 
 def _notify_route(
@@ -623,9 +653,8 @@ def _notify_route(
     data (status bars, accept commands): sent before the response, so a client has it
     when the completion arrives (written with the response, in one write)."""
     rec = done.decision
-    card: Any = _markup(route_card(rec), _hover_formats(ls))
-    if not isinstance(card, str):
-        card = {"kind": card.kind.value, "value": card.value}
+    kind_of_card, text = _markup_parts(route_card(rec), _hover_formats(ls))
+    card = text if kind_of_card is None else {"kind": kind_of_card.value, "value": text}
     notify_before_response(
         ls.protocol,
         ROUTE_NOTIFICATION,

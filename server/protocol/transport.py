@@ -10,7 +10,11 @@ and the few protocol methods involved; everything else is pygls.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import inspect
+import itertools
 import json
+import json.encoder
 import logging
 import os
 import re
@@ -23,14 +27,22 @@ from typing import Any, BinaryIO
 
 from cattrs.errors import ClassValidationError
 from lsprotocol import types as t
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
+from pygls.exceptions import (
+    FeatureNotificationError,
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcMethodNotFound,
+)
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, LanguageServerProtocol
-from pygls.protocol.json_rpc import RPCMessage, RPCRequest
+from pygls.protocol.json_rpc import JsonRPCProtocol, RPCMessage
 from pygls.protocol.language_server import lsp_method
 
 from ..learning import later
+from .plain_messages import structure_plain
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +70,11 @@ _LENGTH_LINE_MAX = 100
 _HEADER_TAIL = re.compile(
     rb"(?:" + _TCHAR + rb"+[ \t]*:[^\r\n]*\r?\n)*" + _TCHAR + rb"*(?:[ \t]*:[^\r\n]*)?\r?"
 )
+
+
+_PLAIN_NAME = b"Content-Length: "  # then 1 to 12 digits and the blank line
+_DIGITS_AT = len(_PLAIN_NAME)
+_BRACE = ord("}")
 
 
 @dataclass(frozen=True)
@@ -103,9 +120,36 @@ class FrameParser:
     def feed(self, data: bytes) -> list[Event]:
         self._buf += data
         out: list[Event] = []
-        while self._header_line(out) if self._length is None else self._body(out):
-            pass
+        while True:
+            if self._length is not None:
+                if not self._body(out):
+                    break
+            elif not self._buf or not (self._plain_frame(out) or self._header_line(out)):
+                break  # (no header starts in an empty buffer)
         return out
+
+    def _plain_frame(self, out: list[Event]) -> bool:
+        """The usual frame, whole in the buffer, taken in one step: `Content-Length: N`
+        alone, a body without a newline that ends with its closing brace (the steps
+        below would find the same body, a dozen calls later). No regular expression:
+        it is one more engine to bring into the CPU's caches."""
+        buf = self._buf
+        if self._header_lines or self._skipped or not buf.startswith(_PLAIN_NAME):
+            return False
+        blank = buf.find(b"\r\n\r\n", _DIGITS_AT + 1, _DIGITS_AT + 16)
+        digits = buf[_DIGITS_AT:blank]
+        if blank < 0 or not digits.isdigit():
+            return False
+        start = blank + 4
+        end = start + int(digits)
+        if end > len(buf) or end - start > self._max_body or buf[end - 1] != _BRACE:
+            return False
+        if buf.find(b"\n", start, end) >= 0:
+            return False
+        body = bytes(buf[start:end])
+        del buf[:end]
+        out.append(Body(body, end - start))
+        return True
 
     def _skip(self, n: int) -> None:
         del self._buf[:n]
@@ -306,6 +350,10 @@ def scrub_outgoing(data: Any) -> None:
     """Make one outgoing message (a dict or an lsprotocol object) free of tracebacks, in
     place: the text of log, show-message and trace messages, an error's message, and an
     error's data (dropped whole when any of it looks like a traceback)."""
+    if type(data) is dict and data.get("error") is None:  # our responses, notifications
+        method = data.get("method")
+        if type(method) is not str or method not in _TEXT_MESSAGES:
+            return
     method, params, error = (_get(data, k) for k in ("method", "params", "error"))
     field = _TEXT_MESSAGES.get(method) if isinstance(method, str) else None
     if field is not None:
@@ -344,6 +392,26 @@ def _brief(value: Any) -> str:
     return repr(value) if isinstance(value, str | int | float | None) else type(value).__name__
 
 
+_SCAN: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # C, where there is one
+
+
+def _loads(body: bytes) -> Any:
+    """`json.loads(body)`. A body that starts with `{` (so UTF-8 without a BOM, as
+    json.loads would find) and is one object exactly goes to the scanner directly,
+    without json.loads' four Python layers and two regular expressions; anything else,
+    an error included, is json.loads' to read or to refuse."""
+    if body[:1] == b"{" and body[1:2] != b"\0":
+        try:
+            text = body.decode("utf-8", "surrogatepass")  # as json.loads decodes
+            data, end = _SCAN(text, 0)
+        except (StopIteration, ValueError):
+            pass
+        else:
+            if end == len(text):
+                return data
+    return json.loads(body)
+
+
 class InvalidEnvelope(Exception):
     """A message that is JSON but not a valid JSON-RPC 2.0 message: InvalidRequest, with
     its id when the id itself is valid."""
@@ -354,6 +422,34 @@ class InvalidEnvelope(Exception):
         self.msg_id: int | str | None = data.get("id") if _valid_id(data.get("id")) else None
 
 
+_REQUEST, _NOTIFICATION, _RESPONSE, _ERROR = (object() for _ in range(4))
+_pygls_log = logging.getLogger("pygls.protocol.json_rpc")  # its lines, as pygls logs them
+# JSONEncoder's own C encoder, made with the arguments json.dumps' defaults give it
+# (markers, default, ensure_ascii's string encoder, indent, separators, sort_keys,
+# skipkeys, allow_nan); None where the interpreter has none.
+_C_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_ASCII = json.encoder.encode_basestring_ascii
+_CONTENT_TYPE = (
+    f"Content-Type: {JsonRPCProtocol.CONTENT_TYPE}; charset={JsonRPCProtocol.CHARSET}".encode()
+)
+
+
+def message_kind(message: Any) -> object:
+    """Which of pygls' RPCRequest, RPCNotification, RPCResponse (else RPCError) the message
+    is, by the test those protocols make (all their attributes present), without their
+    isinstance: a runtime-checkable Protocol's costs 10-16 µs on Python 3.11 (typing
+    collects the protocol's attributes anew each time), and pygls made up to four a message."""
+    has_id, has_method = hasattr(message, "id"), hasattr(message, "method")
+    has_rpc, has_params = hasattr(message, "jsonrpc"), hasattr(message, "params")
+    if has_id and has_method and has_rpc and has_params:
+        return _REQUEST
+    if has_method and has_rpc and has_params:
+        return _NOTIFICATION
+    if has_id and has_rpc and hasattr(message, "result"):
+        return _RESPONSE
+    return _ERROR
+
+
 class TransportProtocol(LanguageServerProtocol):
     """pygls' protocol with the lifecycle rules of the LSP specification:
     a request before initialize gets ServerNotInitialized (-32002) and a notification is
@@ -362,6 +458,10 @@ class TransportProtocol(LanguageServerProtocol):
 
     def __init__(self, server: Any, converter: Any) -> None:
         super().__init__(server, converter)
+        self._encoder = json.JSONEncoder(default=self._serialize_message)
+        self._writes: set[asyncio.Future[Any]] = set()
+        self._notifications = itertools.count()
+        self._async_handlers: dict[Callable[..., Any], bool] = {}  # features and builtins
         self.exit_code: int | None = None
         self._initialize_seen = False
         self._shutdown_seen = False
@@ -373,7 +473,48 @@ class TransportProtocol(LanguageServerProtocol):
             scrub_outgoing(data)
         except Exception:  # an object of an unexpected shape: sent as it is
             log.debug("synconfroute: could not check an outgoing message", exc_info=True)
-        super()._send_data(data)
+        if not data or self.writer is None:
+            super()._send_data(data)  # pygls drops it, or logs that it cannot send
+            return
+        # pygls' _send_data, the same bytes with one encoder kept (json.dumps with
+        # `default` builds a new one for every message) and the header made as bytes.
+        try:
+            body = self._to_json(data).encode(self.CHARSET)
+            _pygls_log.info("Sending data: %s", body)
+            if self._include_headers:
+                body = b"Content-Length: %d\r\n%s\r\n\r\n%s" % (len(body), _CONTENT_TYPE, body)
+            res = self.writer.write(body)
+            if inspect.isawaitable(res):  # an async writer's: kept till it is done
+                task = asyncio.ensure_future(res)
+                self._writes.add(task)
+                task.add_done_callback(self._writes.discard)
+        except BrokenPipeError:
+            _pygls_log.exception("Error sending data. BrokenPipeError", exc_info=True)
+            raise
+        except Exception as error:
+            _pygls_log.exception("Error sending data", exc_info=True)
+            self._server._report_server_error(error, JsonRpcInternalError)
+
+    def _to_json(self, data: Any) -> str:
+        """`json.dumps(data, default=self._serialize_message)`: with the C encoder (where
+        there is one) called directly, as JSONEncoder.encode would, without its two
+        Python layers."""
+        if _C_MAKE_ENCODER is None:
+            return self._encoder.encode(data)
+        encode = _C_MAKE_ENCODER(
+            {}, self._serialize_message, _ASCII, None, ": ", ", ", False, False, True
+        )
+        return "".join(encode(data, 0))
+
+    def send_notification_data(self, method: str, params: dict[str, Any]) -> None:
+        """`notify(method, params)` for params that are JSON values already (a method
+        without an lsprotocol type): sent as they are, the same bytes as pygls' notify
+        sends after copying them through its converter."""
+        if self.get_message_type(method) is not None:
+            self.notify(method, params)
+            return
+        _pygls_log.debug("Sending notification: '%s' %s", method, params)
+        self._send_data({"method": method, "jsonrpc": JsonRPCProtocol.VERSION, "params": params})
 
     def send_error(self, msg_id: int | str | None, code: int, message: str) -> None:
         # Written by hand: pygls' converter drops "id": null, which JSON-RPC requires.
@@ -388,14 +529,21 @@ class TransportProtocol(LanguageServerProtocol):
         if error is not None and isinstance(error.data, dict) and "traceback" in error.data:
             text = f"synconfroute: internal error: {error.message} (the server log has the details)"
             error = t.ResponseError(code=error.code, message=text)
-        super()._send_response(msg_id, result, error)
+        if error is not None or msg_id in self._result_types:
+            super()._send_response(msg_id, result, error)
+        else:
+            # pygls wraps the result in a JsonRPCResponseMessage that its converter then
+            # takes apart again: the same dict, made directly (the encoder's `default`
+            # unstructures what JSON does not know, as the converter would; a plain result
+            # is not copied).
+            self._send_data({"id": msg_id, "jsonrpc": JsonRPCProtocol.VERSION, "result": result})
         pending = self._laters.pop(msg_id, None) if _valid_id(msg_id) else None
         if pending is not None:
             pending.run()  # the request's bookkeeping, now that the editor has its answer
 
     def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
-        # (pygls runs this in a copy of the context, which the handler's task inherits:
-        # the work it leaves for later finds this request's `Later`.)
+        # (Run in a copy of the context, which the handler's task inherits: the work it
+        # leaves for later finds this request's `Later`.)
         self._laters[msg_id] = later.for_request()
         super()._handle_request(msg_id, method_name, params)
 
@@ -410,6 +558,66 @@ class TransportProtocol(LanguageServerProtocol):
             self._send_response(msg_id, error=exc.to_response_error())
             return
         super()._send_handler_result(future, msg_id=msg_id)
+
+    def _execute_handler(
+        self,
+        msg_id: Any,
+        handler: Callable[..., Any],
+        callback: Callable[[Future[Any]], None],
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        try:
+            is_async = self._async_handlers.get(handler)
+        except TypeError:  # an unhashable callable: asked each time
+            is_async = asyncio.iscoroutinefunction(handler)
+        if is_async is None:  # asked once a handler (inspect unwraps it: six calls)
+            is_async = self._async_handlers[handler] = asyncio.iscoroutinefunction(handler)
+        if not is_async:
+            super()._execute_handler(msg_id, handler, callback, args, kwargs)
+            return
+        # A coroutine's result is handed on (a request answered) in its own task: pygls
+        # does it in a done-callback, which waits for the event loop's next turn (70 µs
+        # a request, cold, bench/lsp_stages.py). Cancelled or failed, the task still ends
+        # in the callback, as in pygls.
+        handed = False
+
+        async def run() -> Any:
+            nonlocal handed
+            result = await handler(*(args or ()), **(kwargs or {}))
+            done = asyncio.get_running_loop().create_future()  # no lock, unlike pygls' Future
+            done.set_result(result)
+            handed = True
+            callback(done)  # type: ignore[arg-type]  # what the callback asks of a Future
+            return result
+
+        def after(task: asyncio.Task[Any]) -> None:  # the task's done-callback
+            if not handed:
+                callback(task)  # type: ignore[arg-type]  # a Future, as pygls passes it
+            elif not task.cancelled() and (exc := task.exception()) is not None:
+                raise exc  # the callback's own failure: logged by the loop, as in pygls
+
+        task = asyncio.get_running_loop().create_task(run())  # as pygls' ensure_future
+        self._request_futures[msg_id] = task  # type: ignore[assignment]  # cancellable
+        task.add_done_callback(after)
+
+    def _handle_notification(self, method_name: str, params: Any) -> None:
+        # pygls' own, with a counted key for the handler's future instead of str(uuid4())
+        # (a getrandom call and 5 µs a keystroke): a tuple, so no JSON-RPC id can equal it.
+        if method_name == t.CANCEL_REQUEST:
+            super()._handle_notification(method_name, params)
+            return
+        try:
+            handler = self._get_handler(method_name)
+            key = ("notification", next(self._notifications))
+            self._execute_handler(key, handler, self._check_handler_result, (params,))
+        except JsonRpcMethodNotFound:
+            _pygls_log.warning("Ignoring notification for unknown method %r", method_name)
+        except Exception as error:
+            _pygls_log.exception(
+                "Failed to handle notification %r: %s", method_name, params, exc_info=True
+            )
+            self._server._report_server_error(error, FeatureNotificationError)
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         # A cancel for a request already answered is the usual case (clients cancel as
@@ -435,18 +643,34 @@ class TransportProtocol(LanguageServerProtocol):
         # A request or notification: structured as pygls does, but params the client got
         # wrong are its error (InvalidParams, answered and logged in one line), not an
         # ERROR with a traceback in the log as pygls writes it.
+        if (plain := structure_plain(data)) is not None:
+            return plain
         kind = JsonRPCRequestMessage if "id" in data else JsonRPCNotification
         try:
             return self._converter.structure(data, self.get_message_type(data["method"]) or kind)
         except ClassValidationError as exc:
             raise JsonRpcInvalidParams() from exc
 
+    def _decode(self, body: bytes) -> Any:
+        """The message in `body`, structured: `structure_message` is the object hook of
+        every object in it, as in pygls, inner ones first. When `"jsonrpc"` is in the
+        body once and nothing is escaped as \\uXXXX (so no other key can read "jsonrpc"),
+        only the outermost object can be a message: it alone is structured, after a plain
+        `json.loads` (no decoder made, no hook called for each inner object)."""
+        if body.count(b'"jsonrpc"') != 1 or b"\\u" in body:
+            return json.loads(body, object_hook=self.structure_message)
+        data = _loads(body)
+        if not isinstance(data, dict) or "jsonrpc" not in data:
+            return json.loads(body, object_hook=self.structure_message)
+        return self.structure_message(data)
+
     def handle_message(self, message: RPCMessage | _Answered) -> None:
         if isinstance(message, _Answered):  # a request `structure_message` answered already
             return
         method = getattr(message, "method", None)
-        request = isinstance(message, RPCRequest)
-        msg_id = message.id if isinstance(message, RPCRequest) else None
+        kind = message_kind(message)
+        request = kind is _REQUEST
+        msg_id = getattr(message, "id", None) if request else None
         if request and method == t.INITIALIZE and self._initialize_seen:
             text = "synconfroute: initialize was already received; it may be sent only once"
             self.send_error(msg_id, INVALID_REQUEST, text)
@@ -466,7 +690,29 @@ class TransportProtocol(LanguageServerProtocol):
             self._initialize_seen = True
         if request and method == t.SHUTDOWN:
             self._shutdown_seen = True
-        super().handle_message(message)
+        self._dispatch(message, kind)
+
+    def _dispatch(self, message: Any, kind: object) -> None:
+        # pygls' handle_message, with the message's kind told by `message_kind`.
+        if message.jsonrpc != JsonRPCProtocol.VERSION:
+            _pygls_log.warning('Unknown message "%s"', message)
+            return
+        if self._shutdown and getattr(message, "method", "") != t.EXIT:
+            _pygls_log.warning("Server shutting down. No more requests!")
+            return
+        ctx = contextvars.copy_context()  # each handler runs in its own context
+        if kind is _REQUEST:
+            _pygls_log.debug("Request %r received", message.method)
+            ctx.run(self._handle_request, message.id, message.method, message.params)
+        elif kind is _NOTIFICATION:
+            _pygls_log.debug("Notification %r received", message.method)
+            ctx.run(self._handle_notification, message.method, message.params)
+        elif kind is _RESPONSE:
+            _pygls_log.debug("Response message received.")
+            ctx.run(self._handle_response, message.id, message.result)
+        else:
+            _pygls_log.debug("Error message received.")
+            ctx.run(self._handle_response, message.id, None, message.error)
 
     @lsp_method(t.EXIT)
     def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
@@ -497,7 +743,7 @@ class TransportProtocol(LanguageServerProtocol):
 
     def _receive_body(self, body: bytes) -> None:
         try:
-            message = json.loads(body, object_hook=self.structure_message)
+            message = self._decode(body)
         except InvalidEnvelope as exc:
             log.warning("synconfroute: %s", exc.problem)
             self.send_error(exc.msg_id, INVALID_REQUEST, f"synconfroute: {exc.problem}")
@@ -564,23 +810,39 @@ def notify_before_response(protocol: LanguageServerProtocol, method: str, params
         return
     writer.holding = True
     try:
-        protocol.notify(method, params)
+        if isinstance(protocol, TransportProtocol) and isinstance(params, dict):
+            protocol.send_notification_data(method, params)
+        else:
+            protocol.notify(method, params)
     finally:
         writer.holding = False
 
 
+class _Reception:
+    """What `_serve` and `_serve_fd` share: bytes in, events handled, until exit."""
+
+    def __init__(self, protocol: TransportProtocol) -> None:
+        self.protocol = protocol
+        self.parser = FrameParser()
+
+    def take(self, data: bytes) -> bool:
+        """Handle `data` (b"": the end of input); whether to go on reading."""
+        if not data:
+            log.info("synconfroute: the client closed the connection")
+            return False
+        protocol = self.protocol
+        for event in self.parser.feed(data):
+            protocol.receive(event)
+            if protocol.exit_code is not None:
+                return False
+        return True
+
+
 async def _serve(protocol: TransportProtocol, read: Callable[[], Awaitable[bytes]]) -> int:
-    parser = FrameParser()
+    reception = _Reception(protocol)
     try:
-        while protocol.exit_code is None:
-            data = await read()
-            if not data:
-                log.info("synconfroute: the client closed the connection")
-                break
-            for event in parser.feed(data):
-                protocol.receive(event)
-                if protocol.exit_code is not None:
-                    break
+        while protocol.exit_code is None and reception.take(await read()):
+            pass
     except BrokenPipeError:
         log.error("synconfroute: the connection to the client is lost")
     return protocol.exit_code or 0
@@ -627,47 +889,54 @@ def serve_stdio(
     async def main() -> int:
         loop = asyncio.get_running_loop()
         try:
-            read = _loop_reader(loop, fd)
+            loop.add_reader(fd, lambda: None)
+            loop.remove_reader(fd)
         except (OSError, ValueError, NotImplementedError):
             # Not pollable (a regular file), or a loop without add_reader (Windows'
             # proactor): a reading thread.
-            read = _thread_reader(loop, fd)
-        return await _serve(protocol, read)
+            return await _serve(protocol, _thread_reader(loop, fd))
+        return await _serve_fd(protocol, loop, fd)
 
     return run_until_exit(main())
 
 
-def _loop_reader(loop: asyncio.AbstractEventLoop, fd: int) -> Callable[[], Awaitable[bytes]]:
-    """Reads of `fd` (a pipe, a socket, a terminal) in the event loop itself, when it is
-    readable: no thread to hand each message over (that hop cost 0.3-0.5 ms a request on
-    a shared 2-core machine, bench/lsp_stages.py).
-    The fd stays as it is (blocking): a read after readiness returns what is there.
-    Nothing is read until `_serve` asks, so a client that writes faster than we parse
-    waits in its pipe, not in our RAM. Raises OSError or ValueError if `fd` cannot be
-    polled, NotImplementedError where the loop cannot poll a file (Windows)."""
-    loop.add_reader(fd, lambda: None)  # fails here, before serving, if it cannot be polled
-    loop.remove_reader(fd)
+async def _serve_fd(protocol: TransportProtocol, loop: asyncio.AbstractEventLoop, fd: int) -> int:
+    """Serve what comes in on `fd` (a pipe, a socket, a terminal), read in the event loop
+    itself when it is readable and handled in that same turn of the loop: no thread to hand
+    each message over (that hop cost 0.3-0.5 ms a request on a shared 2-core machine), and
+    no task to wake (one more turn of the loop, 50-70 µs cold; bench/lsp_stages.py).
+    The fd stays as it is (blocking): a read after readiness returns what is there. Each
+    read is handled whole before the next, so a client that writes faster than we parse
+    waits in its pipe, not in our RAM."""
+    reception = _Reception(protocol)
+    ended: asyncio.Future[None] = loop.create_future()
 
-    async def read() -> bytes:
-        ready: asyncio.Future[None] = loop.create_future()
-
-        def readable() -> None:
-            if not ready.done():
-                ready.set_result(None)
-
-        loop.add_reader(fd, readable)
+    def readable() -> None:
+        if ended.done():
+            return
         try:
-            await ready
-        finally:
-            loop.remove_reader(fd)
-        try:
-            return os.read(fd, _READ_SIZE)
-        except BlockingIOError:  # readiness was spurious: nothing lost, ask again
-            return await read()
+            data = os.read(fd, _READ_SIZE)
+        except BlockingIOError:  # readiness was spurious: nothing lost, wait again
+            return
         except OSError:
-            return b""
+            data = b""
+        try:
+            going_on = reception.take(data)
+        except BrokenPipeError:
+            log.error("synconfroute: the connection to the client is lost")
+            going_on = False
+        except Exception as exc:  # raised by serve_stdio, as a serving coroutine's would be
+            ended.set_exception(exc)
+            return
+        if not going_on:
+            ended.set_result(None)
 
-    return read
+    loop.add_reader(fd, readable)
+    try:
+        await ended
+    finally:
+        loop.remove_reader(fd)
+    return protocol.exit_code or 0
 
 
 def _thread_reader(loop: asyncio.AbstractEventLoop, fd: int) -> Callable[[], Awaitable[bytes]]:

@@ -50,7 +50,7 @@ def _serve_instrumented(argv: list[str]) -> int:
     from synconfroute.clients.ollama import OllamaBackend
     from synconfroute.server.commands import cli
     from synconfroute.server.learning import decision_log
-    from synconfroute.server.protocol import lsp, transport
+    from synconfroute.server.protocol import frames, lsp, serve, transport
     from synconfroute.server.routing import pipeline, sequence
     from synconfroute.server.session import context_builder
     from synconfroute.server.session.session import Session
@@ -73,7 +73,7 @@ def _serve_instrumented(argv: list[str]) -> int:
             stamp("read")
             return data
 
-    setattr(transport, "os", _Os())  # noqa: B010 (a module attribute, replaced)
+    setattr(serve, "os", _Os())  # noqa: B010 (a module attribute, replaced)
 
     def stamp_before(cls: Any, name: str, key: str) -> None:
         orig = getattr(cls, name)
@@ -85,7 +85,7 @@ def _serve_instrumented(argv: list[str]) -> int:
 
         setattr(cls, name, wrapper)
 
-    stamp_before(transport.FrameParser, "feed", "feed")
+    stamp_before(frames.FrameParser, "feed", "feed")
     stamp_before(transport.TransportProtocol, "handle_message", "handle")
 
     orig_inline = lsp.inline_completion

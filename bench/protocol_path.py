@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from synconfroute.server.protocol import lsp, transport
+from synconfroute.server.protocol import frames, lsp, transport
 from synconfroute.server.session.session import Completed
 from synconfroute.server.settings import config
 from synconfroute.server.vocab.kinds import Reason
@@ -142,12 +142,12 @@ async def run(rounds: int, cold: bool = False) -> None:
 
     async def call(msg: dict[str, Any]) -> None:
         capture.waiter = asyncio.get_running_loop().create_future()
-        protocol.receive(transport.Body(frame(msg), len(frame(msg))))
+        protocol.receive(frames.Body(frame(msg), len(frame(msg))))
         await capture.waiter
 
     init = {"processId": None, "rootUri": None, "capabilities": CAPS}
     await call({"jsonrpc": "2.0", "id": -1, "method": "initialize", "params": init})
-    protocol.receive(transport.Body(frame(DID_OPEN), len(frame(DID_OPEN))))
+    protocol.receive(frames.Body(frame(DID_OPEN), len(frame(DID_OPEN))))
     change_body = frame(DID_CHANGE)
     inline: list[float] = []
     change: list[float] = []
@@ -160,14 +160,14 @@ async def run(rounds: int, cold: bool = False) -> None:
         inline_body = frame(INLINE)
         capture.chunks.clear()
         t0 = clock()
-        protocol.receive(transport.Body(change_body, len(change_body)))
+        protocol.receive(frames.Body(change_body, len(change_body)))
         await asyncio.sleep(0)  # its handler runs
         change.append((clock() - t0) / 1000)
         capture.waiter = loop.create_future()
         if junk is not None:
             evict(junk)
         t1 = clock()
-        protocol.receive(transport.Body(inline_body, len(inline_body)))
+        protocol.receive(frames.Body(inline_body, len(inline_body)))
         await capture.waiter
         inline.append((clock() - t1) / 1000)
     out = b"".join(capture.chunks)

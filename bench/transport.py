@@ -1,4 +1,4 @@
-"""Cost of the resynchronising frame parser (server/protocol/transport.py), in 64 KB reads.
+"""Cost of the resynchronising frame parser (server/protocol/frames.py), in 64 KB reads.
 
     python -m bench.transport
 
@@ -13,7 +13,7 @@ import argparse
 import json
 import time
 
-from synconfroute.server.protocol.transport import MAX_BODY_BYTES, FrameParser
+from synconfroute.server.protocol.frames import MAX_BODY_BYTES, FrameParser
 
 CHUNK = 1 << 16
 

@@ -1,6 +1,6 @@
 """The protocol path's shortcuts give what the long way gives, message for message.
 
-Each shortcut (server/protocol/transport.py) skips work pygls or our own parser would do
+Each shortcut (server/protocol/frames.py, transport.py) skips work pygls or our own parser would do
 for the usual message; here the same messages, usual and odd, go both ways and must come
 out the same: the frames parsed, the messages decoded and structured (with the same
 errors and the same answers sent), the bytes written for responses and notifications,
@@ -28,7 +28,8 @@ from pygls.protocol.json_rpc import (
 )
 
 from synconfroute.server.protocol import lsp, plain_messages, transport
-from synconfroute.server.protocol.transport import Body, FrameParser, HoldingWriter
+from synconfroute.server.protocol.frames import Body, FrameParser
+from synconfroute.server.protocol.transport import HoldingWriter
 from synconfroute.server.session.session import Completed
 from synconfroute.server.settings import config
 from synconfroute.server.vocab.card import summary

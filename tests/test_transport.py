@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from synconfroute.server.protocol.transport import MAX_BODY_BYTES, Body, FrameParser, Skipped
+from synconfroute.server.protocol.frames import MAX_BODY_BYTES, Body, FrameParser, Skipped
 
 from .lsp_harness import ROOT, write_config
 

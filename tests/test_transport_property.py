@@ -10,7 +10,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synconfroute.server.protocol.transport import Body, FrameParser, TransportProtocol
+from synconfroute.server.protocol.frames import Body, FrameParser
+from synconfroute.server.protocol.transport import TransportProtocol
 
 
 def _frame(body: bytes, length: int) -> bytes:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from synconfroute.server.protocol.lsp import ROUTE_NOTIFICATION, create_server
-from synconfroute.server.protocol.transport import serve_stdio
+from synconfroute.server.protocol.serve import serve_stdio
 from synconfroute.server.settings import config
 from tests.fakes import FakeOllama, TokenScript
 from tests.lsp_harness import write_config

@@ -168,7 +168,7 @@ def tcp_refusal(host: str, expose: bool, token_env: str | None) -> str | None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from ..protocol.lsp import create_server
-    from ..protocol.transport import serve_stdio, serve_tcp
+    from ..protocol.serve import serve_stdio, serve_tcp
 
     loaded = _load(args)
     level = (

@@ -21,13 +21,8 @@ from ..settings import config
 from ..syntax.languages import LANGUAGES
 from ..vocab.card import route_card, summary
 from ..vocab.positions import Encoding, PositionOutOfRange, advance
-from .transport import (
-    ANSWERED,
-    DETAILS,
-    TransportProtocol,
-    notify_before_response,
-    without_traceback,
-)
+from .outgoing import DETAILS, without_traceback
+from .transport import ANSWERED, TransportProtocol, notify_before_response
 
 log = logging.getLogger(__name__)
 

@@ -212,6 +212,7 @@ async def test_a_confirmed_draft_is_routed_verified_and_counted(
     assert "kept 3 of its 3 tokens (100%)" in route_card(rec)
     led = Ledger(tmp_path / "l.jsonl")
     led.decision("d1", rec)
+    led.flush()  # (lines are written after the response; here there is none)
     decisions, moves, bad = load(tmp_path / "l.jsonl")
     figures = stats.compute(decisions, moves, bad)["by_language"]["python"]
     assert (figures["draft_tokens"], figures["draft_kept"], figures["draft_kept_share"]) == (

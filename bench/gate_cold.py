@@ -58,12 +58,7 @@ def opened(make: Callable[[int], Case], rounds: int, idle_s: float, prepare: boo
     for i in range(rounds):
         text, at, completion = make(i)
         doc = SyntaxDocument(Text(text, "utf-16"), "python", lazy=True)
-        if prepare:
-            doc.prepare(at)
-        time.sleep(idle_s)
-        t = time.perf_counter_ns()
-        doc.check(completion, at, names=True)
-        out.append(time.perf_counter_ns() - t)
+        out.append(_timed_check(doc, at, completion, idle_s, prepare))
     return statistics.median(out) / 1000
 
 
@@ -79,13 +74,20 @@ def keystroke(case: Case, rounds: int, idle_s: float, prepare: bool) -> float:
             doc.edit((row, end), (row, end), " ")
         else:
             doc.edit((row, end), (row, end + 1), "")
-        if prepare:
-            doc.prepare(at)
-        time.sleep(idle_s)
-        t = time.perf_counter_ns()
-        doc.check(completion, at, names=True)
-        out.append(time.perf_counter_ns() - t)
+        out.append(_timed_check(doc, at, completion, idle_s, prepare))
     return statistics.median(out) / 1000
+
+
+def _timed_check(
+    doc: SyntaxDocument, at: tuple[int, int], completion: str, idle_s: float, prepare: bool
+) -> int:
+    """ns of one check after `idle_s` of idling (prepared first, or not)."""
+    if prepare:
+        doc.prepare(at)
+    time.sleep(idle_s)
+    t = time.perf_counter_ns()
+    doc.check(completion, at, names=True)
+    return time.perf_counter_ns() - t
 
 
 def main() -> None:

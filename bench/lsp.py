@@ -25,6 +25,7 @@ from pathlib import Path
 
 from lsprotocol import types as t
 
+from bench._rounds import plain_rounds
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.clients.types import CompletionRequest
 from tests.fakes import FakeOllama, TokenScript
@@ -146,27 +147,8 @@ async def raw_client_latency(args: argparse.Namespace) -> None:
         server = LspServer(cfg, Path(tmp), "no-key-in-this-bench", ROOT)
         await server.start()
         backend = OllamaBackend(fake.url, "qwen2.5-coder:3b")
-        direct: list[float] = []
-        via_lsp: list[float] = []
         try:
-            for i in range(args.rounds + 3):
-                text = f"def g{i}(x):\n    return \n"
-                uri = f"file:///bench/raw{i}.py"
-                doc = {"uri": uri, "languageId": "python", "version": 1, "text": text}
-                server.notify("textDocument/didOpen", {"textDocument": doc})
-                t0 = time.perf_counter()
-                await backend.complete(CompletionRequest(prefix=text[:25], suffix="\n"))
-                t1 = time.perf_counter()
-                params = {
-                    "textDocument": {"uri": uri},
-                    "position": {"line": 1, "character": 11},
-                    "context": {"triggerKind": 1},
-                }
-                await server.request("textDocument/inlineCompletion", params, wait_s=10)
-                t2 = time.perf_counter()
-                if i >= 3:
-                    direct.append((t1 - t0) * 1000)
-                    via_lsp.append((t2 - t1) * 1000)
+            direct, via_lsp = await plain_rounds(server, backend, args.rounds)
         finally:
             await backend.aclose()
             await server.stop()

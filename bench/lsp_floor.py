@@ -23,7 +23,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -97,8 +96,8 @@ async def _floor_serve(url: str) -> None:
 async def _measure(fake_url: str, tmp: Path, rounds: int, floor: bool) -> tuple[list[float], ...]:
     """(backend direct, through the server) per round, ms, rounds interleaved."""
     from bench import fault_suite
+    from bench._rounds import plain_rounds
     from synconfroute.clients.ollama import OllamaBackend
-    from synconfroute.clients.types import CompletionRequest
     from tests.lsp_harness import write_config
 
     cfg = write_config(tmp, local_url=fake_url)
@@ -115,32 +114,11 @@ async def _measure(fake_url: str, tmp: Path, rounds: int, floor: bool) -> tuple[
     finally:
         fault_suite.asyncio.create_subprocess_exec = spawn  # type: ignore[attr-defined]
     backend = OllamaBackend(fake_url, "qwen2.5-coder:3b")
-    direct: list[float] = []
-    via: list[float] = []
     try:
-        for i in range(rounds + 3):
-            text = f"def g{i}(x):\n    return \n"
-            uri = f"file:///bench/raw{i}.py"
-            doc = {"uri": uri, "languageId": "python", "version": 1, "text": text}
-            server.notify("textDocument/didOpen", {"textDocument": doc})
-            t0 = time.perf_counter()
-            await backend.complete(CompletionRequest(prefix=text[:25], suffix="\n"))
-            t1 = time.perf_counter()
-            params = {
-                "textDocument": {"uri": uri},
-                "position": {"line": 1, "character": 11},
-                "context": {"triggerKind": 1},
-            }
-            got = await server.request("textDocument/inlineCompletion", params, wait_s=10)
-            t2 = time.perf_counter()
-            assert got.get("result"), got  # a completion came back: the server worked
-            if i >= 3:  # warm-up: connection set-up, first /api/show
-                direct.append((t1 - t0) * 1000)
-                via.append((t2 - t1) * 1000)
+        return await plain_rounds(server, backend, rounds)
     finally:
         await backend.aclose()
         await server.stop()
-    return direct, via
 
 
 async def run(args: argparse.Namespace) -> None:

@@ -210,8 +210,8 @@ STAGES: list[tuple[str, str, str]] = [
 
 async def run(args: argparse.Namespace) -> None:
     from bench import fault_suite
+    from bench._rounds import WARMUP, plain_round
     from synconfroute.clients.ollama import OllamaBackend
-    from synconfroute.clients.types import CompletionRequest
     from tests.fakes import FakeOllama, TokenScript
     from tests.lsp_harness import write_config
 
@@ -247,26 +247,12 @@ async def run(args: argparse.Namespace) -> None:
         direct: list[float] = []
         via_lsp: list[float] = []
         try:
-            for i in range(args.rounds + 3):
-                text = f"def g{i}(x):\n    return \n"
-                uri = f"file:///bench/raw{i}.py"
-                doc = {"uri": uri, "languageId": "python", "version": 1, "text": text}
-                server.notify("textDocument/didOpen", {"textDocument": doc})
-                t0 = time.perf_counter()
-                await backend.complete(CompletionRequest(prefix=text[:25], suffix="\n"))
-                t1 = time.perf_counter()
-                params = {
-                    "textDocument": {"uri": uri},
-                    "position": {"line": 1, "character": 11},
-                    "context": {"triggerKind": 1},
-                }
-                rid = server._ids + 1
-                sent = now()
-                await server.request("textDocument/inlineCompletion", params, wait_s=10)
-                t2 = time.perf_counter()
-                if i >= 3:
-                    direct.append((t1 - t0) * 1000)
-                    via_lsp.append((t2 - t1) * 1000)
+            for i in range(args.rounds + WARMUP):
+                d, v, sent = await plain_round(server, backend, i)
+                rid = server._ids  # the request's id
+                if i >= WARMUP:
+                    direct.append(d)
+                    via_lsp.append(v)
                     rows.append({"sent": sent, "parsed": parsed.get(rid, 0), "rid": rid})
         finally:
             await backend.aclose()

@@ -1,7 +1,7 @@
 """The floor under bench.lsp's figure: what any language server in Python adds when it
 stands between the editor and the model, measured beside `synconfroute serve`.
 
-    .venv/bin/python -m bench.lsp_floor [--latency-ms 50] [--rounds 60]
+    .venv/bin/python -m bench.lsp_floor [--latency-ms 50] [--rounds 60] [--file PATH]
 
 The floor is a second stdio JSON-RPC server with no routing at all: it reads frames in
 its event loop (as our transport does), keeps the open documents' text, and answers
@@ -93,7 +93,9 @@ async def _floor_serve(url: str) -> None:
 # -- the client side ----------------------------------------------------------------------
 
 
-async def _measure(fake_url: str, tmp: Path, rounds: int, floor: bool) -> tuple[list[float], ...]:
+async def _measure(
+    fake_url: str, tmp: Path, rounds: int, floor: bool, source: str | None
+) -> tuple[list[float], ...]:
     """(backend direct, through the server) per round, ms, rounds interleaved."""
     from bench import fault_suite
     from bench._rounds import plain_rounds
@@ -115,7 +117,7 @@ async def _measure(fake_url: str, tmp: Path, rounds: int, floor: bool) -> tuple[
         fault_suite.asyncio.create_subprocess_exec = spawn  # type: ignore[attr-defined]
     backend = OllamaBackend(fake_url, "qwen2.5-coder:3b")
     try:
-        return await plain_rounds(server, backend, rounds)
+        return await plain_rounds(server, backend, rounds, source)
     finally:
         await backend.aclose()
         await server.stop()
@@ -125,12 +127,15 @@ async def run(args: argparse.Namespace) -> None:
     from tests.fakes import FakeOllama, TokenScript
 
     script = TokenScript.of(" x", " +", " 1", logprob=-0.01, first_delay=args.latency_ms / 1000)
+    source = args.file.read_text(encoding="utf-8") if args.file else None
     added: dict[str, list[float]] = {"floor": [], "serve": []}
     with FakeOllama(default=script) as fake:
         for rep in range(args.repeats):
             for name in ("floor", "serve"):
                 with tempfile.TemporaryDirectory() as tmp:
-                    direct, via = await _measure(fake.url, Path(tmp), args.rounds, name == "floor")
+                    direct, via = await _measure(
+                        fake.url, Path(tmp), args.rounds, name == "floor", source
+                    )
                 md, mv = statistics.median(direct), statistics.median(via)
                 added[name].append(mv - md)
                 print(
@@ -139,9 +144,10 @@ async def run(args: argparse.Namespace) -> None:
                     flush=True,
                 )
     floor, serve = statistics.median(added["floor"]), statistics.median(added["serve"])
+    doc = f"{args.file} ({source.count(chr(10)) + 1} lines)" if source else "a two-line function"
     print(
         f"added time at a {args.latency_ms:.0f} ms backend, median of {args.repeats} runs "
-        f"of {args.rounds} rounds (plain JSON-RPC client)"
+        f"of {args.rounds} rounds (plain JSON-RPC client), in {doc}"
     )
     print(f"  floor (a Python stdio proxy, no routing)  {floor:+.2f} ms")
     print(f"  synconfroute serve                        {serve:+.2f} ms")
@@ -156,6 +162,12 @@ def main() -> int:
     ap.add_argument("--latency-ms", type=float, default=50.0)
     ap.add_argument("--rounds", type=int, default=60)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each, alternating")
+    ap.add_argument(
+        "--file",
+        type=Path,
+        help="a real source file: each round types a line into its middle (default: a"
+        " two-line function)",
+    )
     asyncio.run(run(ap.parse_args()))
     return 0
 

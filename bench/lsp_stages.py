@@ -1,7 +1,7 @@
 """Where the server's added time per completion goes: bench.lsp's plain JSON-RPC round
 trip, with the real server over stdio timed stage by stage.
 
-    .venv/bin/python -m bench.lsp_stages [--latency-ms 50] [--rounds 100]
+    .venv/bin/python -m bench.lsp_stages [--latency-ms 50] [--rounds 100] [--file PATH]
 
 The server runs as `python -m bench.lsp_stages --serve ...`: `synconfroute serve` with
 timing wrappers put around a few functions first (nothing in the server changes; each
@@ -215,6 +215,7 @@ async def run(args: argparse.Namespace) -> None:
     from tests.fakes import FakeOllama, TokenScript
     from tests.lsp_harness import write_config
 
+    source = args.file.read_text(encoding="utf-8") if args.file else None
     script = TokenScript.of(" x", " +", " 1", logprob=-0.01, first_delay=args.latency_ms / 1000)
     with FakeOllama(default=script) as fake, tempfile.TemporaryDirectory() as tmp:
         stages_file = Path(tmp) / "stages.jsonl"
@@ -248,7 +249,7 @@ async def run(args: argparse.Namespace) -> None:
         via_lsp: list[float] = []
         try:
             for i in range(args.rounds + WARMUP):
-                d, v, sent = await plain_round(server, backend, i)
+                d, v, sent = await plain_round(server, backend, i, source)
                 rid = server._ids  # the request's id
                 if i >= WARMUP:
                     direct.append(d)
@@ -308,6 +309,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--latency-ms", type=float, default=50.0)
     ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--file", type=Path, help="a real source file (bench.lsp_floor's --file)")
     asyncio.run(run(ap.parse_args()))
     return 0
 

@@ -21,10 +21,12 @@ from .text_rules import gate_trimmed, post_process, shown_text, truncation
 log = logging.getLogger(__name__)
 
 # How long after the local request starts the gate prepares its check: by then the
-# request is on its way (its stream starts ~0.3 ms after planning, bench.lsp_stages),
-# so the preparation holds nothing up; a local tier that answers sooner leaves the
-# whole check to the gate step.
-PREPARE_DELAY_S = 0.002
+# request must be on its way, or the preparation (a full parse: ~17 ms for a 3,800-line
+# file) holds it up. At 2 ms it did, on click's core.py: the first chunk came ~16 ms
+# later and the server added +30 ms; at 10 ms, +12.6 ms (bench.lsp_stages --file). A
+# local tier that answers sooner leaves the whole check to the gate step. (A guess
+# still: a signal from the backend once the request is written would be exact.)
+PREPARE_DELAY_S = 0.010
 
 
 @attrs.frozen

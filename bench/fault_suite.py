@@ -156,6 +156,18 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+# What the plain client says it can do (bench.protocol_path initializes with it too).
+CAPABILITIES = {
+    "general": {"positionEncodings": ["utf-16"]},
+    "textDocument": {
+        "inlineCompletion": {"dynamicRegistration": False},
+        "hover": {"contentFormat": ["markdown", "plaintext"]},
+        "synchronization": {"didSave": False},
+    },
+    "window": {"workDoneProgress": False},
+}
+
+
 class LspServer:
     """`python -m synconfroute serve` over stdio, spoken to with raw JSON-RPC frames.
 
@@ -221,22 +233,13 @@ class LspServer:
             asyncio.create_task(self._read_stderr()),
         ]
         root_uri = self.root.as_uri()
-        caps = {
-            "general": {"positionEncodings": ["utf-16"]},
-            "textDocument": {
-                "inlineCompletion": {"dynamicRegistration": False},
-                "hover": {"contentFormat": ["markdown", "plaintext"]},
-                "synchronization": {"didSave": False},
-            },
-            "window": {"workDoneProgress": False},
-        }
         await self.request(
             "initialize",
             {
                 "processId": os.getpid(),
                 "rootUri": root_uri,
                 "workspaceFolders": [{"uri": root_uri, "name": self.root.name}],
-                "capabilities": caps,
+                "capabilities": CAPABILITIES,
             },
             wait_s=60,
         )

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.fault_suite import CAPABILITIES
 from synconfroute.server.protocol import frames, lsp, transport
 from synconfroute.server.session.session import Completed
 from synconfroute.server.settings import config
@@ -72,15 +73,6 @@ DID_CHANGE = {
             }
         ],
     },
-}
-CAPS = {
-    "general": {"positionEncodings": ["utf-16"]},
-    "textDocument": {
-        "inlineCompletion": {"dynamicRegistration": False},
-        "hover": {"contentFormat": ["markdown", "plaintext"]},
-        "synchronization": {"didSave": False},
-    },
-    "window": {"workDoneProgress": False},
 }
 
 
@@ -145,7 +137,7 @@ async def run(rounds: int, cold: bool = False) -> None:
         protocol.receive(frames.Body(frame(msg), len(frame(msg))))
         await capture.waiter
 
-    init = {"processId": None, "rootUri": None, "capabilities": CAPS}
+    init = {"processId": None, "rootUri": None, "capabilities": CAPABILITIES}
     await call({"jsonrpc": "2.0", "id": -1, "method": "initialize", "params": init})
     protocol.receive(frames.Body(frame(DID_OPEN), len(frame(DID_OPEN))))
     change_body = frame(DID_CHANGE)

@@ -166,6 +166,32 @@ def test_token_texts_always_spell_the_text(seed: int) -> None:
     assert "".join(toks) == text
 
 
+def _held_reference(buf: str, stops: list[str]) -> int:
+    """The longest end of `buf` that is a proper start of a stop string, by brute force."""
+    return max((k for s in stops for k in range(1, len(s)) if buf.endswith(s[:k])), default=0)
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_several_stops_hold_back_exactly_the_longest_possible_start(seed: int) -> None:
+    """Several stop strings sharing first characters (as a template's sentinels do):
+    after every piece, what went out is the text up to the earliest stop string, or all
+    but the longest end that could still start one."""
+    rng = random.Random(seed)
+    alphabet = "ab<|>"
+    stops = ["".join(rng.choices(alphabet, k=rng.randint(1, 5))) for _ in range(rng.randint(1, 5))]
+    pieces = ["".join(rng.choices(alphabet, k=rng.randint(0, 4))) for _ in range(8)]
+    c, out, seen = StopCutter(stops), "", ""
+    for p in pieces:
+        out += c.feed(p)
+        seen += p
+        cuts = [i for i in (seen.find(s) for s in stops) if i >= 0]
+        if cuts:
+            assert (out, c.stopped) == (seen[: min(cuts)], True), (stops, pieces)
+            return
+        assert out == seen[: len(seen) - _held_reference(seen, stops)], (stops, pieces)
+    assert out + c.flush() == seen
+
+
 # -- within: the one deadline wrapper --------------------------------------------------
 
 

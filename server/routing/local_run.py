@@ -123,33 +123,39 @@ async def run_local(local: Backend | None, treq: TierRequest | None, lim: LocalL
     stream = local.stream(treq.request)
     predict_end: float | None = None  # the prediction's time cap, once the first token came
     ended = False  # as asked (its last chunk, or the line it was cut at): closed after the response
+    at: float | None = None  # the deadline the timer is set to (on `clock`)
+    loop = asyncio.get_running_loop()
     try:
-        while True:
-            end = first_end if run.first_token_s is None else _earliest(total_end, predict_end)
-            try:
-                async with asyncio.timeout(None if end is None else max(0.0, end - clock())):
+        # One timer for the whole stream, moved when the deadline changes (a timer per
+        # chunk cost a timer handle scheduled and cancelled per token).
+        async with asyncio.timeout(None) as timer:
+            while True:
+                end = first_end if run.first_token_s is None else _earliest(total_end, predict_end)
+                if end != at:
+                    at = end
+                    timer.reschedule(None if end is None else loop.time() + end - clock())
+                try:
                     chunk = await anext(stream)
-            except StopAsyncIteration:
-                break
-            except TimeoutError:
-                if predict_end is not None and end == predict_end != total_end:
-                    # The time cap (a backend that does not end there by itself):
-                    # what came is the completion, cut like a token cap cuts it.
-                    run.finish_reason = "length"
+                except StopAsyncIteration:
                     break
-                _timed_out(run, lim.settings, local.name)
-                break
-            if chunk.text and run.first_token_s is None:
-                run.first_token_s = clock() - started
-                if lim.multiline and max_predict_s is not None:
-                    # A little slack: a backend that honours the cap ends first.
-                    predict_end = clock() + max_predict_s + PREDICT_SLACK_S
-            if _take(run, chunk, lim):
-                ended = not run.cancelled_early  # escalating: the local tier stops now
-                break
-            if chunk.finish_reason is not None:
-                ended = True  # asking for more would wait for the end of the HTTP body
-                break
+                if chunk.text and run.first_token_s is None:
+                    run.first_token_s = clock() - started
+                    if lim.multiline and max_predict_s is not None:
+                        # A little slack: a backend that honours the cap ends first.
+                        predict_end = clock() + max_predict_s + PREDICT_SLACK_S
+                if _take(run, chunk, lim):
+                    ended = not run.cancelled_early  # escalating: the local tier stops now
+                    break
+                if chunk.finish_reason is not None:
+                    ended = True  # asking for more would wait for the end of the HTTP body
+                    break
+    except TimeoutError:
+        if predict_end is not None and at == predict_end != total_end:
+            # The time cap (a backend that does not end there by itself):
+            # what came is the completion, cut like a token cap cuts it.
+            run.finish_reason = "length"
+        else:
+            _timed_out(run, lim.settings, local.name)
     except BackendError as exc:
         run.error = exc
         log.info("local backend failed: %s", exc)

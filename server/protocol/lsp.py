@@ -393,7 +393,7 @@ def inline_list(done: Completed | None) -> dict[str, Any]:
             "end": {"line": end_line, "character": end_character},
         },
         "command": {
-            "title": summary(done.decision),
+            "title": done.title,
             "command": CMD_ACCEPT,
             "arguments": [done.id],
         },
@@ -661,7 +661,7 @@ def _notify_route(
             "confidence": rec.confidence,
             "threshold": rec.threshold,
             "cacheHit": rec.cache_hit,
-            "summary": summary(rec),
+            "summary": done.title,
             "card": card,  # as the hover shows it: Markdown or plain text
             "range": {
                 "start": {"line": done.start[0], "character": done.start[1]},

@@ -21,6 +21,11 @@ def digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
+def digests(prefix: str, suffix: str) -> tuple[bytes, bytes]:
+    """A request's (prefix, suffix) digests: made once, read by its `get` and its `put`."""
+    return digest(prefix), digest(suffix)
+
+
 @attrs.frozen
 class Entry:
     prefix_len: int
@@ -59,10 +64,11 @@ class CompletionCache:
         route: str,
         reasons: tuple[Reason, ...],
         origin: object = None,
+        made: tuple[bytes, bytes] | None = None,  # `digests(prefix, suffix)`, if made
     ) -> None:
         if not entry_completion:
             return
-        pd, sd = digest(prefix), digest(suffix)
+        pd, sd = digests(prefix, suffix) if made is None else made
         self._entries[(model, pd, sd)] = Entry(
             len(prefix), pd, entry_completion, route, reasons, origin
         )
@@ -74,9 +80,11 @@ class CompletionCache:
         if fresh and len(seen) > 16:  # only recent prefixes matter for typing-through
             del seen[next(iter(seen))]
 
-    def get(self, model: str, prefix: str, suffix: str) -> Hit | None:
-        sd = digest(suffix)
-        exact = self._entries.get((model, digest(prefix), sd))
+    def get(
+        self, model: str, prefix: str, suffix: str, made: tuple[bytes, bytes] | None = None
+    ) -> Hit | None:
+        pd, sd = digests(prefix, suffix) if made is None else made
+        exact = self._entries.get((model, pd, sd))
         if exact is not None:
             return Hit(exact.completion, "", exact)
         seen = self._by_suffix.get((model, sd))

@@ -27,7 +27,7 @@ from ..workspace import egress, prompt_split
 from . import router, sequence
 from .backends import Tiers
 from .backpressure import Pressure
-from .cache import CompletionCache
+from .cache import CompletionCache, digests
 from .gate import SyntaxGate, make_gate
 from .gated import GatedRemote, gated
 from .gating import Gating, gate_local, prepare_ahead
@@ -234,7 +234,8 @@ class Pipeline:
             self.remote.model if self.remote and access == "ok" else None,
         )
         cache_key = _cache_key(ctx, models, rules)
-        hit = self.cache.get(cache_key, ctx.prefix, ctx.suffix)
+        made = digests(ctx.prefix, ctx.suffix)
+        hit = self.cache.get(cache_key, ctx.prefix, ctx.suffix, made)
         if hit is not None:
             total_ms = (self._clock() - t0) * 1000
             sharing = prompt_split.sharing(self.settings)
@@ -245,7 +246,7 @@ class Pipeline:
         rec, cacheable = await sequence.run(self, req, access)
         if cacheable and rec.route != "none" and rec.completion:
             self.cache.put(
-                cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, rec.reasons, rec
+                cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, rec.reasons, rec, made
             )
         return rec
 

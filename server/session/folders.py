@@ -113,6 +113,8 @@ class FolderSettings:
     def settings_for(self, path: str, window: config.Settings) -> config.Settings:
         """The settings a request for the file at `path` follows: `window` tightened by
         the folders holding it (`settings_in`); `window` itself outside every folder."""
+        if not self._answers:  # no folder has answered: nothing to tighten by
+            return window
         chain = holders(path, self._answers)
         if not chain:
             return window

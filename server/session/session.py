@@ -81,6 +81,12 @@ class Completed:
     end: tuple[int, int]
     word: str  # identifier fragment before the cursor (completion filterText)
 
+    @functools.cached_property
+    def title(self) -> str:
+        """The decision's one-line summary, made once: the route notification and the
+        accept command's title both show it."""
+        return summary(self.decision)
+
 
 class Session:
     def __init__(
@@ -267,6 +273,8 @@ class Session:
 
     # -- pipeline -------------------------------------------------------------
     async def pipeline(self) -> Pipeline:
+        if self._pipeline is not None:  # (every request: no lock to take)
+            return self._pipeline
         async with self._pipeline_lock:
             while self._pipeline is None:
                 gen, settings = self._settings_gen, self.settings

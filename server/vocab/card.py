@@ -60,6 +60,12 @@ _STAGES = {
     "total": "total",
 }
 
+_ORDER = {k: i for i, k in enumerate(_STAGES)}
+
+
+def _stage_order(item: tuple[str, float]) -> int:
+    return _ORDER.get(item[0], len(_ORDER))
+
 
 def summary(rec: RouteDecision) -> str:
     """One line: route, reasons, confidence (status bars, diagnostics, completion labels)."""
@@ -106,8 +112,7 @@ def route_card(rec: RouteDecision, *, markdown: bool = True) -> str:
     lines.append(f"- models: local `{rec.local_model or '-'}`, remote `{rec.remote_model or '-'}`")
     if rec.latency_ms:
         # In the order things happen (the record keeps them in the order they were timed).
-        order = {k: i for i, k in enumerate(_STAGES)}
-        timed = sorted(rec.latency_ms.items(), key=lambda kv: order.get(kv[0], len(order)))
+        timed = sorted(rec.latency_ms.items(), key=_stage_order)
         stages = ", ".join(f"{_STAGES.get(k, k)} {v:.0f} ms" for k, v in timed)
         lines.append(f"- latency: {stages}")
     for tier, cut in rec.truncated.items():

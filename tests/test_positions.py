@@ -72,3 +72,16 @@ def test_word_before_and_advance() -> None:
     assert word_before("x = (", 5) == ""
     assert advance(3, 4, "ab😀", "utf-16") == (3, 8)
     assert advance(3, 4, "ab\ncd", "utf-16") == (4, 2)
+
+
+@given(st.text(alphabet=st.sampled_from("ab\r\né😀\u2028"), max_size=12), st.integers(0, 5))
+def test_advance_counts_every_encoding_as_the_text_encoded(inserted: str, character: int) -> None:
+    """The position after an insertion: lines broken at LSP's breaks only, the last
+    line's length in the encoding's units (UTF-16: two for a character past U+FFFF)."""
+    for encoding, unit in (("utf-8", 1), ("utf-16", 2), ("utf-32", 4)):
+        codec = {"utf-8": "utf-8", "utf-16": "utf-16-le", "utf-32": "utf-32-le"}[encoding]
+        last = inserted.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        want_line = 2 + len(last) - 1
+        width = len(last[-1].encode(codec)) // unit
+        want = (want_line, character + width if len(last) == 1 else width)
+        assert advance(2, character, inserted, encoding) == want  # type: ignore[arg-type]

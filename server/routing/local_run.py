@@ -52,9 +52,17 @@ class _LocalRun:
     tokens: list[str] = attrs.field(factory=list)
 
     def frozen(self) -> LocalRun:
-        fields = attrs.asdict(self, recurse=False)
         return LocalRun(
-            **{**fields, "logprobs": tuple(self.logprobs), "tokens": tuple(self.tokens)}
+            text=self.text,
+            logprobs=tuple(self.logprobs),
+            has_logprobs=self.has_logprobs,
+            cancelled_early=self.cancelled_early,
+            error=self.error,
+            first_token_s=self.first_token_s,
+            total_s=self.total_s,
+            timed_out=self.timed_out,
+            finish_reason=self.finish_reason,
+            tokens=tuple(self.tokens),
         )
 
 
@@ -84,8 +92,9 @@ def _timed_out(run: _LocalRun, b: LocalSettings, backend: str) -> None:
 def _take(run: _LocalRun, chunk: Chunk, lim: LocalLimits) -> bool:
     """Add `chunk` to `run`; True when the stream is to end here."""
     run.text += chunk.text
-    run.logprobs.extend(t.logprob for t in chunk.tokens)
-    run.tokens.extend(t.text for t in chunk.tokens)
+    for t in chunk.tokens:
+        run.logprobs.append(t.logprob)
+        run.tokens.append(t.text)
     run.has_logprobs = run.has_logprobs and chunk.logprobs
     run.finish_reason = chunk.finish_reason or run.finish_reason
     if not lim.multiline and line_end(run.text) >= 0:

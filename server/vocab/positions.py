@@ -96,8 +96,8 @@ def advance(line: int, character: int, inserted: str, encoding: Encoding) -> tup
     """The position after inserting `inserted` at (line, character)."""
     parts = _LINE.split(inserted)
     if len(parts) == 1:
-        return line, character + sum(_units(c, encoding) for c in inserted)
-    return line + len(parts) - 1, sum(_units(c, encoding) for c in parts[-1])
+        return line, character + units(inserted, encoding)
+    return line + len(parts) - 1, units(parts[-1], encoding)
 
 
 def clamp_offset(

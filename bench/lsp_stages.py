@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import cProfile
 import functools
+import gc
 import json
 import os
 import statistics
@@ -74,6 +75,20 @@ def _serve_instrumented(argv: list[str]) -> int:
             return data
 
     setattr(serve, "os", _Os())  # noqa: B010 (a module attribute, replaced)
+
+    # The cyclic garbage collector's passes while a completion's handler runs (till its
+    # response is written): each one is time the request waits.
+    gc_started = [0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_started[0] = now()
+        else:  # in the handler, or once its response is written (counted with it)
+            where = "gc" if "handler" in cur and "write" not in cur else "idle_gc"
+            cur[f"{where}_n"] = cur.get(f"{where}_n", 0) + 1
+            cur[f"{where}_ns"] = cur.get(f"{where}_ns", 0) + now() - gc_started[0]
+
+    gc.callbacks.append(on_gc)
 
     def stamp_before(cls: Any, name: str, key: str) -> None:
         orig = getattr(cls, name)
@@ -286,6 +301,14 @@ def report(
     for name, a, b in STAGES:
         line(name, [(r[b] - r[a]) / 1000 for r in rows if r.get(a) and r.get(b)])
     line("server: read -> written", [(r["written"] - r["read"]) / 1000 for r in rows])
+    for where, what in (("gc", "in the handler"), ("idle_gc", "between requests")):
+        passes = [r.get(f"{where}_n", 0) for r in rows]
+        paused = [r.get(f"{where}_ns", 0) / 1000 for r in rows]
+        print(
+            f"  garbage collector passes {what}: {sum(passes) / len(rows):.2f} a request,"
+            f" {sum(paused) / len(rows):.0f} µs a request on average"
+            f" (p90 {_p(paused, 0.9):.0f} µs, max {max(paused):.0f} µs)"
+        )
     line("client: sent -> parsed", [(r["parsed"] - r["sent"]) / 1000 for r in rows])
     # What the server adds, without the client's own call to the backend: its backend
     # span (first byte asked to last chunk) taken out of each round trip.

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 
+from . import collector
 from .frames import FrameParser
 from .transport import HoldingWriter, TransportProtocol
 
@@ -105,7 +106,8 @@ def serve_stdio(
             return await _serve(protocol, _thread_reader(loop, fd))
         return await _serve_fd(protocol, loop, fd)
 
-    return run_until_exit(main())
+    with collector.serving():
+        return run_until_exit(main())
 
 
 async def _serve_fd(protocol: TransportProtocol, loop: asyncio.AbstractEventLoop, fd: int) -> int:
@@ -195,4 +197,5 @@ def serve_tcp(server: LanguageServer, host: str, port: int) -> int:
         async with tcp:
             return await done
 
-    return run_until_exit(main())
+    with collector.serving():
+        return run_until_exit(main())

@@ -35,6 +35,7 @@ from pygls.protocol.json_rpc import JsonRPCProtocol, RPCMessage
 from pygls.protocol.language_server import lsp_method
 
 from ..learning import later
+from . import collector
 from .frames import MAX_BODY_BYTES, Event, Skipped, TooLarge
 from .outgoing import scrub_outgoing
 from .plain_messages import structure_plain
@@ -224,6 +225,7 @@ class TransportProtocol(LanguageServerProtocol):
         pending = self._laters.pop(msg_id, None) if _valid_id(msg_id) else None
         if pending is not None:
             pending.run()  # the request's bookkeeping, now that the editor has its answer
+        collector.after_response()  # the garbage collector's pass, if one is due
 
     def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
         # (Run in a copy of the context, which the handler's task inherits: the work it

@@ -85,3 +85,18 @@ def test_advance_counts_every_encoding_as_the_text_encoded(inserted: str, charac
         width = len(last[-1].encode(codec)) // unit
         want = (want_line, character + width if len(last) == 1 else width)
         assert advance(2, character, inserted, encoding) == want  # type: ignore[arg-type]
+
+
+@given(st.text(alphabet=st.sampled_from("ab\r\n\u2028é"), max_size=30))
+def test_line_starts_break_at_lsp_line_breaks_only(text: str) -> None:
+    """Line starts, with or without a \\r in the text (two ways of counting them)."""
+    want, i = [0], 0
+    while i < len(text):
+        if text.startswith("\r\n", i):
+            i += 2
+            want.append(i)
+            continue
+        i += 1
+        if text[i - 1] in "\r\n":
+            want.append(i)
+    assert line_starts(text) == want

@@ -203,9 +203,13 @@ _C_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 def imports(language: str, text: str, path: str) -> tuple[set[str], list[str]]:
     """(names the file imports, path endings of the files it imports from)."""
+    return _scan_imports(language, text, posixpath.dirname(path))
+
+
+def _scan_imports(language: str, text: str, folder: str) -> tuple[set[str], list[str]]:
+    """`imports` of a file in `folder` (relative imports resolve against it)."""
     names: set[str] = set()
     ends: list[str] = []
-    folder = posixpath.dirname(path)
     if language == "python":
         for mod, what in _PY_FROM.findall(text):
             dots = len(mod) - len(mod.lstrip("."))
@@ -252,11 +256,12 @@ class _Imports(NamedTuple):
 
 
 @functools.lru_cache(maxsize=32)
-def _imports_of(language: str, head: str, path: str) -> _Imports:
+def _imports_of(language: str, head: str, folder: str) -> _Imports:
     """`imports`, remembered: a request's `head` (the file's first 20,000 characters
     up to the cursor) is the same text request after request while one types below it,
-    and scanning it costs more than hashing it."""
-    names, ends = imports(language, head, path)
+    and scanning it costs more than hashing it. By folder, not path: only the folder
+    reads relative imports."""
+    names, ends = _scan_imports(language, head, folder)
     return _Imports(tuple(names), frozenset(names), tuple(ends))
 
 
@@ -267,6 +272,12 @@ class _Windows:
 
     windows: list[tuple[int, str, int]]
     postings: dict[str, list[int]]
+    # `_best_window`'s answers, by (query size, the query's identifiers found here in
+    # the query's order): while one types, the lines before the cursor change mostly
+    # in words no window holds (a name being typed), so the answer repeats.
+    best: dict[tuple[int, tuple[str, ...]], tuple[float, int] | None] = attrs.field(
+        factory=dict, eq=False, repr=False
+    )
 
 
 class SnippetCache:
@@ -347,7 +358,7 @@ def _definitions(
     for name, w in _near(prefix, suffix):
         if len(name) > 2 and name not in _KEYWORDS:
             weights[name] = weights.get(name, 0.0) + w
-    order, imported, ends = _imports_of(language, head, path)
+    order, imported, ends = _imports_of(language, head, posixpath.dirname(path))
     if not weights and not order:
         return []  # no name near the cursor, none imported: nothing to look up
     near = set(weights)
@@ -439,6 +450,9 @@ def _snippets(
     return out
 
 
+_BEST_KEPT = 64  # `_best_window` answers remembered per document version
+
+
 def _best_window(query: frozenset[str], doc: _Windows) -> tuple[float, int] | None:
     """(Jaccard similarity, window) of the window of `doc` most like `query`, at least
     SNIPPET_MIN_SIMILARITY; of equals, the first met in the order the query's postings
@@ -447,15 +461,28 @@ def _best_window(query: frozenset[str], doc: _Windows) -> tuple[float, int] | No
     Windows are visited most shared identifiers first, and the visit stops once no
     window left can reach the best so far: a window sharing `n` of the query's `q`
     identifiers scores at most n / q (it holds at least those n). On a large file most
-    windows share one or two common names and are never scored."""
+    windows share one or two common names and are never scored. The answer is kept
+    with the document's windows (`_Windows.best`)."""
     postings = doc.postings
-    hits = [p for p in (postings.get(i) for i in query) if p]
-    if not hits:
+    present = tuple(i for i in query if i in postings)  # in the query's order: ties
+    if not present:
         return None
+    key = (len(query), present)
+    memo = doc.best
+    if key in memo:
+        return memo[key]
+    if len(memo) >= _BEST_KEPT:
+        memo.clear()
+    found = memo[key] = _scored(len(query), [postings[i] for i in present], doc.windows)
+    return found
+
+
+def _scored(
+    q: int, hits: list[list[int]], windows: list[tuple[int, str, int]]
+) -> tuple[float, int] | None:
+    """`_best_window` for a query of `q` identifiers whose postings here are `hits`."""
     # Identifiers shared with each window, counted in C; keys in first-met order.
     shared = Counter(itertools.chain.from_iterable(hits))
-    q = len(query)
-    windows = doc.windows
     best_w, best_sim, best_inter = -1, 0.0, 0
     order: dict[int, int] | None = None  # first-met order, built only to break a tie
     for w, inter in shared.most_common():  # a stable sort: first-met order within a count

@@ -22,6 +22,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import attrs
 
+from ..learning import later
 from ..learning.retention import minimal_edit
 from ..settings import config
 from ..syntax import SyntaxDocument, detect_language
@@ -241,7 +242,13 @@ class DocumentStore:
             if old != key and (count > _TREES_KEPT or size > _TREE_BYTES_KEPT):
                 del self._hot[old]
                 if st is not None:
-                    st.syntax.release_tree()
+                    # Freeing a large tree takes a millisecond or more (3,800 lines:
+                    # ~1 ms): after the response, unless the document is in use again.
+                    later.after_response(functools.partial(self._release, old, st))
+
+    def _release(self, key: str, st: DocState) -> None:
+        if key not in self._hot:
+            st.syntax.release_tree()
 
     @staticmethod
     def _is_acceptance(st: DocState, edits: Sequence[Edit]) -> str | None:

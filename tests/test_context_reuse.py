@@ -112,7 +112,8 @@ def _store_with_trees(n: int) -> tuple[DocumentStore, list[str]]:
     store = DocumentStore()
     keys = []
     for i in range(n):
-        st = store.open(f"file:///t/f{i}.py", f"def f{i}(x):\n    return x + {i}\n", "python")
+        text = f"def f{i}(x):\n    return x + {i}\n" + BODY * 2  # large: ~32,000 chars
+        st = store.open(f"file:///t/f{i}.py", text, "python")
         keys.append(uri_key(f"file:///t/f{i}.py"))
         store.touch(keys[-1], 0)
         assert st.syntax.tree is not None  # parsed: the document is in use
@@ -126,6 +127,7 @@ async def test_an_evicted_tree_is_freed_after_the_response() -> None:
         answered = later.for_request()
         store.open("file:///t/new.py", "def g(x):\n    return x\n", "python")
         store.touch(uri_key("file:///t/new.py"), 0)  # one too many: the oldest goes
+        assert len(oldest.text.text) > 20_000
         assert oldest.syntax.has_tree, "freed before the response"
         answered.run()  # the response was written
         assert not oldest.syntax.has_tree

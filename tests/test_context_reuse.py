@@ -99,7 +99,9 @@ def test_the_same_head_is_scanned_for_imports_once(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(crossfile, "_PY_FROM", pattern)
     cache, index = crossfile.SnippetCache(), WorkspaceIndex()
     index.update("/w/app/views.py", "def render(x):\n    return x\n", "python")
-    head = f"# {id(pattern)}\n{HEAD}"  # a head no earlier test scanned
+    # A head no earlier test scanned, as long as a large file's (the first 20,000
+    # characters, which stay put while one types below them).
+    head = f"# {id(pattern)}\n{HEAD}" + "".join(f"LIMIT_{i} = {i}\n" for i in range(2000))
     first = _ask("ret", cache, index, head)
     assert any(kind == "definition" for _, kind, _, _ in first), first
     scanned = pattern.calls

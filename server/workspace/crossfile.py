@@ -22,7 +22,8 @@ import itertools
 import posixpath
 import re
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 import attrs
@@ -210,6 +211,8 @@ def _scan_imports(language: str, text: str, folder: str) -> tuple[set[str], list
     """`imports` of a file in `folder` (relative imports resolve against it)."""
     names: set[str] = set()
     ends: list[str] = []
+    if language in ("python", "java") and "import" not in text:
+        return names, ends  # both spell every import with the word (a search in C)
     if language == "python":
         for mod, what in _PY_FROM.findall(text):
             dots = len(mod) - len(mod.lstrip("."))
@@ -253,6 +256,9 @@ class _Imports(NamedTuple):
     order: tuple[str, ...]  # the names imported, in the order `imports`' set gives them
     names: frozenset[str]
     ends: tuple[str, ...]
+
+
+_IMPORTS_KEPT_FROM = 4096  # characters of head from which its imports are remembered
 
 
 @functools.lru_cache(maxsize=32)
@@ -358,7 +364,13 @@ def _definitions(
     for name, w in _near(prefix, suffix):
         if len(name) > 2 and name not in _KEYWORDS:
             weights[name] = weights.get(name, 0.0) + w
-    order, imported, ends = _imports_of(language, head, posixpath.dirname(path))
+    order: Collection[str]
+    imported: AbstractSet[str]
+    if len(head) < _IMPORTS_KEPT_FROM:  # cheap to scan; and it ends at the cursor: a new text
+        names, found = imports(language, head, path)
+        order, imported, ends = names, names, tuple(found)
+    else:
+        order, imported, ends = _imports_of(language, head, posixpath.dirname(path))
     if not weights and not order:
         return []  # no name near the cursor, none imported: nothing to look up
     near = set(weights)

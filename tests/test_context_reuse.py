@@ -28,10 +28,15 @@ from synconfroute.server.workspace.workspace_index import WorkspaceIndex
 
 pytestmark = pytest.mark.timeout(60)
 
-BODY = "\n".join(
-    f"def handler_{i}(request, session, value):\n    result = session.get(request, value)\n"
-    f"    return render(result, request.user, value + {i})\n"
-    for i in range(120)
+# A page of handlers, each with names of its own; the view at the top is the one window
+# like the lines before the cursor (a single best: no tie for the query's order to settle).
+BODY = (
+    "def view_page(request, session, value):\n    result = session.get(request, value)\n"
+    "    return render(result, request.user)\n"
+) + "\n".join(
+    f"def handler_{i}(item_{i}, store_{i}):\n    out_{i} = store_{i}.get(item_{i})\n"
+    f"    return out_{i}\n"
+    for i in range(300)
 )
 
 
@@ -114,7 +119,7 @@ def _store_with_trees(n: int) -> tuple[DocumentStore, list[str]]:
     store = DocumentStore()
     keys = []
     for i in range(n):
-        text = f"def f{i}(x):\n    return x + {i}\n" + BODY * 2  # large: ~32,000 chars
+        text = f"def f{i}(x):\n    return x + {i}\n" + BODY  # large: ~25,000 chars
         st = store.open(f"file:///t/f{i}.py", text, "python")
         keys.append(uri_key(f"file:///t/f{i}.py"))
         store.touch(keys[-1], 0)

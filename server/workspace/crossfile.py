@@ -278,11 +278,13 @@ class _Windows:
 
     windows: list[tuple[int, str, int]]
     postings: dict[str, list[int]]
-    # `_best_window`'s answers, by (query size, the query's identifiers found here in
-    # the query's order): while one types, the lines before the cursor change mostly
-    # in words no window holds (a name being typed), so the answer repeats.
-    best: dict[tuple[int, tuple[str, ...]], tuple[float, int] | None] = attrs.field(
-        factory=dict, eq=False, repr=False
+    # `_best_window`'s answers, by (query size, the query's identifiers found here):
+    # while one types, the lines before the cursor change mostly in words no window
+    # holds (a name being typed), so the answer repeats. A set of them when the best
+    # window is the only one that good; a tuple in the query's order when equals tied
+    # (the order settles a tie, and it follows the set's hashing).
+    best: dict[tuple[int, frozenset[str] | tuple[str, ...]], tuple[float, int] | None] = (
+        attrs.field(factory=dict, eq=False, repr=False)
     )
 
 
@@ -479,23 +481,29 @@ def _best_window(query: frozenset[str], doc: _Windows) -> tuple[float, int] | No
     present = tuple(i for i in query if i in postings)  # in the query's order: ties
     if not present:
         return None
-    key = (len(query), present)
-    memo = doc.best
-    if key in memo:
-        return memo[key]
+    q, memo = len(query), doc.best
+    unordered = (q, frozenset(present))
+    if unordered in memo:
+        return memo[unordered]
+    ordered = (q, present)
+    if ordered in memo:
+        return memo[ordered]
     if len(memo) >= _BEST_KEPT:
         memo.clear()
-    found = memo[key] = _scored(len(query), [postings[i] for i in present], doc.windows)
+    found, tied = _scored(q, [postings[i] for i in present], doc.windows)
+    memo[ordered if tied else unordered] = found
     return found
 
 
 def _scored(
     q: int, hits: list[list[int]], windows: list[tuple[int, str, int]]
-) -> tuple[float, int] | None:
-    """`_best_window` for a query of `q` identifiers whose postings here are `hits`."""
+) -> tuple[tuple[float, int] | None, bool]:
+    """`_best_window` for a query of `q` identifiers whose postings here are `hits`, and
+    whether another window was as good (then the order of `hits` chose)."""
     # Identifiers shared with each window, counted in C; keys in first-met order.
     shared = Counter(itertools.chain.from_iterable(hits))
     best_w, best_sim, best_inter = -1, 0.0, 0
+    tied = False  # another window scored best_sim (each one that can is visited)
     order: dict[int, int] | None = None  # first-met order, built only to break a tie
     for w, inter in shared.most_common():  # a stable sort: first-met order within a count
         bound = inter / q
@@ -505,14 +513,17 @@ def _scored(
         if sim < SNIPPET_MIN_SIMILARITY or sim < best_sim:
             continue
         if sim == best_sim and best_w >= 0:
+            tied = True
             if inter == best_inter:
                 continue  # met after the best: same count, later in first-met order
             if order is None:
                 order = {k: n for n, k in enumerate(shared)}
             if order[w] > order[best_w]:
                 continue
+        elif sim > best_sim:
+            tied = False
         best_w, best_sim, best_inter = w, sim, inter
-    return (best_sim, best_w) if best_w >= 0 else None
+    return ((best_sim, best_w) if best_w >= 0 else None), tied
 
 
 _BODY_OPENER = re.compile(r"[{:]\s*(//.*|#.*)?$")

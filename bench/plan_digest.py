@@ -110,7 +110,9 @@ async def run(requests: int, ws: Path, opened: list[tuple[Path, str]]) -> None:
         single = req.local.request.single_line
         remote = planner.plan_tier(ctx, "remote", None, env, deadline=1.0, single_line=single)
         for planned in (req.local, remote):
-            sent = attrs.asdict(planned.request, filter=lambda a, _: a.name != "deadline")
+            # The plan as resolved (the local tier's only when asked: `TierRequest.plan`).
+            whole = attrs.evolve(planned.request, plan=planned.plan)
+            sent = attrs.asdict(whole, filter=lambda a, _: a.name != "deadline")
             digest.update(json.dumps(sent, sort_keys=True, default=repr).encode())
             digest.update(repr((planned.notes, planned.prompt_chars)).encode())
         verdict = egress.refusal(remote.plan, env.settings) or "sent"

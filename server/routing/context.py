@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 from ..vocab.positions import Text, scrub_surrogates
 from .request import Anchor, CompletionContext
 from .time_budget import anchor_line
@@ -24,15 +26,16 @@ def make_context(
     """
     doc = text if isinstance(text, Text) else Text(text)
     starts, full = doc.starts, doc.text
-    line = doc.line_of(offset)
+    line = bisect.bisect_right(starts, offset) - 1  # doc.line_of, one call less
     # The start sits on a coarse line grid, so that it stays put while one types and
     # the local model's KV cache keeps the prompt (`time_budget.anchor_line`).
     first = starts[anchor_line(line, context_lines)]
     last = line + context_lines + 1
     end = starts[last] if last < len(starts) else len(full)
+    prefix, suffix = full[first:offset], full[offset:end]
     return CompletionContext(
-        prefix=scrub_surrogates(full[first:offset]),
-        suffix=scrub_surrogates(full[offset:end]),
+        prefix=prefix if prefix.isascii() else scrub_surrogates(prefix),
+        suffix=suffix if suffix.isascii() else scrub_surrogates(suffix),
         language=language,
         path=path,
         document=document,

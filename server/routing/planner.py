@@ -4,10 +4,11 @@
 into what a tier is sent: the other files' code and recent edits privacy lets that
 tier see, the window cut to what they leave (the local window on a line grid, so its
 KV cache survives typing), the backend request, and its `PromptPlan` (every source with
-its resolved real path, for the egress gate). `plan_local` sizes the local prompt as
-part of planning: the cold, time-sized budget (`time_budget`), then the largest window
-whose part not in the KV cache is no slower (`kv_window`); each size tried is assembled
-once and the one chosen is the one sent.
+its resolved real path, for the egress gate: the remote tier's is resolved while
+planning; the local tier's, which no gate reads, only if asked for). `plan_local`
+sizes the local prompt as part of planning: the cold, time-sized budget
+(`time_budget`), then the largest window whose part not in the KV cache is no slower
+(`kv_window`); each size tried is assembled once and the one chosen is the one sent.
 
 A `TierRequest` is frozen: the local run, its rerun, the decision record's context
 notes and the privacy re-check of a remote call in flight all read the same one.
@@ -40,13 +41,20 @@ class TierRequest:
     """One tier's request, planned once: what is sent, and what it is made of."""
 
     tier: Tier
-    request: CompletionRequest  # carries the PromptPlan to the egress gate
+    request: CompletionRequest  # carries the PromptPlan to the egress gate (remote tier)
     notes: tuple[ContextNote, ...]  # the other files that fed it: (shown path, bytes, tier)
     prompt_chars: int  # the total budget the prompt was cut to
     budget: TierBudget | None  # the local tier's, as the KV cache sized it; None: remote
+    # The local tier's plan, resolved when asked (`plan`): only a remote request passes
+    # the egress gate, and resolving real paths was half of planning.
+    resolve: Callable[[], PromptPlan] | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def plan(self) -> PromptPlan | None:
+        """The prompt's sources, resolved: the remote tier's as planned (the request
+        carries it to the gate), the local tier's resolved now."""
+        if self.request.plan is None and self.resolve is not None:
+            return self.resolve()
         return self.request.plan
 
     @property
@@ -140,13 +148,24 @@ def _request(
     deadline: float | None,
     single_line: bool,
     budget: TierBudget | None,
-) -> CompletionRequest:
+) -> tuple[CompletionRequest, Callable[[], PromptPlan]]:
+    """The backend request (with its `PromptPlan` for the remote tier only), and how
+    to resolve that plan."""
     s = env.settings
     files = parts.files
+
+    def plan() -> PromptPlan:
+        return prompt_plan(
+            ctx,
+            tier,
+            window_chars=len(parts.prefix) + len(parts.suffix),
+            context=[(f.path, len(f.text)) for f in files],
+        )
+
     # The time cap is for several lines: one line ends at its end, and half a line
     # is no completion.
     capped = budget is not None and not single_line
-    return CompletionRequest(
+    request = CompletionRequest(
         context_files=tuple((display_path(f.path, ctx.roots), f.text) for f in files),
         repo=ctx.repo,
         repo_path=display_path(ctx.path, ctx.roots) if files else "",
@@ -162,13 +181,9 @@ def _request(
         max_predict_s=budget.max_predict_s if budget is not None and capped else None,
         priority=s.remote.request_priority(invoked=ctx.invoked) if tier == "remote" else None,
         affinity=remote_affinity(ctx, tier),
-        plan=prompt_plan(
-            ctx,
-            tier,
-            window_chars=len(parts.prefix) + len(parts.suffix),
-            context=[(f.path, len(f.text)) for f in files],
-        ),
+        plan=plan() if tier == "remote" else None,
     )
+    return request, plan
 
 
 def plan_tier(
@@ -184,11 +199,12 @@ def plan_tier(
     `remote.max_prompt_chars`), privacy applied under `env.settings`."""
     chars = env.settings.remote.max_prompt_chars if budget is None else budget.prompt_chars
     parts = _prompt(ctx, tier, chars, env)
-    request = _request(
+    request, plan = _request(
         ctx, tier, parts, env, deadline=deadline, single_line=single_line, budget=budget
     )
     notes = tuple((display_path(f.path, ctx.roots), f.bytes, tier) for f in parts.files)
-    return TierRequest(tier, request, notes, chars, budget)
+    lazy = None if request.plan is not None else plan
+    return TierRequest(tier, request, notes, chars, budget, lazy)
 
 
 def cold_budget(env: Planning) -> TierBudget:

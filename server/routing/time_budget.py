@@ -61,12 +61,30 @@ class TierBudget:
     why: str  # one line for the log and the record
 
 
+# The last budget, with what it was computed from: settings are never mutated and a
+# backend's `Rates` is a new value with each measurement, so the same three objects
+# give the same budget (asked once per request, and between measurements unchanged).
+_last: tuple[LocalSettings, CompletionSettings, Rates | None, TierBudget] | None = None
+
+
 def local_budget(
     local: LocalSettings, completion: CompletionSettings, rates: Rates | None
 ) -> TierBudget:
     """The local tier's budget from the settings and the measured rates (None or
     unmeasured: the settings' character and token caps alone; the embedded backend
     reports assumed rates until it has measured its own)."""
+    global _last
+    last = _last
+    if last is not None and last[0] is local and last[1] is completion and last[2] is rates:
+        return last[3]
+    budget = _budget(local, completion, rates)
+    _last = (local, completion, rates, budget)
+    return budget
+
+
+def _budget(
+    local: LocalSettings, completion: CompletionSettings, rates: Rates | None
+) -> TierBudget:
     chars = local.max_prompt_chars
     max_tokens = completion.max_tokens
     predict_s = local.max_predict_ms / 1000 if local.max_predict_ms > 0 else None

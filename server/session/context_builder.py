@@ -320,9 +320,7 @@ class ContextBuilder:
                 path=st.path,
                 language=st.language,
                 index=index,
-                open_docs=[
-                    crossfile.OpenDoc(o.path, o.text.version, o.text.text) for o in others[:8]
-                ],
+                open_docs=[(o.path, o.text.version, o.text.text) for o in others[:8]],
                 snippets=self.snippets,
                 full_prefix=text[: min(offset, 20000)],
             )

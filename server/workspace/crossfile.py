@@ -22,7 +22,8 @@ import itertools
 import posixpath
 import re
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 import attrs
@@ -203,9 +204,15 @@ _C_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 def imports(language: str, text: str, path: str) -> tuple[set[str], list[str]]:
     """(names the file imports, path endings of the files it imports from)."""
+    return _scan_imports(language, text, posixpath.dirname(path))
+
+
+def _scan_imports(language: str, text: str, folder: str) -> tuple[set[str], list[str]]:
+    """`imports` of a file in `folder` (relative imports resolve against it)."""
     names: set[str] = set()
     ends: list[str] = []
-    folder = posixpath.dirname(path)
+    if language in ("python", "java") and "import" not in text:
+        return names, ends  # both spell every import with the word (a search in C)
     if language == "python":
         for mod, what in _PY_FROM.findall(text):
             dots = len(mod) - len(mod.lstrip("."))
@@ -245,6 +252,25 @@ def imports(language: str, text: str, path: str) -> tuple[set[str], list[str]]:
     return names, [e if e.startswith("/") else "/" + e for e in ends]
 
 
+class _Imports(NamedTuple):
+    order: tuple[str, ...]  # the names imported, in the order `imports`' set gives them
+    names: frozenset[str]
+    ends: tuple[str, ...]
+
+
+_IMPORTS_KEPT_FROM = 4096  # characters of head from which its imports are remembered
+
+
+@functools.lru_cache(maxsize=32)
+def _imports_of(language: str, head: str, folder: str) -> _Imports:
+    """`imports`, remembered: a request's `head` (the file's first 20,000 characters
+    up to the cursor) is the same text request after request while one types below it,
+    and scanning it costs more than hashing it. By folder, not path: only the folder
+    reads relative imports."""
+    names, ends = _scan_imports(language, head, folder)
+    return _Imports(tuple(names), frozenset(names), tuple(ends))
+
+
 @attrs.frozen
 class _Windows:
     """One document cut into overlapping windows: (first line, text, identifier count)
@@ -252,6 +278,14 @@ class _Windows:
 
     windows: list[tuple[int, str, int]]
     postings: dict[str, list[int]]
+    # `_best_window`'s answers, by (query size, the query's identifiers found here):
+    # while one types, the lines before the cursor change mostly in words no window
+    # holds (a name being typed), so the answer repeats. A set of them when the best
+    # window is the only one that good; a tuple in the query's order when equals tied
+    # (the order settles a tie, and it follows the set's hashing).
+    best: dict[tuple[int, frozenset[str] | tuple[str, ...]], tuple[float, int] | None] = (
+        attrs.field(factory=dict, eq=False, repr=False)
+    )
 
 
 class SnippetCache:
@@ -294,6 +328,11 @@ class OpenDoc(NamedTuple):  # a tuple: a request makes 8, and an attrs class cos
     text: str
 
 
+# An open document as `candidates` takes it: (path, version, text), an `OpenDoc` or a
+# plain tuple (a request passes 8: a plain one costs no call to make).
+DocTuple = tuple[str, int, str]
+
+
 def candidates(
     *,
     prefix: str,
@@ -301,7 +340,7 @@ def candidates(
     path: str,
     language: str,
     index: WorkspaceIndex | None,
-    open_docs: Sequence[OpenDoc] = (),
+    open_docs: Sequence[DocTuple] = (),
     snippets: SnippetCache | None = None,
     full_prefix: str | None = None,
     limit: int = 120,
@@ -327,15 +366,23 @@ def _definitions(
     for name, w in _near(prefix, suffix):
         if len(name) > 2 and name not in _KEYWORDS:
             weights[name] = weights.get(name, 0.0) + w
-    imported, ends = imports(language, head, path)
+    order: Collection[str]
+    imported: AbstractSet[str]
+    if len(head) < _IMPORTS_KEPT_FROM:  # cheap to scan; and it ends at the cursor: a new text
+        names, found = imports(language, head, path)
+        order, imported, ends = names, names, tuple(found)
+    else:
+        order, imported, ends = _imports_of(language, head, posixpath.dirname(path))
+    if not weights and not order:
+        return []  # no name near the cursor, none imported: nothing to look up
     near = set(weights)
-    for name in imported:
+    for name in order:
         # Python imports name functions (a call to come); Java's name classes, whose
         # members come in below when the class shows near the cursor.
         unseen = language == "python" and name not in weights
         weights[name] = weights.get(name, 0.0) + (IMPORTED_UNSEEN if unseen else IMPORTED_SEEN)
     own = {s.name for s in index.symbols_of(path)}
-    suffixes = tuple(ends)
+    suffixes = ends
     imported_file: dict[str, bool] = {}
     scored: list[Candidate] = []
     for name, w in weights.items():
@@ -392,38 +439,91 @@ def _members(index: WorkspaceIndex, cls: Symbol, score: float) -> list[Candidate
 
 
 def _snippets(
-    prefix: str, path: str, open_docs: Sequence[OpenDoc], cache: SnippetCache
+    prefix: str, path: str, open_docs: Sequence[DocTuple], cache: SnippetCache
 ) -> list[Candidate]:
     query = frozenset(_IDENT.findall("\n".join(prefix.split("\n")[-SNIPPET_LINES:]))) - _KEYWORDS
     if len(query) < 2:
         return []
     out = []
-    for rank, doc in enumerate(open_docs):
-        if doc.path == path:
+    for rank, (doc_path, version, text) in enumerate(open_docs):
+        if doc_path == path:
             continue
-        best: tuple[float, int, str] | None = None
-        doc_windows = cache.windows(doc.path, doc.version, doc.text)
-        postings = doc_windows.postings
-        # Identifiers shared with each window, counted in C (in the order the windows
-        # are first met, as a loop would: ties go to the first).
-        shared = Counter(itertools.chain.from_iterable(postings.get(i, ()) for i in query))
-        for w, inter in shared.items():
-            start, chunk, size = doc_windows.windows[w]
-            sim = inter / (len(query) + size - inter)  # Jaccard
-            if sim >= SNIPPET_MIN_SIMILARITY and (best is None or sim > best[0]):
-                best = (sim, start, chunk)
-        if best is not None:
+        doc_windows = cache.windows(doc_path, version, text)
+        if not doc_windows.postings:
+            continue  # too short to hold a window
+        found = _best_window(query, doc_windows)
+        if found is not None:
+            sim, w = found
+            start, chunk, _ = doc_windows.windows[w]
             recency = 1.0 / (1 + rank / 4)
             out.append(
                 Candidate(
-                    path=doc.path,
-                    text=best[2],
-                    kind="snippet",
-                    score=best[0] * recency,
-                    line=best[1],
+                    path=doc_path, text=chunk, kind="snippet", score=sim * recency, line=start
                 )
             )
     return out
+
+
+_BEST_KEPT = 64  # `_best_window` answers remembered per document version
+
+
+def _best_window(query: frozenset[str], doc: _Windows) -> tuple[float, int] | None:
+    """(Jaccard similarity, window) of the window of `doc` most like `query`, at least
+    SNIPPET_MIN_SIMILARITY; of equals, the first met in the order the query's postings
+    list them (what one pass over every window sharing an identifier would keep).
+
+    Windows are visited most shared identifiers first, and the visit stops once no
+    window left can reach the best so far: a window sharing `n` of the query's `q`
+    identifiers scores at most n / q (it holds at least those n). On a large file most
+    windows share one or two common names and are never scored. The answer is kept
+    with the document's windows (`_Windows.best`)."""
+    postings = doc.postings
+    present = tuple(i for i in query if i in postings)  # in the query's order: ties
+    if not present:
+        return None
+    q, memo = len(query), doc.best
+    unordered = (q, frozenset(present))
+    if unordered in memo:
+        return memo[unordered]
+    ordered = (q, present)
+    if ordered in memo:
+        return memo[ordered]
+    if len(memo) >= _BEST_KEPT:
+        memo.clear()
+    found, tied = _scored(q, [postings[i] for i in present], doc.windows)
+    memo[ordered if tied else unordered] = found
+    return found
+
+
+def _scored(
+    q: int, hits: list[list[int]], windows: list[tuple[int, str, int]]
+) -> tuple[tuple[float, int] | None, bool]:
+    """`_best_window` for a query of `q` identifiers whose postings here are `hits`, and
+    whether another window was as good (then the order of `hits` chose)."""
+    # Identifiers shared with each window, counted in C; keys in first-met order.
+    shared = Counter(itertools.chain.from_iterable(hits))
+    best_w, best_sim, best_inter = -1, 0.0, 0
+    tied = False  # another window scored best_sim (each one that can is visited)
+    order: dict[int, int] | None = None  # first-met order, built only to break a tie
+    for w, inter in shared.most_common():  # a stable sort: first-met order within a count
+        bound = inter / q
+        if bound < SNIPPET_MIN_SIMILARITY or bound < best_sim:
+            break
+        sim = inter / (q + windows[w][2] - inter)  # Jaccard
+        if sim < SNIPPET_MIN_SIMILARITY or sim < best_sim:
+            continue
+        if sim == best_sim and best_w >= 0:
+            tied = True
+            if inter == best_inter:
+                continue  # met after the best: same count, later in first-met order
+            if order is None:
+                order = {k: n for n, k in enumerate(shared)}
+            if order[w] > order[best_w]:
+                continue
+        elif sim > best_sim:
+            tied = False
+        best_w, best_sim, best_inter = w, sim, inter
+    return ((best_sim, best_w) if best_w >= 0 else None), tied
 
 
 _BODY_OPENER = re.compile(r"[{:]\s*(//.*|#.*)?$")

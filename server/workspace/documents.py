@@ -22,6 +22,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import attrs
 
+from ..learning import later
 from ..learning.retention import minimal_edit
 from ..settings import config
 from ..syntax import SyntaxDocument, detect_language
@@ -31,6 +32,9 @@ from ..vocab.positions import Encoding, Text, scrub_surrogates
 # many as fit in both bounds (the current one's always, unless over syntax_max_bytes).
 _TREES_KEPT = 16
 _TREE_BYTES_KEPT = 8_000_000  # of text: about 320 MB of trees
+# Freeing a tree takes time in its size (3,800 lines: ~1 ms): a large one is freed
+# after the response (`learning.later`); a small one at once, cheaper than deferring.
+_FREE_LATER_CHARS = 20_000
 
 # Called for each edit of a watched document: (start, end, inserted length), offsets
 # in the text before the edit.
@@ -240,8 +244,16 @@ class DocumentStore:
             count, size = count + 1, size + n
             if old != key and (count > _TREES_KEPT or size > _TREE_BYTES_KEPT):
                 del self._hot[old]
-                if st is not None:
+                if st is None:
+                    continue
+                if n < _FREE_LATER_CHARS:
                     st.syntax.release_tree()
+                else:  # after the response, unless the document is in use again by then
+                    later.after_response(functools.partial(self._release, old, st))
+
+    def _release(self, key: str, st: DocState) -> None:
+        if key not in self._hot:
+            st.syntax.release_tree()
 
     @staticmethod
     def _is_acceptance(st: DocState, edits: Sequence[Edit]) -> str | None:

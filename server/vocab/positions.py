@@ -22,7 +22,7 @@ class PositionOutOfRange(ValueError):
 
 
 def line_starts(text: str) -> list[int]:
-    """Offsets where the lines of `text` start (\n, \r\n, \r)."""
+    """Offsets where the lines of `text` start (after \\n, \\r\\n and \\r)."""
     if "\r" not in text:  # the usual case, in C: line i + 1 starts after i + 1 breaks
         lengths = accumulate(map(len, text.split("\n")[:-1]))
         return [0, *map(add, lengths, count(1))]

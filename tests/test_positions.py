@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from synconfroute.server.vocab.positions import (
     PositionOutOfRange,
     advance,
+    clamp_offset,
     line_starts,
     to_offset,
     to_position,
@@ -100,3 +101,37 @@ def test_line_starts_break_at_lsp_line_breaks_only(text: str) -> None:
         if text[i - 1] in "\r\n":
             want.append(i)
     assert line_starts(text) == want
+
+
+def _clamp_reference(text: str, line: int, character: int, encoding: str) -> int:
+    """clamp_offset by its rule, counted one character at a time."""
+    starts = line_starts(text)
+    if line < 0:
+        return 0
+    if line >= len(starts):
+        return len(text)
+    start = starts[line]
+    end = starts[line + 1] if line + 1 < len(starts) else len(text)
+    while end > start and text[end - 1] in "\r\n":
+        end -= 1
+    codec = {"utf-8": "utf-8", "utf-16": "utf-16-le", "utf-32": "utf-32-le"}[encoding]
+    width = {"utf-8": 1, "utf-16": 2, "utf-32": 4}[encoding]
+    units = 0
+    for i in range(start, end):
+        units += len(text[i].encode(codec, "surrogatepass")) // width
+        if units > character:
+            return i
+    return end
+
+
+@given(
+    st.text(alphabet=st.sampled_from("ab\r\né😀"), max_size=20),
+    st.integers(-1, 4),
+    st.integers(-1, 12),
+    st.sampled_from(["utf-8", "utf-16", "utf-32"]),
+)
+def test_clamp_offset_is_lenient_as_lsp_asks(text: str, line: int, char: int, enc: str) -> None:
+    """An edit position past its line's end, past the last line or inside a character
+    lands on the line's end, the text's end or the character's start."""
+    got = clamp_offset(text, line_starts(text), line, char, enc)  # type: ignore[arg-type]
+    assert got == _clamp_reference(text, line, max(char, 0), enc)

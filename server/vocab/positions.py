@@ -120,7 +120,7 @@ def clamp_offset(
     end = starts[line + 1] if line + 1 < len(starts) else len(text)
     while end > start and text[end - 1] in "\r\n":  # the line break is not in the line
         end -= 1
-    if encoding == "utf-32" or character <= 0:
+    if encoding == "utf-32" or character <= 0 or text[start:end].isascii():
         return start + max(0, min(character, end - start))
     units = 0
     for i in range(start, end):

@@ -11,6 +11,8 @@ first statement is in the completion.
 
 from __future__ import annotations
 
+import re
+
 import tree_sitter
 
 from ._treesitter import ErrorSite
@@ -120,6 +122,57 @@ def _statement_error(node: tree_sitter.Node, lo: int, hi: int) -> ErrorSite | No
     return ErrorSite(right.start_byte, right.start_byte, False, "INDENT", "", "invalid syntax")
 
 
+# The statements of a suite that hold no suite of their own (tree-sitter-python's simple
+# statements): nothing in one is a block, a clause or a statement of a suite.
+_SIMPLE = frozenset(
+    {
+        "expression_statement",
+        "return_statement",
+        "pass_statement",
+        "break_statement",
+        "continue_statement",
+        "raise_statement",
+        "assert_statement",
+        "import_statement",
+        "import_from_statement",
+        "future_import_statement",
+        "global_statement",
+        "nonlocal_statement",
+        "print_statement",
+        "exec_statement",
+        "type_alias_statement",
+    }
+)
+_DEL = re.compile(rb"\bdel\b")
+
+
+def inside_one_simple_statement(tree: tree_sitter.Tree, data: bytes, lo: int, hi: int) -> bool:
+    """Whether `indentation_sites` has nothing to find, seen without walking the tree: the
+    completion [lo, hi] is one line (no line break) written after code on its line, and
+    that line's code is all inside one simple statement of an error-free tree with no
+    `=` and no `del` on the line. Then no line starts inside or after the completion on
+    its line (no column to check), no statement of a suite begins on the line but that
+    one (nothing glued), no block or clause begins on it (no empty block), and no
+    assignment or `del` is on it (no target or right side Python refuses)."""
+    if b"\n" in data[lo:hi] or tree.root_node.has_error:
+        return False
+    ls = data.rfind(b"\n", 0, lo) + 1
+    le = data.find(b"\n", hi)
+    line = data[ls : len(data) if le < 0 else le]
+    if not data[ls:lo].strip() or b"=" in line or _DEL.search(line):
+        return False
+    first = ls + len(line) - len(line.lstrip())
+    last = ls + len(line.rstrip())
+    # The smallest node holding the line's code, or the simple statement above it (in an
+    # error-free tree a simple statement is a statement of a suite).
+    node = tree.root_node.descendant_for_byte_range(first, last)
+    while node is not None and node.type not in _SIMPLE:
+        if node.type in ("block", "module"):
+            return False
+        node = node.parent
+    return node is not None and node.start_byte <= first and node.end_byte >= last
+
+
 def indentation_sites(
     tree: tree_sitter.Tree, data: bytes, lo: int, hi: int, *, empty_blocks: bool = True
 ) -> list[ErrorSite]:
@@ -128,6 +181,8 @@ def indentation_sites(
     `empty_blocks`: also report a block header in the completion with no body under it
     (only meaningful on a tree without errors: recovery leaves empty blocks behind).
     """
+    if inside_one_simple_statement(tree, data, lo, hi):
+        return []  # (the common case: a line's end completed; the walk below costs more)
     win_lo = data.rfind(b"\n", 0, lo) + 1
     nl = data.find(b"\n", hi)
     nl = data.find(b"\n", nl + 1) if nl >= 0 else -1

@@ -91,18 +91,20 @@ CASES: list[tuple[str, Pos, str, bool]] = [
     # a name defined nowhere: the names check still names it
     ("def f(x):\n    return \n", (1, 11), " x + helper(x)", False),
     ("def f(x):\n    return \n", (1, 11), " x + 1e5 + ex1", False),
-    # Python refuses what tree-sitter accepts: the walk finds it
-    ("def f(s, l, k):\n    s[0], \n    l += k\n", (1, 10), "l += k", True),
+    # an assignment: its statement is looked at, not the window
+    ("def f(a):\n    y = \n", (1, 8), "a + 1", False),
+    # Python refuses what tree-sitter accepts: found in the statement, or by the walk
+    ("def f(s, l, k):\n    s[0], \n    l += k\n", (1, 10), "l += k", False),
     ("def f(te):\n    \n", (1, 4), "del te", True),  # (no code before it on its line)
     ("def f(te):\n    x = 1; \n", (1, 11), "del f(te)", True),
-    ("def f(a):\n    x = \n", (1, 8), "a = b += 1", True),
+    ("def f(a):\n    x = \n", (1, 8), "a = b += 1", False),
     # two statements glued on one line: an error tree, the general way
     ("def f(a):\n    x = 1\n    y\n", (2, 5), " = 2 z = 3", True),
     # a block header on the line: not one simple statement
     ("def f(a):\n    if a\n", (1, 8), ":", True),
     ("def f(a):\n    if a\n", (1, 8), ": return a", True),
     # a completion in a string, a comment, an f-string
-    ('def f(a):\n    s = "\n', (1, 9), 'abc"', True),
+    ('def f(a):\n    s = "\n', (1, 9), 'abc"', False),
     ("def f(a):\n    return a  # \n", (1, 15), "note", True),  # (the comment: not in it)
     ("def f(a):\n    return f'\n", (1, 13), "{a} {b}'", False),
     # non-ASCII names: left to the tree walk of the names check

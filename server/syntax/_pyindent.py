@@ -146,21 +146,24 @@ _SIMPLE = frozenset(
 _DEL = re.compile(rb"\bdel\b")
 
 
-def inside_one_simple_statement(tree: tree_sitter.Tree, data: bytes, lo: int, hi: int) -> bool:
-    """Whether `indentation_sites` has nothing to find, seen without walking the tree: the
-    completion [lo, hi] is one line (no line break) written after code on its line, and
-    that line's code is all inside one simple statement of an error-free tree with no
-    `=` and no `del` on the line. Then no line starts inside or after the completion on
-    its line (no column to check), no statement of a suite begins on the line but that
-    one (nothing glued), no block or clause begins on it (no empty block), and no
-    assignment or `del` is on it (no target or right side Python refuses)."""
+def one_statement_sites(
+    tree: tree_sitter.Tree, data: bytes, lo: int, hi: int
+) -> list[ErrorSite] | None:
+    """`indentation_sites` without walking the window, where the completion [lo, hi] is
+    one line (no line break) written after code on its line and that line's code is all
+    inside one simple statement of an error-free tree (None: elsewhere). Then no line
+    starts inside or after the completion on its line (no column to check), no
+    statement of a suite begins on the line but that one (nothing glued), and no block
+    or clause begins on it (no empty block): only an assignment or a `del` Python
+    refuses can be there, inside that statement, and only with a `=` or a `del` on the
+    line."""
     if b"\n" in data[lo:hi] or tree.root_node.has_error:
-        return False
+        return None
     ls = data.rfind(b"\n", 0, lo) + 1
     le = data.find(b"\n", hi)
     line = data[ls : len(data) if le < 0 else le]
-    if not data[ls:lo].strip() or b"=" in line or _DEL.search(line):
-        return False
+    if not data[ls:lo].strip():
+        return None
     first = ls + len(line) - len(line.lstrip())
     last = ls + len(line.rstrip())
     # The smallest node holding the line's code, or the simple statement above it (in an
@@ -168,9 +171,21 @@ def inside_one_simple_statement(tree: tree_sitter.Tree, data: bytes, lo: int, hi
     node = tree.root_node.descendant_for_byte_range(first, last)
     while node is not None and node.type not in _SIMPLE:
         if node.type in ("block", "module"):
-            return False
+            return None
         node = node.parent
-    return node is not None and node.start_byte <= first and node.end_byte >= last
+    if node is None or node.start_byte > first or node.end_byte < last:
+        return None
+    if b"=" not in line and not _DEL.search(line):
+        return []
+    sites: list[ErrorSite] = []
+    stack = [node]
+    while stack:  # (a statement away from [lo, hi] is none of the completion's doing)
+        n = stack.pop()
+        if n.type in _CHECKED_STATEMENTS and (site := _statement_error(n, lo, hi)) is not None:
+            sites.append(site)
+        stack.extend(c for c in n.children if c.start_byte <= hi and c.end_byte >= lo)
+    sites.sort(key=lambda s: s.start)
+    return sites
 
 
 def indentation_sites(
@@ -181,8 +196,9 @@ def indentation_sites(
     `empty_blocks`: also report a block header in the completion with no body under it
     (only meaningful on a tree without errors: recovery leaves empty blocks behind).
     """
-    if inside_one_simple_statement(tree, data, lo, hi):
-        return []  # (the common case: a line's end completed; the walk below costs more)
+    found = one_statement_sites(tree, data, lo, hi)
+    if found is not None:
+        return found  # (the common case, a line's end completed: the walk below costs more)
     win_lo = data.rfind(b"\n", 0, lo) + 1
     nl = data.find(b"\n", hi)
     nl = data.find(b"\n", nl + 1) if nl >= 0 else -1

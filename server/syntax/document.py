@@ -18,7 +18,7 @@ import tree_sitter
 from ..vocab.positions import Encoding, Text, to_position
 from . import _bracewindow, _cmacros, _cnames, _compilers, _cscope, _pywindow
 from ._compilers import DEFAULT_CONFIG, CompilerConfig, CompilerResult, Judgement
-from ._pyindent import indentation_sites, inside_one_simple_statement
+from ._pyindent import indentation_sites
 from ._treesitter import ErrorSite, Splice, blame, collect_sites, introduced, parse
 from .languages import (
     LANGUAGES,
@@ -495,11 +495,7 @@ class SyntaxDocument:
         new = parse(parser_for(spec.name), after, copy, deadline)
         if new is None or new.root_node.has_error:
             return (new,)
-        if (
-            spec.indentation
-            and not inside_one_simple_statement(new, after, start, new_end)
-            and indentation_sites(new, after, start, new_end)
-        ):
+        if spec.indentation and indentation_sites(new, after, start, new_end):
             return (new,)
         # valid: stranded cannot be (calm), `_second_opinion` passes one line; the names
         if not names or spec.names is None:

@@ -43,6 +43,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
     counting(_pyindent, "_starts_line")  # the walk of the tree for indentation
     counting(names, "_role")  # the walk of the tree for names
     counting(names, "_star_import")  # a scan of the whole text
+    counting(_pywindow, "_contexts")  # the window's readings of the lines above
     yield seen
 
 
@@ -145,3 +146,36 @@ def test_the_check_without_prepare_is_unchanged(calls: Counter[str]) -> None:
     doc = SyntaxDocument(Text(text, "utf-16"), "python", lazy=True)
     assert doc.check(completion, at, names=True).status == "valid"
     assert calls["stranded"] == 1 and calls["_point"] == 2
+
+
+# The file broken at the cursor (a statement the user left unfinished there): the window
+# judges, and its readings of the lines above were worked out ahead.
+BROKEN: list[tuple[str, Pos, str]] = [
+    ("def f(a):\n    value = \n    return a\n", (1, 12), " a + 1"),
+    ("def f(a):\n    value = \n    return a\n", (1, 12), " a +"),
+    ("def f(a):\n    value = \n    return a\n", (1, 12), " a + 1\n    b = value"),
+    (
+        "class C:\n    def m(self, xs):\n        for x in xs:\n            total = \n"
+        "        return total\n",
+        (3, 20),
+        " x * 2",
+    ),
+    ('def f(a):\n    """doc\n    value = \n', (2, 12), " a"),  # in a string left open
+    ("def f(a):\n    g(a,\n    value = \n", (2, 12), " a"),  # a bracket left open
+]
+
+
+@pytest.mark.parametrize(("text", "at", "completion"), BROKEN)
+def test_the_window_reads_the_lines_above_ahead(
+    calls: Counter[str], text: str, at: Pos, completion: str
+) -> None:
+    expected = _general(text, at, completion)
+    doc = _prepared(text, at)
+    calls.clear()
+    verdict = doc.check(completion, at, names=True)
+    assert _seen(verdict) == _seen(expected)
+    assert calls["_contexts"] == 0, dict(calls)  # (main: read after the last token)
+
+
+def test_the_broken_cases_cover_both_verdicts() -> None:
+    assert {_general(*case).status for case in BROKEN} == {"valid", "invalid"}

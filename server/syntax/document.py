@@ -340,6 +340,12 @@ class SyntaxDocument:
             calm = self._memo("calm", start, ls, lambda: self._find_calm(start, ls))
             # what `_one_line` reads (None: not its case)
             self._memo("one-line", start, old_end, lambda: None if near or not calm else points)
+            if (near or not calm) and data[ls:start].strip(b" \t"):
+                # the window will likely judge: its readings of the lines above the cursor
+                # (most of its work on a long file: ~2 ms at 3,800 lines), which hold
+                # for any completion after the code before the cursor on its line
+                at = self._string_at(start)
+                self._memo("readings", start, ls, lambda: _pywindow.readings(data, ls, at))
 
     def _memo(self, kind: str, a: int, b: int, make: Callable[[], _T]) -> _T:
         """`make()`, a fact about the current text (what the check computes from the text
@@ -621,7 +627,14 @@ class SyntaxDocument:
         # either way; Python's parser on the completion's own lines decides (see _pywindow).
         if not after[splice.start : splice.new_end].strip():
             return stage  # blank: nothing for Python to judge that tree-sitter cannot
-        w = _pywindow.judge(after, splice.start, splice.new_end, self._string_at(splice.start))
+        ahead = self._prepared("readings", splice.start, ls)  # (see `prepare`)
+        w = _pywindow.judge(
+            after,
+            splice.start,
+            splice.new_end,
+            self._string_at(splice.start),
+            ahead if isinstance(ahead, list) else None,
+        )
         if w.valid is None:
             return stage
         if w.valid or (w.beyond and self._broken_line(w.where - splice.delta)):
@@ -649,7 +662,10 @@ class SyntaxDocument:
             return stage
         if self._string_at(splice.start) >= 0:
             return stage  # prose in a docstring: no code to judge
-        w = _pywindow.judge(after, splice.start, splice.new_end)
+        ahead = self._prepared("readings", splice.start, ls)  # (string_at: none, as here)
+        w = _pywindow.judge(
+            after, splice.start, splice.new_end, -1, ahead if isinstance(ahead, list) else None
+        )
         if w.valid is not False or w.beyond:
             return stage
         return _window_rejects(w, stage)

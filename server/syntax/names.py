@@ -118,16 +118,34 @@ def _lazy_annotations(data: bytes) -> bool:
     return False
 
 
+# Occurrences of a word `_word_in` tests one by one before it asks a regex: a short name
+# is inside many longer words (`x` ~700 times in click's core.py, ~0.7 ms a check).
+_FINDS = 16
+
+
 def _word_in(data: bytes, word: bytes, start: int, end: int) -> bool:
     """`word` occurs in data[start:end] as a whole word of `data` not preceded by "."."""
     i = data.find(word, start, end)
-    while i >= 0:
+    for _ in range(_FINDS):
+        if i < 0:
+            return False
         j = i + len(word)
         before = data[i - 1] if i > 0 else 32
         if before not in _WORD and before != 46 and (j >= len(data) or data[j] not in _WORD):
             return True
         i = data.find(word, i + 1, end)
-    return False
+    if i < 0:
+        return False
+    # (the word first, for the regex's fast scan for it; the lookbehind sees before `i`;
+    # the lookahead sees no further than `end`, which the occurrence that ends there
+    # must check itself, and that one is the last)
+    w = re.escape(word)
+    pattern = re.compile(w + rb"(?<![A-Za-z0-9_.]" + w + rb")(?![A-Za-z0-9_])")
+    found = pattern.search(data, i, end)
+    if found is None:
+        return False
+    j = found.end()
+    return j < end or j >= len(data) or data[j] not in _WORD
 
 
 @attrs.frozen

@@ -96,7 +96,9 @@ async def gate_local(
         no_gate = attrs.evolve(ev, syntax="unsupported-language")
         return Gated(text, no_gate, None, None, local.truncated)
     t = g.clock()
-    verdict = await check(g.gate, ctx, text)
+    gate = g.gate
+    # (on the loop, no coroutine of `check`'s: the user waits for this one)
+    verdict = await check(gate, ctx, text) if gate.blocking else gate.check(ctx, text)
     ms = (g.clock() - t) * 1000
     ev = attrs.evolve(ev, syntax=verdict.status, undefined=verdict.undefined)
     if verdict.status != "invalid" or not multiline or local.truncated is None:

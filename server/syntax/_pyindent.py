@@ -11,6 +11,8 @@ first statement is in the completion.
 
 from __future__ import annotations
 
+import re
+
 import tree_sitter
 
 from ._treesitter import ErrorSite
@@ -120,6 +122,72 @@ def _statement_error(node: tree_sitter.Node, lo: int, hi: int) -> ErrorSite | No
     return ErrorSite(right.start_byte, right.start_byte, False, "INDENT", "", "invalid syntax")
 
 
+# The statements of a suite that hold no suite of their own (tree-sitter-python's simple
+# statements): nothing in one is a block, a clause or a statement of a suite.
+_SIMPLE = frozenset(
+    {
+        "expression_statement",
+        "return_statement",
+        "pass_statement",
+        "break_statement",
+        "continue_statement",
+        "raise_statement",
+        "assert_statement",
+        "import_statement",
+        "import_from_statement",
+        "future_import_statement",
+        "global_statement",
+        "nonlocal_statement",
+        "print_statement",
+        "exec_statement",
+        "type_alias_statement",
+    }
+)
+_DEL = re.compile(rb"\bdel\b")
+
+
+def one_statement_sites(
+    tree: tree_sitter.Tree, data: bytes, lo: int, hi: int
+) -> list[ErrorSite] | None:
+    """`indentation_sites` without walking the window, where the completion [lo, hi] is
+    one line (no line break) written after code on its line and that line's code is all
+    inside one simple statement of an error-free tree (None: elsewhere). Then no line
+    starts inside or after the completion on its line (no column to check), no
+    statement of a suite begins on the line but that one (nothing glued), and no block
+    or clause begins on it (no empty block): only an assignment or a `del` Python
+    refuses can be there, inside that statement, and only with a `=` or a `del` on the
+    line."""
+    if b"\n" in data[lo:hi] or tree.root_node.has_error:
+        return None
+    ls = data.rfind(b"\n", 0, lo) + 1
+    le = data.find(b"\n", hi)
+    line = data[ls : len(data) if le < 0 else le]
+    if not data[ls:lo].strip():
+        return None
+    first = ls + len(line) - len(line.lstrip())
+    last = ls + len(line.rstrip())
+    # The smallest node holding the line's code, or the simple statement above it (in an
+    # error-free tree a simple statement is a statement of a suite).
+    node = tree.root_node.descendant_for_byte_range(first, last)
+    while node is not None and node.type not in _SIMPLE:
+        if node.type in ("block", "module"):
+            return None
+        node = node.parent
+    if node is None or node.start_byte > first or node.end_byte < last:
+        return None
+    if b"=" not in line and not _DEL.search(line):
+        return []
+    sites: list[ErrorSite] = []
+    stack = [node]
+    while stack:  # (a statement away from [lo, hi] is none of the completion's doing)
+        n = stack.pop()
+        if n.type in _CHECKED_STATEMENTS and (site := _statement_error(n, lo, hi)) is not None:
+            sites.append(site)
+        stack.extend(c for c in n.children if c.start_byte <= hi and c.end_byte >= lo)
+    sites.sort(key=lambda s: s.start)
+    return sites
+
+
 def indentation_sites(
     tree: tree_sitter.Tree, data: bytes, lo: int, hi: int, *, empty_blocks: bool = True
 ) -> list[ErrorSite]:
@@ -128,6 +196,9 @@ def indentation_sites(
     `empty_blocks`: also report a block header in the completion with no body under it
     (only meaningful on a tree without errors: recovery leaves empty blocks behind).
     """
+    found = one_statement_sites(tree, data, lo, hi)
+    if found is not None:
+        return found  # (the common case, a line's end completed: the walk below costs more)
     win_lo = data.rfind(b"\n", 0, lo) + 1
     nl = data.find(b"\n", hi)
     nl = data.find(b"\n", nl + 1) if nl >= 0 else -1

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, chain
 
 import attrs
@@ -323,16 +323,38 @@ class WindowVerdict:
     beyond: bool = False  # the error is in the user's lines after the zone
 
 
-def judge(data: bytes, start: int, end: int, string_at: int = -1) -> WindowVerdict:
+def readings(data: bytes, ls: int, string_at: int = -1) -> list[tuple[bytes, int]]:
+    """All the ways `judge` reads the lines above the line starting at `ls` (stubs, where
+    the window starts), in its order. They depend on the text before `ls` and on the
+    indentation of the line at `ls` alone: worked out ahead from the text without the
+    completion, they hold for any completion after code on that line."""
+    found = list(_contexts(data, ls))
+    if 0 <= string_at < ls:
+        found += _beside_string(data, ls, string_at)
+    return found
+
+
+def judge(
+    data: bytes,
+    start: int,
+    end: int,
+    string_at: int = -1,
+    ahead: Sequence[tuple[bytes, int]] | None = None,
+) -> WindowVerdict:
     """Is the completion at bytes [start, end) of `data` (the text WITH it) valid Python
     where it stands? The best answer over the ways to read the lines above it.
     `string_at`: where a string that holds the cursor starts (a triple-quoted string the
-    user left open, running on to the end of the file), if anywhere."""
+    user left open, running on to the end of the file), if anywhere. `ahead`: those ways
+    (`readings` with the same `string_at`), worked out ahead."""
     ls = data.rfind(b"\n", 0, start) + 1
     found: list[WindowVerdict] = []
-    contexts = _contexts(data, ls)  # (lazy: most completions pass in the first reading)
-    if 0 <= string_at < ls:
-        contexts = chain(contexts, _beside_string(data, ls, string_at))
+    contexts: Iterable[tuple[bytes, int]]
+    if ahead is not None:
+        contexts = ahead
+    else:
+        contexts = _contexts(data, ls)  # (lazy: most completions pass in the first reading)
+        if 0 <= string_at < ls:
+            contexts = chain(contexts, _beside_string(data, ls, string_at))
     for n, (stubs, ws) in enumerate(contexts):
         v = _judge_in(data, stubs, ws, ls, start, end)
         # another reading counts only when its window parses outright: its excuses (an

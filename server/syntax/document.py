@@ -29,7 +29,7 @@ from .languages import (
     spec_of,
     ts_language,
 )
-from .names import UnknownName, undefined_names
+from .names import UnknownName, all_words_known, undefined_names
 from .verdict import DEFAULT_BUDGET_S, MODES, Mode, Verdict
 
 Position = tuple[int, int]  # (line, character), 0-based; character in the document's encoding
@@ -143,6 +143,7 @@ class SyntaxDocument:
         # the text's version `_memo_version` only.
         self._memo_table: dict[tuple[str, int, int], object] = {}
         self._memo_version = -1
+        self._spec = spec_of(language)  # (the language is the document's for good)
         try:
             if language is None:
                 raise UnsupportedLanguage(
@@ -234,7 +235,7 @@ class SyntaxDocument:
     @property
     def spec(self) -> LanguageSpec:
         """How the gate treats this document's language (its spec; PLAIN for none)."""
-        return spec_of(self.language)
+        return self._spec
 
     def _parser(self) -> tree_sitter.Parser:
         assert self.language is not None
@@ -332,17 +333,25 @@ class SyntaxDocument:
         if not 0 <= start <= old_end <= len(data):
             return
         self._sites_before()  # (parses the tree when there is none)
+        points = self._points(start, old_end)
         if self.spec.window == "indent":
-            self._broken_near(Splice(start, old_end, old_end))
+            near = self._broken_near(Splice(start, old_end, old_end))
             ls = data.rfind(b"\n", 0, start) + 1
-            self._half_keyword(ls)
-            self._brackets(ls)
-            self._string_at(start)
+            calm = self._memo("calm", start, ls, lambda: self._find_calm(start, ls))
+            # what `_one_line` reads (None: not its case)
+            self._memo("one-line", start, old_end, lambda: None if near or not calm else points)
+            if (near or not calm) and data[ls:start].strip(b" \t"):
+                # the window will likely judge: its readings of the lines above the cursor
+                # (most of its work on a long file: ~2 ms at 3,800 lines), which hold
+                # for any completion after the code before the cursor on its line
+                at = self._string_at(start)
+                self._memo("readings", start, ls, lambda: _pywindow.readings(data, ls, at))
 
     def _memo(self, kind: str, a: int, b: int, make: Callable[[], _T]) -> _T:
         """`make()`, a fact about the current text (what the check computes from the text
         without the completion alone), kept until the text changes."""
-        self._sync()  # (a text changed behind our back bumps `version` first)
+        if self._followed != self.source.version:
+            self._sync()  # (a text changed behind our back bumps `version` first)
         table = self._memo_table
         if self._memo_version != self.version or len(table) >= _MEMO_SIZE:
             table.clear()
@@ -359,6 +368,29 @@ class SyntaxDocument:
             return at
         line, character = at
         return self._memo("offset", line, character, lambda: self.byte_offset(at))
+
+    def _points(self, start: int, old_end: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        """tree-sitter points of bytes `start` and `old_end` (each a scan of the text up
+        to it: on a 3,800-line file, more than the rest of a one-line check's edit)."""
+        return self._memo(
+            "points", start, old_end, lambda: (_point(self.data, start), _point(self.data, old_end))
+        )
+
+    def _prepared(self, kind: str, a: int, b: int) -> object:
+        """The fact `_memo` keeps under (kind, a, b) for the current text, if it has one
+        (None: not worked out, `prepare` did not run here)."""
+        if self._followed != self.source.version or self._memo_version != self.version:
+            return None
+        return self._memo_table.get((kind, a, b))
+
+    def _find_calm(self, start: int, ls: int) -> bool:
+        """Whether no completion at byte `start` can be stranded (`_pywindow.stranded`):
+        the line above is no half-typed keyword, no bracket above is open at the cursor's
+        line and the cursor is in no string that starts above it. Those are stranded's
+        only reasons, and each is a fact of the text alone."""
+        if self._half_keyword(ls) >= 0 or self._brackets(ls):
+            return False
+        return not 0 <= self._string_at(start) < ls
 
     def _half_keyword(self, ls: int) -> int:
         return self._memo("half", ls, 0, lambda: _pywindow.half_keyword_above(self.data, ls))
@@ -391,7 +423,7 @@ class SyntaxDocument:
             raise ValueError(f"unknown gate mode {mode!r}; use one of {', '.join(MODES)}")
         budget = DEFAULT_BUDGET_S[mode] if budget_s is None else budget_s
         deadline = time.monotonic() + budget
-        if not self.supported:
+        if self._unsupported:
             return Verdict(
                 valid=False,
                 status="unsupported-language",
@@ -410,12 +442,25 @@ class SyntaxDocument:
             )
         ins = _utf8(completion)
         after = data[:start] + ins + data[old_end:]
+        parsed: tuple[tree_sitter.Tree | None] | None = None
+        if mode == "tree-sitter" and not full:
+            quick = self._one_line(after, ins, start, old_end, deadline, names)
+            if quick is True:
+                return Verdict(
+                    valid=True,
+                    status="valid",
+                    mode=mode,
+                    checker="tree-sitter",
+                    language=self.language,
+                    elapsed_s=time.perf_counter() - t0,
+                )
+            parsed = quick
         splice = Splice(start, old_end, start + len(ins))
         ts_tree: tree_sitter.Tree | None = None  # of `after`, when the tree-sitter stage ran
         if not ins and start == old_end:
             verdict = self._verdict("valid", mode, "tree-sitter", detail="empty completion")
         elif mode == "tree-sitter":
-            stage = self._ts_stage(after, splice, deadline, full)
+            stage = self._ts_stage(after, splice, deadline, full, parsed)
             verdict = self._ts_verdict(stage, mode, after, splice=splice)
             ts_tree = stage.tree
         elif mode == "compiler":
@@ -425,6 +470,49 @@ class SyntaxDocument:
         if names and verdict.valid and ins and self.spec.names is not None:
             verdict = self._names(verdict, after, splice, deadline, ts_tree)
         return verdict.with_elapsed(time.perf_counter() - t0)
+
+    def _one_line(
+        self, after: bytes, ins: bytes, start: int, old_end: int, deadline: float, names: bool
+    ) -> Literal[True] | tuple[tree_sitter.Tree | None] | None:
+        """The check's common case in one pass, after `prepare` (the model's last token is
+        in, the user waits): a one-line completion in Python at a cursor where the text
+        without it is whole nearby and nothing can strand it. The same steps as the
+        general path, without its dispatch and with the prepared facts read once: the
+        incremental parse, the indentation check (on one simple statement: nothing to
+        walk) and the names. True: valid, nothing more to say. Otherwise the general
+        path decides, given the parse, if it ran ((None,): out of time), so as not to
+        parse again; None: not this case."""
+        spec = self._spec
+        if spec.window != "indent" or not ins or b"\n" in ins or self._stale:
+            return None
+        data = self._bytes
+        tree = self._tree
+        if data is None or tree is None or self._memo_version != self.version:
+            return None
+        points = self._memo_table.get(("one-line", start, old_end))  # (see `prepare`)
+        if not isinstance(points, tuple):
+            return None
+        if start == old_end and start > 0 and data[start - 1] in _WS and ins[-1] == data[start - 1]:
+            return None  # `_edited_copy` moves this edit: its way
+        new_end = start + len(ins)
+        sp, ep = points
+        copy = tree.copy()
+        copy.edit(start, old_end, new_end, sp, ep, (sp[0], sp[1] + len(ins)))
+        new = parse(parser_for(spec.name), after, copy, deadline)
+        if new is None or new.root_node.has_error:
+            return (new,)
+        if spec.indentation and indentation_sites(new, after, start, new_end):
+            return (new,)
+        # valid: stranded cannot be (calm), `_second_opinion` passes one line; the names
+        if not names or spec.names is None:
+            return True
+        if (
+            spec.names == "file"
+            and time.monotonic() <= deadline
+            and all_words_known(after, start, new_end)  # (else `undefined_names` looks)
+        ):
+            return True
+        return (new,)
 
     def _names(
         self,
@@ -505,16 +593,27 @@ class SyntaxDocument:
         self._before_sites = (self.version, sites)
         return sites
 
-    def _ts_stage(self, after: bytes, splice: Splice, deadline: float, full: bool) -> _Stage:
+    def _ts_stage(
+        self,
+        after: bytes,
+        splice: Splice,
+        deadline: float,
+        full: bool,
+        parsed: tuple[tree_sitter.Tree | None] | None = None,
+    ) -> _Stage:
+        """`parsed`: `after` already parsed (by `_one_line`; (None,): out of time)."""
         if self.spec.window == "brace":
             return self._brace_stage(after, splice, deadline, full)
-        stage = self._ts_differential(after, splice, deadline, full)
+        stage = self._ts_differential(after, splice, deadline, full, parsed)
         if self.spec.window != "indent" or stage.status == "timeout":
             return stage
-        ls = self.data.rfind(b"\n", 0, splice.start) + 1
-        if not self._broken_near(splice) and not (
-            _pywindow.stranded(
-                self.data,
+        data = self.data
+        ls = data.rfind(b"\n", 0, splice.start) + 1
+        calm = self._prepared("calm", splice.start, ls)  # (prepared: see _find_calm)
+        if not self._broken_near(splice) and (
+            calm
+            or not _pywindow.stranded(
+                data,
                 splice.start,
                 after[after.rfind(b"\n", 0, splice.start) + 1 : splice.new_end],
                 lambda: self._string_at(splice.start),
@@ -528,7 +627,14 @@ class SyntaxDocument:
         # either way; Python's parser on the completion's own lines decides (see _pywindow).
         if not after[splice.start : splice.new_end].strip():
             return stage  # blank: nothing for Python to judge that tree-sitter cannot
-        w = _pywindow.judge(after, splice.start, splice.new_end, self._string_at(splice.start))
+        ahead = self._prepared("readings", splice.start, ls)  # (see `prepare`)
+        w = _pywindow.judge(
+            after,
+            splice.start,
+            splice.new_end,
+            self._string_at(splice.start),
+            ahead if isinstance(ahead, list) else None,
+        )
         if w.valid is None:
             return stage
         if w.valid or (w.beyond and self._broken_line(w.where - splice.delta)):
@@ -556,7 +662,10 @@ class SyntaxDocument:
             return stage
         if self._string_at(splice.start) >= 0:
             return stage  # prose in a docstring: no code to judge
-        w = _pywindow.judge(after, splice.start, splice.new_end)
+        ahead = self._prepared("readings", splice.start, ls)  # (string_at: none, as here)
+        w = _pywindow.judge(
+            after, splice.start, splice.new_end, -1, ahead if isinstance(ahead, list) else None
+        )
         if w.valid is not False or w.beyond:
             return stage
         return _window_rejects(w, stage)
@@ -713,11 +822,20 @@ class SyntaxDocument:
         le = len(data) if le < 0 else le
         return any(ls <= s.start <= le for s in self._sites_before())
 
-    def _ts_differential(self, after: bytes, splice: Splice, deadline: float, full: bool) -> _Stage:
+    def _ts_differential(
+        self,
+        after: bytes,
+        splice: Splice,
+        deadline: float,
+        full: bool,
+        parsed: tuple[tree_sitter.Tree | None] | None = None,
+    ) -> _Stage:
         tree = self.tree
         assert tree is not None
         parser = self._parser()
-        if full:
+        if parsed is not None:
+            new = parsed[0]
+        elif full:
             new = parse(parser, after, None, deadline)
         else:
             new = parse(parser, after, self._edited_copy(tree, splice, after), deadline)
@@ -787,8 +905,10 @@ class SyntaxDocument:
                 old_end -= 1
                 new_end -= 1
         copy = tree.copy()
-        sp = _point(data, start)
-        ep = _point(data, old_end)
+        if start == splice.start:
+            sp, ep = self._points(start, old_end)  # (worked out by `prepare`)
+        else:
+            sp, ep = _point(data, start), _point(data, old_end)
         seg = after[start:new_end]
         nl = seg.count(b"\n")
         if nl:

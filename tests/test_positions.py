@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import re
 
 import pytest
 from hypothesis import given
@@ -104,24 +105,22 @@ def test_line_starts_break_at_lsp_line_breaks_only(text: str) -> None:
 
 
 def _clamp_reference(text: str, line: int, character: int, encoding: str) -> int:
-    """clamp_offset by its rule, counted one character at a time."""
-    starts = line_starts(text)
+    """clamp_offset by its rule, from the lines LSP sees, one character at a time."""
+    parts = re.split(r"(\r\n|\r|\n)", text)  # lines, and the break after each
+    rows, breaks = parts[0::2], [*parts[1::2], ""]
     if line < 0:
         return 0
-    if line >= len(starts):
+    if line >= len(rows):
         return len(text)
-    start = starts[line]
-    end = starts[line + 1] if line + 1 < len(starts) else len(text)
-    while end > start and text[end - 1] in "\r\n":
-        end -= 1
+    start = sum(len(r) + len(b) for r, b in zip(rows[:line], breaks[:line], strict=True))
     codec = {"utf-8": "utf-8", "utf-16": "utf-16-le", "utf-32": "utf-32-le"}[encoding]
     width = {"utf-8": 1, "utf-16": 2, "utf-32": 4}[encoding]
     units = 0
-    for i in range(start, end):
-        units += len(text[i].encode(codec, "surrogatepass")) // width
+    for i, ch in enumerate(rows[line]):
+        units += len(ch.encode(codec, "surrogatepass")) // width
         if units > character:
-            return i
-    return end
+            return start + i
+    return start + len(rows[line])
 
 
 @given(

@@ -81,7 +81,7 @@ async def main() -> None:
     with FakeOllama(default=script) as fake, tempfile.TemporaryDirectory() as tmp:
         cfg = write_config(Path(tmp), local_url=fake.url)
         client, _ = await start(cfg, capabilities("visual-studio-code", inline=True))
-        # As the VS Code extension does: take the route notification sent before each
+        # As the VS Code extension does: take the route notification sent after each
         # response (unhandled, pygls' client logs a warning for each one).
         client.feature("synconfroute/route")(lambda params: None)
         backend = OllamaBackend(fake.url, "qwen2.5-coder:3b")
@@ -138,7 +138,7 @@ async def main() -> None:
 async def raw_client_latency(args: argparse.Namespace) -> None:
     """The same round trip with a plain JSON-RPC client (bench/fault_suite.py's): what
     the server adds, without pygls' client handling each message on the other side (it
-    costs about 1 ms for the route notification sent before every response)."""
+    costs about 1 ms for the route notification that follows every response)."""
     from bench.fault_suite import LspServer
 
     script = TokenScript.of(" x", " +", " 1", logprob=-0.01, first_delay=args.latency_ms / 1000)

@@ -124,6 +124,22 @@ class Rpc:
         _, fut = self.request(method, params)
         return await asyncio.wait_for(fut, wait_s)
 
+    async def route_of(self, msg: dict[str, Any], wait_s: float = 5.0) -> dict[str, Any]:
+        """The synconfroute/route notification of an answered inlineCompletion (it
+        follows the response), matched by its id; {} when it shows nothing."""
+        result = msg.get("result")
+        items = result.get("items", []) if isinstance(result, dict) else result or []
+        args = ((items[0].get("command") or {}).get("arguments") or [None]) if items else [None]
+        if args[0] is None:
+            return {}
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            for route in reversed(self.routes):
+                if route.get("id") == args[0]:
+                    return route
+            await asyncio.sleep(0.005)
+        return {}
+
     def cancel(self, rid: int) -> None:
         self.notify("$/cancelRequest", {"id": rid})
 
@@ -456,7 +472,7 @@ async def first_after_open(args: argparse.Namespace, rpc: Rpc, workdir: Path) ->
         )
         took.append((time.monotonic() - t0) * 1000)
         hits += shown(msg)
-        card = str((rpc.routes[-1] if len(rpc.routes) > routes0 else {}).get("card") or "")
+        card = str((await rpc.route_of(msg)).get("card") or "")
         stages = next((x for x in card.split("\n") if "latency" in x), "").strip("- ")
         print(f"  {name}:{line + 1}: {took[-1]:.0f} ms, shown={shown(msg)}; {stages}", flush=True)
         rpc.notify("textDocument/didClose", {"textDocument": {"uri": uri}})

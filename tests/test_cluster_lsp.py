@@ -83,7 +83,7 @@ class Editor:
             )
         before = len(self.routes)
         await self.client.text_document_inline_completion_async(inline_request(uri, pos))
-        for _ in range(600):  # the notification precedes the response; never wait forever
+        for _ in range(600):  # the notification follows the response; never wait forever
             if len(self.routes) > before:
                 break
             await asyncio.sleep(0.05)

@@ -133,7 +133,7 @@ async def test_a_confident_valid_local_edit_is_shown_and_accepted(
         assert item["command"]["command"] == "synconfroute.acceptNextEdit"
         assert "local" in item["command"]["title"], item["command"]
         assert len(remote.received("/v1/completions")) == 0
-        # The route card: as data (before the response), and on hover over its lines.
+        # The route card: as data (right after the response), and on hover over its lines.
         assert await until(lambda: bool(routes)), routes
         assert routes[-1]["kind"] == "next-edit" and routes[-1]["route"] == "local"
         assert routes[-1]["id"] == item["command"]["arguments"][0]

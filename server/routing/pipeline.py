@@ -245,7 +245,7 @@ class Pipeline:
         req = sequence.plan(ctx, rules, models, t0, self.planning(ctx))
         rec, cacheable = await sequence.run(self, req, access)
         if cacheable and rec.route != "none" and rec.completion:
-            self.cache.put(
+            self.cache.put_after_response(
                 cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, rec.reasons, rec, made
             )
         return rec

@@ -526,16 +526,18 @@ class Session:
 
     def _notice_trouble(self, rec: RouteDecision) -> None:
         """One message per kind of backend trouble, until that tier works again."""
-        for f in rec.failures:
+        failures = rec.failures if rec.problems else []
+        for f in failures:
             kind = f"{f.tier}:{type(f.error).__name__}"
             if isinstance(f.error, _TROUBLE) and kind not in self._troubles:
                 self._troubles.add(kind)
                 self._show("error" if f.tier == "local" else "warning", f"{f.tier}: {f.error}")
-        if not any(f.tier == "local" for f in rec.failures) and rec.local_tokens:
-            self._troubles = {k for k in self._troubles if not k.startswith("local:")}
-        for f in rec.failures:
             if f.tier == "remote" and isinstance(f.error, _TROUBLE):
                 self._remote_problem = str(f.error)
+        if not self._troubles and self._remote_problem is None:
+            return  # the usual case: nothing was wrong, nothing is
+        if not any(f.tier == "local" for f in failures) and rec.local_tokens:
+            self._troubles = {k for k in self._troubles if not k.startswith("local:")}
         if rec.route == "remote":
             self._troubles = {k for k in self._troubles if not k.startswith("remote:")}
             self._remote_problem = None

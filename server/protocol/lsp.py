@@ -404,34 +404,45 @@ def inline_list(done: Completed | None) -> dict[str, Any]:
     return {"items": [item]}
 
 
-async def completion(ls: SynConfRouteServer, params: t.CompletionParams) -> t.CompletionList:
+async def completion(ls: SynConfRouteServer, params: t.CompletionParams) -> dict[str, Any]:
     invoked = (
         params.context is None or params.context.trigger_kind == t.CompletionTriggerKind.Invoked
     )
     done = await _complete(ls, params.text_document.uri, params.position, invoked)
+    return completion_list(done, ls.session.docs.encoding, _doc_formats(ls))
+
+
+def completion_list(done: Completed | None, encoding: Encoding, formats: Any) -> dict[str, Any]:
+    """The CompletionList of a completion, as the JSON lsprotocol's converter makes of it
+    (built directly, as `inline_list`: a dozen attrs objects validated, then taken apart
+    by the converter, were ~0.2 ms a request with the caches cold; the editors that ask
+    for completions this way, Neovim, Emacs, Helix, waited for it).
+    tests/test_completion_list.py holds the two together."""
     if done is None or not done.insert_text:
-        return t.CompletionList(is_incomplete=True, items=[])
+        return {"isIncomplete": True, "items": []}
     rec = done.decision
     line, col = done.start
-    word_start = t.Position(line, col - advance(0, 0, done.word, ls.session.docs.encoding)[1])
+    word_start = {"line": line, "character": col - advance(0, 0, done.word, encoding)[1]}
+    end = {"line": done.end[0], "character": done.end[1]}
     new_text = done.word + done.insert_text
     first = done.insert_text.strip().split("\n", 1)[0]
-    item = t.CompletionItem(
-        label=f"{first[:60]}",
-        label_details=t.CompletionItemLabelDetails(description=f"synconfroute {rec.route}"),
-        kind=t.CompletionItemKind.Text,
-        detail=summary(rec),
-        documentation=_markup(route_card(rec), _doc_formats(ls)),
+    kind, card = _markup_parts(route_card(rec), formats)
+    item = {
+        "label": first[:60],
+        "labelDetails": {"description": f"synconfroute {rec.route}"},
+        "kind": t.CompletionItemKind.Text.value,
+        "detail": done.title,
+        "documentation": card if kind is None else {"kind": kind.value, "value": card},
+        "preselect": True,
+        "sortText": "0",
         # The word before the cursor is part of the edit, so the editor's
         # filtering (by that word) keeps the item.
-        filter_text=new_text,
-        sort_text="0",
-        preselect=True,
-        text_edit=t.TextEdit(t.Range(word_start, t.Position(*done.end)), new_text),
-        insert_text_format=t.InsertTextFormat.PlainText,
-        command=t.Command(title=summary(rec), command=CMD_ACCEPT, arguments=[done.id]),
-    )
-    return t.CompletionList(is_incomplete=True, items=[item])
+        "filterText": new_text,
+        "insertTextFormat": t.InsertTextFormat.PlainText.value,
+        "textEdit": {"range": {"start": word_start, "end": end}, "newText": new_text},
+        "command": {"title": done.title, "command": CMD_ACCEPT, "arguments": [done.id]},
+    }
+    return {"isIncomplete": True, "items": [item]}
 
 
 def _edit_where(params: Any) -> tuple[str, int, int, int]:

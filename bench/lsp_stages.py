@@ -46,8 +46,6 @@ now = time.perf_counter_ns
 
 
 def _serve_instrumented(argv: list[str]) -> int:
-    from pygls.io_ import StdoutWriter
-
     from synconfroute.clients.ollama import OllamaBackend
     from synconfroute.server.commands import cli
     from synconfroute.server.learning import decision_log
@@ -168,7 +166,10 @@ def _serve_instrumented(argv: list[str]) -> int:
     stamp_after(sequence, "plan", "planned")
     stamp_after(pipeline.Pipeline, "gate_step", "gated")
     stamp_after(decision_log.DecisionLog, "record", "recorded")
-    stamp_before(StdoutWriter, "write", "write")
+    # The response's bytes handed to stdout (a held notification's write comes first and
+    # is stamped over). (Before, the stamp was on pygls' StdoutWriter.write, one layer
+    # further in: the server writes to stdout without it now.)
+    stamp_before(transport.HoldingWriter, "write", "write")
 
     orig_notify = lsp._notify_route
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 import itertools
 import json
@@ -30,6 +31,7 @@ from pygls.exceptions import (
     JsonRpcInvalidRequest,
     JsonRpcMethodNotFound,
 )
+from pygls.feature_manager import wrap_with_server
 from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCProtocol, RPCMessage
 from pygls.protocol.language_server import lsp_method
@@ -124,6 +126,18 @@ _CONTENT_TYPE = (
 _KINDS: dict[type, object] = {}
 
 
+_UNKNOWN: Any = object()
+
+
+async def _feature(ls: Any) -> None:  # (only for the code object of pygls' wrapper)
+    return None
+
+
+# The code of the coroutine pygls wraps a feature in, to call it with the server first.
+_pygls_wrapped = wrap_with_server(_feature, object())  # type: ignore[no-untyped-call]
+_PYGLS_WRAPPED: Any = getattr(_pygls_wrapped, "__code__", None)
+
+
 def message_kind(message: Any) -> object:
     """Which of pygls' RPCRequest, RPCNotification, RPCResponse (else RPCError) the message
     is, by the test those protocols make (all their attributes present), without their
@@ -156,7 +170,8 @@ class TransportProtocol(LanguageServerProtocol):
         self._encoder = json.JSONEncoder(default=self._serialize_message)
         self._writes: set[asyncio.Future[Any]] = set()
         self._notifications = itertools.count()
-        self._async_handlers: dict[Callable[..., Any], bool] = {}  # features and builtins
+        # What to call for each handler that is a coroutine function (None: not one).
+        self._async_handlers: dict[Callable[..., Any], Callable[..., Any] | None] = {}
         self.exit_code: int | None = None
         self._initialize_seen = False
         self._shutdown_seen = False
@@ -276,27 +291,29 @@ class TransportProtocol(LanguageServerProtocol):
         kwargs: dict[str, Any] | None = None,
     ) -> None:
         try:
-            is_async = self._async_handlers.get(handler)
+            call = self._async_handlers.get(handler, _UNKNOWN)
         except TypeError:  # an unhashable callable: asked each time
-            is_async = asyncio.iscoroutinefunction(handler)
-        if is_async is None:  # asked once a handler (inspect unwraps it: six calls)
-            is_async = self._async_handlers[handler] = asyncio.iscoroutinefunction(handler)
-        if not is_async:
+            call = handler if asyncio.iscoroutinefunction(handler) else None
+        if call is _UNKNOWN:  # asked once a handler (inspect unwraps it: six calls)
+            call = self._async_handlers[handler] = self._coroutine_call(handler)
+        if call is None:
             super()._execute_handler(msg_id, handler, callback, args, kwargs)
             return
         # A coroutine's result is handed on (a request answered) in its own task: pygls
         # does it in a done-callback, which waits for the event loop's next turn (70 µs
-        # a request, cold, bench/lsp_stages.py). Cancelled or failed, the task still ends
-        # in the callback, as in pygls.
+        # a request, cold, bench/lsp_stages.py). Cancelled (before it ran, too) or
+        # failed, the task still ends in the callback, as in pygls; answered, the
+        # done-callback is taken off (it would cost the loop a turn after the response).
         handed = False
 
         async def run() -> Any:
             nonlocal handed
-            result = await handler(*(args or ()), **(kwargs or {}))
+            result = await call(*(args or ()), **(kwargs or {}))
             done = asyncio.get_running_loop().create_future()  # no lock, unlike pygls' Future
             done.set_result(result)
             handed = True
             callback(done)  # type: ignore[arg-type]  # what the callback asks of a Future
+            task.remove_done_callback(after)  # (only once the callback went through)
             return result
 
         def after(task: asyncio.Task[Any]) -> None:  # the task's done-callback
@@ -308,6 +325,22 @@ class TransportProtocol(LanguageServerProtocol):
         task = asyncio.get_running_loop().create_task(run())  # as pygls' ensure_future
         self._request_futures[msg_id] = task  # type: ignore[assignment]  # cancellable
         task.add_done_callback(after)
+
+    def _coroutine_call(self, handler: Callable[..., Any]) -> Callable[..., Any] | None:
+        """What to call for a coroutine handler (None: not one). pygls wraps a feature
+        that takes the server first (wrap_with_server) in a coroutine that only awaits
+        it with the server: the feature itself is called with the server instead, one
+        coroutine frame less to start and to resume at every await of the request."""
+        if not asyncio.iscoroutinefunction(handler):
+            return None
+        code: Any = getattr(handler, "__code__", None)
+        cells: Any = getattr(handler, "__closure__", None)
+        if code is None or code is not _PYGLS_WRAPPED or cells is None:
+            return handler
+        bound = dict(zip(code.co_freevars, cells, strict=True))
+        if "f" not in bound or "server" not in bound:
+            return handler
+        return functools.partial(bound["f"].cell_contents, bound["server"].cell_contents)
 
     def _handle_notification(self, method_name: str, params: Any) -> None:
         # pygls' own, with a counted key for the handler's future instead of str(uuid4())
@@ -417,7 +450,8 @@ class TransportProtocol(LanguageServerProtocol):
                 _pygls_log.debug("Request %r received", message.method)
             ctx.run(self._handle_request, message.id, message.method, message.params)
         elif kind is _NOTIFICATION:
-            _pygls_log.debug("Notification %r received", message.method)
+            if _pygls_log.isEnabledFor(logging.DEBUG):
+                _pygls_log.debug("Notification %r received", message.method)
             ctx.run(self._handle_notification, message.method, message.params)
         elif kind is _RESPONSE:
             _pygls_log.debug("Response message received.")

@@ -162,6 +162,8 @@ def _serve_instrumented(argv: list[str]) -> int:
 
         setattr(cls, name, wrapper)
 
+    # The request's task made (it runs on the event loop's next turn).
+    stamp_after(transport.TransportProtocol, "_execute_handler", "task")
     stamp_after(context_builder.ContextBuilder, "build", "context")
     stamp_after(sequence, "plan", "planned")
     stamp_after(pipeline.Pipeline, "gate_step", "gated")
@@ -207,6 +209,8 @@ STAGES: list[tuple[str, str, str]] = [
     ("read -> frame parser (in the loop)", "read", "feed"),
     ("frame + json + structure", "feed", "handle"),
     ("dispatch -> handler", "handle", "handler"),
+    ("  dispatch -> its task made", "handle", "task"),
+    ("  task made -> handler (a loop turn)", "task", "handler"),
     ("session: window, context built", "handler", "context"),
     ("plan", "context", "planned"),
     ("planned -> backend stream starts", "planned", "backend"),

@@ -25,8 +25,14 @@ inlineCompletion rounds, and `sys.setprofile` in it counts the Python and C call
 each request by stage (COUNT_STAGES; SYNCONFROUTE_COUNT_LIST=1 lists them). With
 --instructions, valgrind's callgrind counts the server's CPU instructions per
 inlineCompletion (runs of 5 and 5 + rounds requests, minus the same runs without the
-requests; garbage collector off, hash seed 0: repeatable to ~0.1 %). --root runs
+requests; garbage collector off, hash seed 0: repeatable to ~0.5 %). --root runs
 another checkout's server code under this script's stub session.
+
+Counted (Dec 2026), s5base 831122b -> session 5's protocol work, Python + C calls per
+inlineCompletion: frame + json + structure 29 + 39 -> 17 + 32, dispatch -> handler
+32 + 27 -> 29 + 24, result -> response bytes 12 + 15 -> 9 + 15, write + flush 0 + 2 ->
+0 + 2, after the flush 25 + 33 -> 11 + 17; instructions per inlineCompletion (stub
+session, route notification included) 529,513 and 532,332 -> 478,557 and 475,406.
 """
 
 from __future__ import annotations

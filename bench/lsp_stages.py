@@ -46,8 +46,6 @@ now = time.perf_counter_ns
 
 
 def _serve_instrumented(argv: list[str]) -> int:
-    from pygls.io_ import StdoutWriter
-
     from synconfroute.clients.ollama import OllamaBackend
     from synconfroute.server.commands import cli
     from synconfroute.server.learning import decision_log
@@ -164,11 +162,16 @@ def _serve_instrumented(argv: list[str]) -> int:
 
         setattr(cls, name, wrapper)
 
+    # The request's task made (it runs on the event loop's next turn).
+    stamp_after(transport.TransportProtocol, "_execute_handler", "task")
     stamp_after(context_builder.ContextBuilder, "build", "context")
     stamp_after(sequence, "plan", "planned")
     stamp_after(pipeline.Pipeline, "gate_step", "gated")
     stamp_after(decision_log.DecisionLog, "record", "recorded")
-    stamp_before(StdoutWriter, "write", "write")
+    # The response's bytes handed to stdout (a held notification's write comes first and
+    # is stamped over). (Before, the stamp was on pygls' StdoutWriter.write, one layer
+    # further in: the server writes to stdout without it now.)
+    stamp_before(transport.HoldingWriter, "write", "write")
 
     orig_notify = lsp._notify_route
 
@@ -206,6 +209,8 @@ STAGES: list[tuple[str, str, str]] = [
     ("read -> frame parser (in the loop)", "read", "feed"),
     ("frame + json + structure", "feed", "handle"),
     ("dispatch -> handler", "handle", "handler"),
+    ("  dispatch -> its task made", "handle", "task"),
+    ("  task made -> handler (a loop turn)", "task", "handler"),
     ("session: window, context built", "handler", "context"),
     ("plan", "context", "planned"),
     ("planned -> backend stream starts", "planned", "backend"),

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import attrs
 import pytest
 from lsprotocol import types as t
 from pygls.protocol.json_rpc import (
@@ -316,6 +317,7 @@ def test_any_message_is_written_as_pygls_writes_it(proto: Any, message: Any) -> 
     ],
 )
 def test_a_message_is_dispatched_as_the_pygls_protocols_tell(message: Any) -> None:
+    transport._KINDS.pop(type(message), None)
     expected = next(
         (
             kind
@@ -329,6 +331,11 @@ def test_a_message_is_dispatched_as_the_pygls_protocols_tell(message: Any) -> No
         transport._ERROR,
     )
     assert transport.message_kind(message) is expected
+    # The kind remembered for its class (handle_message asks that first) is the same, and
+    # only a slotted attrs class's is remembered: its instances all have one shape.
+    remembered = transport._KINDS.get(type(message))
+    assert remembered in (None, expected)
+    assert (remembered is None) == hasattr(message, "__dict__"), type(message)
 
 
 # --- the inlineCompletion result, built as JSON directly ---
@@ -523,11 +530,34 @@ def _converted(proto: Any, data: dict[str, Any]) -> Any:
         return type(exc)
 
 
+def _parts(obj: Any) -> list[Any]:
+    """The attrs objects in `obj`, itself included, depth first."""
+    if isinstance(obj, list | tuple):
+        return [p for item in obj for p in _parts(item)]
+    if not attrs.has(type(obj)):
+        return []
+    return [obj, *(p for f in attrs.fields(type(obj)) for p in _parts(getattr(obj, f.name)))]
+
+
+def _hash(obj: Any) -> Any:
+    try:
+        return hash(obj)
+    except TypeError as exc:  # (TextDocumentIdentifier is not hashable)
+        return str(exc)
+
+
 @pytest.mark.parametrize("data", PLAIN, ids=range(len(PLAIN)))
 def test_a_plain_keystroke_message_is_what_the_converter_makes(proto: Any, data: Any) -> None:
     made = plain_messages.structure_plain(data)
     assert made is not None  # the hand built it
-    assert made == _converted(proto, data)
+    converted = _converted(proto, data)
+    assert made == converted
+    # Every object in it whole (fields set without __init__ included): its validators
+    # pass, it hashes and prints as the converter's, and unstructures to the same JSON.
+    for part, theirs in zip(_parts(made), _parts(converted), strict=True):
+        attrs.validate(part)
+        assert (_hash(part), repr(part)) == (_hash(theirs), repr(theirs))
+    assert proto._converter.unstructure(made) == proto._converter.unstructure(converted)
 
 
 @pytest.mark.parametrize("data", ODD, ids=range(len(ODD)))
@@ -566,3 +596,112 @@ def test_loads_is_json_loads(body: bytes) -> None:
             return (type(exc), str(exc))
 
     assert outcome(transport._loads) == outcome(json.loads)
+
+
+# --- the envelope: the usual one passes without envelope_problem, the rest is its ---
+
+ENVELOPES: list[dict[str, Any]] = (
+    [
+        {"jsonrpc": "2.0", "id": i, "method": m, "params": {}}
+        for i in (1, "a", 0, -1, True, False, 1.5, None, [1], {"a": 1})
+        for m in ("shutdown", "x/y")
+    ]
+    + [
+        {"jsonrpc": v, "id": 1, "method": "shutdown", "params": {}}
+        for v in ("1.0", 2.0, None, ["2.0"], "2.0 ")
+    ]
+    + [
+        {"jsonrpc": "2.0", "method": 3, "params": {}},
+        {"jsonrpc": "2.0", "method": None},
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {"jsonrpc": "2.0", "id": 1, "result": None},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": 1, "message": "m"}},
+        {"jsonrpc": "2.0", "id": True, "result": None},
+    ]
+)
+
+
+@pytest.mark.parametrize("data", ENVELOPES, ids=range(len(ENVELOPES)))
+def test_an_envelope_is_refused_exactly_when_envelope_problem_says(proto: Any, data: Any) -> None:
+    problem = transport.envelope_problem(data)
+    try:
+        proto.structure_message(dict(data))
+    except transport.InvalidEnvelope as exc:
+        assert exc.problem == problem
+    except Exception:  # refused later (params, an unknown response): not the envelope
+        assert problem is None
+    else:
+        assert problem is None
+
+
+# --- what goes out unscrubbed: only what scrub_outgoing would leave as it is ---
+
+TRACE = 'Traceback (most recent call last):\n  File "x.py", line 1, in f\nValueError: v'
+OUTGOING: list[Any] = [
+    {"jsonrpc": "2.0", "id": 1, "result": {"items": [{"insertText": TRACE}]}},
+    {"jsonrpc": "2.0", "id": 1, "result": None},
+    {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "boom\n" + TRACE}},
+    {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "m", "data": TRACE}},
+    {"jsonrpc": "2.0", "id": 1, "error": None, "result": 1},
+    {"jsonrpc": "2.0", "method": "window/logMessage", "params": {"type": 1, "message": TRACE}},
+    {"jsonrpc": "2.0", "method": "window/showMessage", "params": {"type": 1, "message": TRACE}},
+    {"jsonrpc": "2.0", "method": "$/logTrace", "params": {"message": "m", "verbose": TRACE}},
+    {"jsonrpc": "2.0", "method": lsp.ROUTE_NOTIFICATION, "params": {"summary": TRACE}},
+    {"jsonrpc": "2.0", "method": ["odd"], "params": {}},
+    t.LogMessageNotification(params=t.LogMessageParams(t.MessageType.Error, TRACE)),
+    t.ResponseErrorMessage(id=2, error=t.ResponseError(code=-32603, message=TRACE)),
+]
+
+
+@pytest.mark.parametrize("message", OUTGOING, ids=range(len(OUTGOING)))
+def test_what_is_sent_is_what_scrub_outgoing_leaves(proto: Any, message: Any) -> None:
+    import copy
+
+    from synconfroute.server.protocol.outgoing import scrub_outgoing
+
+    expected = copy.deepcopy(message)
+    scrub_outgoing(expected)
+    proto._send_data(copy.deepcopy(message))
+    ours = proto.capture.take()
+    JsonRPCProtocol._send_data(proto, expected)
+    assert ours == proto.capture.take()
+
+
+# --- stdout: written and flushed, message by message, without pygls' StdoutWriter ---
+
+
+class Buffered:
+    """A buffered binary stream's calls, in order: what reaches the pipe is what was
+    written up to each flush."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, bytes]] = []
+
+    def write(self, data: bytes) -> int:
+        self.calls.append(("write", bytes(data)))
+        return len(data)
+
+    def flush(self) -> None:
+        self.calls.append(("flush", b""))
+
+    def close(self) -> None:
+        self.calls.append(("close", b""))
+
+
+def test_stdout_gets_each_message_written_then_flushed_and_held_ones_with_the_next() -> None:
+    stream = Buffered()
+    writer = HoldingWriter(stream, flush=True)
+    assert writer.write(b"one") is None  # nothing to await (pygls asks only then)
+    writer.holding = True
+    writer.write(b"held")
+    writer.holding = False
+    assert stream.calls == [("write", b"one"), ("flush", b"")]
+    writer.write(b"two")
+    writer.close()
+    assert stream.calls == [
+        ("write", b"one"),
+        ("flush", b""),
+        ("write", b"heldtwo"),  # the held notification goes out with the response
+        ("flush", b""),
+        ("close", b""),
+    ]

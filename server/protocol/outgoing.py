@@ -31,7 +31,7 @@ def without_traceback(text: str) -> str:
 
 
 # Messages whose text the editor shows or logs: (method, the params' text field).
-_TEXT_MESSAGES = {
+TEXT_MESSAGES = {
     t.WINDOW_LOG_MESSAGE: "message",
     t.WINDOW_SHOW_MESSAGE: "message",
     t.WINDOW_SHOW_MESSAGE_REQUEST: "message",
@@ -61,10 +61,10 @@ def scrub_outgoing(data: Any) -> None:
     error's data (dropped whole when any of it looks like a traceback)."""
     if type(data) is dict and data.get("error") is None:  # our responses, notifications
         method = data.get("method")
-        if type(method) is not str or method not in _TEXT_MESSAGES:
+        if type(method) is not str or method not in TEXT_MESSAGES:
             return
     method, params, error = (_get(data, k) for k in ("method", "params", "error"))
-    field = _TEXT_MESSAGES.get(method) if isinstance(method, str) else None
+    field = TEXT_MESSAGES.get(method) if isinstance(method, str) else None
     if field is not None:
         _scrub_field(params, field)
         if method == t.LOG_TRACE:

@@ -15,7 +15,6 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, BinaryIO
 
-from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 
 from . import collector
@@ -92,7 +91,7 @@ def serve_stdio(
 ) -> int:
     """Serve one client over stdio until exit or end of input; the process exit code."""
     protocol = _protocol(server)
-    protocol.set_writer(HoldingWriter(StdoutWriter(stdout or sys.stdout.buffer)))
+    protocol.set_writer(HoldingWriter(stdout or sys.stdout.buffer, flush=True))
     fd = sys.stdin.fileno() if stdin_fd is None else stdin_fd
 
     async def main() -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 import itertools
 import json
@@ -30,15 +31,16 @@ from pygls.exceptions import (
     JsonRpcInvalidRequest,
     JsonRpcMethodNotFound,
 )
+from pygls.feature_manager import wrap_with_server
 from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCProtocol, RPCMessage
 from pygls.protocol.language_server import lsp_method
 
 from ..learning import later
 from . import collector
-from .frames import MAX_BODY_BYTES, Event, Skipped, TooLarge
-from .outgoing import scrub_outgoing
-from .plain_messages import structure_plain
+from .frames import MAX_BODY_BYTES, Body, Event, Skipped, TooLarge
+from .outgoing import TEXT_MESSAGES, scrub_outgoing
+from .plain_messages import PLAIN
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +121,23 @@ _CONTENT_TYPE = (
 )
 
 
+# The kind of each slotted attrs class's messages (lsprotocol's, pygls' own): every
+# instance has the same attributes, so the same kind.
+_KINDS: dict[type, object] = {}
+
+
+_UNKNOWN: Any = object()
+
+
+async def _feature(ls: Any) -> None:  # (only for the code object of pygls' wrapper)
+    return None
+
+
+# The code of the coroutine pygls wraps a feature in, to call it with the server first.
+_pygls_wrapped = wrap_with_server(_feature, object())  # type: ignore[no-untyped-call]
+_PYGLS_WRAPPED: Any = getattr(_pygls_wrapped, "__code__", None)
+
+
 def message_kind(message: Any) -> object:
     """Which of pygls' RPCRequest, RPCNotification, RPCResponse (else RPCError) the message
     is, by the test those protocols make (all their attributes present), without their
@@ -127,12 +146,17 @@ def message_kind(message: Any) -> object:
     has_id, has_method = hasattr(message, "id"), hasattr(message, "method")
     has_rpc, has_params = hasattr(message, "jsonrpc"), hasattr(message, "params")
     if has_id and has_method and has_rpc and has_params:
-        return _REQUEST
-    if has_method and has_rpc and has_params:
-        return _NOTIFICATION
-    if has_id and has_rpc and hasattr(message, "result"):
-        return _RESPONSE
-    return _ERROR
+        kind = _REQUEST
+    elif has_method and has_rpc and has_params:
+        kind = _NOTIFICATION
+    elif has_id and has_rpc and hasattr(message, "result"):
+        kind = _RESPONSE
+    else:
+        kind = _ERROR
+    cls = type(message)
+    if hasattr(cls, "__attrs_attrs__") and not hasattr(message, "__dict__"):
+        _KINDS[cls] = kind  # (a few dozen classes at most: lsprotocol's messages)
+    return kind
 
 
 class TransportProtocol(LanguageServerProtocol):
@@ -146,7 +170,8 @@ class TransportProtocol(LanguageServerProtocol):
         self._encoder = json.JSONEncoder(default=self._serialize_message)
         self._writes: set[asyncio.Future[Any]] = set()
         self._notifications = itertools.count()
-        self._async_handlers: dict[Callable[..., Any], bool] = {}  # features and builtins
+        # What to call for each handler that is a coroutine function (None: not one).
+        self._async_handlers: dict[Callable[..., Any], Callable[..., Any] | None] = {}
         self.exit_code: int | None = None
         self._initialize_seen = False
         self._shutdown_seen = False
@@ -154,10 +179,17 @@ class TransportProtocol(LanguageServerProtocol):
 
     def _send_data(self, data: Any) -> None:
         # The one way out to the editor: nothing that looks like a traceback passes.
-        try:
-            scrub_outgoing(data)
-        except Exception:  # an object of an unexpected shape: sent as it is
-            log.debug("synconfroute: could not check an outgoing message", exc_info=True)
+        # (Our own results and notifications carry none of the texts it checks: the
+        # test scrub_outgoing starts with, made here, spares them the call.)
+        if (
+            type(data) is not dict
+            or data.get("error") is not None
+            or (type(method := data.get("method")) is str and method in TEXT_MESSAGES)
+        ):
+            try:
+                scrub_outgoing(data)
+            except Exception:  # an object of an unexpected shape: sent as it is
+                log.debug("synconfroute: could not check an outgoing message", exc_info=True)
         if not data or self.writer is None:
             super()._send_data(data)  # pygls drops it, or logs that it cannot send
             return
@@ -165,11 +197,12 @@ class TransportProtocol(LanguageServerProtocol):
         # `default` builds a new one for every message) and the header made as bytes.
         try:
             body = self._to_json(data).encode(self.CHARSET)
-            _pygls_log.info("Sending data: %s", body)
+            if _pygls_log.isEnabledFor(logging.INFO):  # (one call, not two, when not)
+                _pygls_log.info("Sending data: %s", body)
             if self._include_headers:
                 body = b"Content-Length: %d\r\n%s\r\n\r\n%s" % (len(body), _CONTENT_TYPE, body)
             res = self.writer.write(body)
-            if inspect.isawaitable(res):  # an async writer's: kept till it is done
+            if res is not None and inspect.isawaitable(res):  # an async writer's: kept
                 task = asyncio.ensure_future(res)
                 self._writes.add(task)
                 task.add_done_callback(self._writes.discard)
@@ -198,7 +231,8 @@ class TransportProtocol(LanguageServerProtocol):
         if self.get_message_type(method) is not None:
             self.notify(method, params)
             return
-        _pygls_log.debug("Sending notification: '%s' %s", method, params)
+        if _pygls_log.isEnabledFor(logging.DEBUG):
+            _pygls_log.debug("Sending notification: '%s' %s", method, params)
         self._send_data({"method": method, "jsonrpc": JsonRPCProtocol.VERSION, "params": params})
 
     def send_error(self, msg_id: int | str | None, code: int, message: str) -> None:
@@ -222,7 +256,10 @@ class TransportProtocol(LanguageServerProtocol):
             # unstructures what JSON does not know, as the converter would; a plain result
             # is not copied).
             self._send_data({"id": msg_id, "jsonrpc": JsonRPCProtocol.VERSION, "result": result})
-        pending = self._laters.pop(msg_id, None) if _valid_id(msg_id) else None
+        try:
+            pending = self._laters.pop(msg_id, None)
+        except TypeError:  # an unhashable id (a malformed message's) has none
+            pending = None
         if pending is not None:
             pending.run()  # the request's bookkeeping, now that the editor has its answer
         collector.after_response()  # the garbage collector's pass, if one is due
@@ -254,27 +291,29 @@ class TransportProtocol(LanguageServerProtocol):
         kwargs: dict[str, Any] | None = None,
     ) -> None:
         try:
-            is_async = self._async_handlers.get(handler)
+            call = self._async_handlers.get(handler, _UNKNOWN)
         except TypeError:  # an unhashable callable: asked each time
-            is_async = asyncio.iscoroutinefunction(handler)
-        if is_async is None:  # asked once a handler (inspect unwraps it: six calls)
-            is_async = self._async_handlers[handler] = asyncio.iscoroutinefunction(handler)
-        if not is_async:
+            call = handler if asyncio.iscoroutinefunction(handler) else None
+        if call is _UNKNOWN:  # asked once a handler (inspect unwraps it: six calls)
+            call = self._async_handlers[handler] = self._coroutine_call(handler)
+        if call is None:
             super()._execute_handler(msg_id, handler, callback, args, kwargs)
             return
         # A coroutine's result is handed on (a request answered) in its own task: pygls
         # does it in a done-callback, which waits for the event loop's next turn (70 µs
-        # a request, cold, bench/lsp_stages.py). Cancelled or failed, the task still ends
-        # in the callback, as in pygls.
+        # a request, cold, bench/lsp_stages.py). Cancelled (before it ran, too) or
+        # failed, the task still ends in the callback, as in pygls; answered, the
+        # done-callback is taken off (it would cost the loop a turn after the response).
         handed = False
 
         async def run() -> Any:
             nonlocal handed
-            result = await handler(*(args or ()), **(kwargs or {}))
+            result = await call(*(args or ()), **(kwargs or {}))
             done = asyncio.get_running_loop().create_future()  # no lock, unlike pygls' Future
             done.set_result(result)
             handed = True
             callback(done)  # type: ignore[arg-type]  # what the callback asks of a Future
+            task.remove_done_callback(after)  # (only once the callback went through)
             return result
 
         def after(task: asyncio.Task[Any]) -> None:  # the task's done-callback
@@ -286,6 +325,22 @@ class TransportProtocol(LanguageServerProtocol):
         task = asyncio.get_running_loop().create_task(run())  # as pygls' ensure_future
         self._request_futures[msg_id] = task  # type: ignore[assignment]  # cancellable
         task.add_done_callback(after)
+
+    def _coroutine_call(self, handler: Callable[..., Any]) -> Callable[..., Any] | None:
+        """What to call for a coroutine handler (None: not one). pygls wraps a feature
+        that takes the server first (wrap_with_server) in a coroutine that only awaits
+        it with the server: the feature itself is called with the server instead, one
+        coroutine frame less to start and to resume at every await of the request."""
+        if not asyncio.iscoroutinefunction(handler):
+            return None
+        code: Any = getattr(handler, "__code__", None)
+        cells: Any = getattr(handler, "__closure__", None)
+        if code is None or code is not _PYGLS_WRAPPED or cells is None:
+            return handler
+        bound = dict(zip(code.co_freevars, cells, strict=True))
+        if "f" not in bound or "server" not in bound:
+            return handler
+        return functools.partial(bound["f"].cell_contents, bound["server"].cell_contents)
 
     def _handle_notification(self, method_name: str, params: Any) -> None:
         # pygls' own, with a counted key for the handler's future instead of str(uuid4())
@@ -321,15 +376,19 @@ class TransportProtocol(LanguageServerProtocol):
     def structure_message(self, data: dict[str, Any]) -> Any:
         if "jsonrpc" not in data:  # an object inside a message
             return data
-        problem = envelope_problem(data)
-        if problem is not None:
-            raise InvalidEnvelope(problem, data)
+        # The usual request or notification passes envelope_problem's checks as seen here.
+        usual = data["jsonrpc"] == "2.0" and type(data.get("method")) is str
+        if not (usual and ("id" not in data or type(data["id"]) in (int, str))):
+            problem = envelope_problem(data)
+            if problem is not None:
+                raise InvalidEnvelope(problem, data)
         if "method" not in data:  # a response to our request: pygls knows its type
             return super().structure_message(data)
         # A request or notification: structured as pygls does, but params the client got
         # wrong are its error (InvalidParams, answered and logged in one line), not an
         # ERROR with a traceback in the log as pygls writes it.
-        if (plain := structure_plain(data)) is not None:
+        make = PLAIN.get(data["method"])  # (structure_plain, without its call)
+        if make is not None and (plain := make(data)) is not None:
             return plain
         kind = JsonRPCRequestMessage if "id" in data else JsonRPCNotification
         try:
@@ -354,7 +413,7 @@ class TransportProtocol(LanguageServerProtocol):
         if isinstance(message, _Answered):  # a request `structure_message` answered already
             return
         method = getattr(message, "method", None)
-        kind = message_kind(message)
+        kind = _KINDS.get(type(message)) or message_kind(message)
         request = kind is _REQUEST
         msg_id = getattr(message, "id", None) if request else None
         if request and method == t.INITIALIZE and self._initialize_seen:
@@ -388,10 +447,12 @@ class TransportProtocol(LanguageServerProtocol):
             return
         ctx = contextvars.copy_context()  # each handler runs in its own context
         if kind is _REQUEST:
-            _pygls_log.debug("Request %r received", message.method)
+            if _pygls_log.isEnabledFor(logging.DEBUG):  # (one call, not two, when not)
+                _pygls_log.debug("Request %r received", message.method)
             ctx.run(self._handle_request, message.id, message.method, message.params)
         elif kind is _NOTIFICATION:
-            _pygls_log.debug("Notification %r received", message.method)
+            if _pygls_log.isEnabledFor(logging.DEBUG):
+                _pygls_log.debug("Notification %r received", message.method)
             ctx.run(self._handle_notification, message.method, message.params)
         elif kind is _RESPONSE:
             _pygls_log.debug("Response message received.")
@@ -408,7 +469,9 @@ class TransportProtocol(LanguageServerProtocol):
 
     def receive(self, event: Event) -> None:
         """Handle one event from the frame parser."""
-        if isinstance(event, Skipped):
+        if type(event) is Body and len(event.body) == event.declared:  # the usual one
+            self._receive_body(event.body)
+        elif isinstance(event, Skipped):
             log.warning("synconfroute: skipped %d bytes that were not a message", event.nbytes)
         elif isinstance(event, TooLarge):
             text = (
@@ -466,10 +529,16 @@ class TransportProtocol(LanguageServerProtocol):
 class HoldingWriter:
     """pygls' writer, able to hold a message back until the next one is written: a
     notification that precedes a response then goes out with it, in one write (one
-    wake-up of the client instead of two). Order is kept: held bytes go first."""
+    wake-up of the client instead of two). Order is kept: held bytes go first.
 
-    def __init__(self, inner: Any) -> None:
+    `inner` is a pygls writer (its `write` may return an awaitable), or with
+    `flush=True` a binary stream (stdout), written and flushed as pygls' StdoutWriter
+    does, without its layer."""
+
+    def __init__(self, inner: Any, *, flush: bool = False) -> None:
         self._inner = inner
+        self._write = inner.write
+        self._flush: Callable[[], object] | None = inner.flush if flush else None
         self._held: list[bytes] = []
         self.holding = False
 
@@ -480,7 +549,11 @@ class HoldingWriter:
         if self._held:
             data = b"".join([*self._held, data])
             self._held.clear()
-        return self._inner.write(data)
+        if self._flush is None:
+            return self._write(data)
+        self._write(data)
+        self._flush()
+        return None
 
     def close(self) -> Any:
         return self._inner.close()

@@ -9,7 +9,8 @@ wrapper costs a few µs). Every stamp is `time.perf_counter_ns()`, one monotonic
 for both processes on Linux, so the client's stamps and the server's can be subtracted.
 It prints, per inlineCompletion, the p50 and p90 in µs of each stage (`STAGES`: from the
 client's write through the server's read, parsing, dispatch, the session's steps, the
-backend, the route notification and the response, to the client's parse), and the added
+backend and the response, to the client's parse; then the route notification, sent
+after the response), and the added
 time the way bench.lsp counts it: the round trip minus the backend called directly from
 the client (an httpx call in the client's process), with its spread over the rounds;
 and the round trip minus the server's own backend span, which leaves the client's
@@ -168,10 +169,21 @@ def _serve_instrumented(argv: list[str]) -> int:
     stamp_after(sequence, "plan", "planned")
     stamp_after(pipeline.Pipeline, "gate_step", "gated")
     stamp_after(decision_log.DecisionLog, "record", "recorded")
-    # The response's bytes handed to stdout (a held notification's write comes first and
-    # is stamped over). (Before, the stamp was on pygls' StdoutWriter.write, one layer
-    # further in: the server writes to stdout without it now.)
-    stamp_before(transport.HoldingWriter, "write", "write")
+    # The response's bytes handed to stdout and flushed: the first write once the
+    # handler has run (the route notification is written after it). (Before, the
+    # stamps were on pygls' StdoutWriter.write, one layer further in: the server writes
+    # to stdout without it now.)
+    orig_write = transport.StdoutWriter.write
+
+    def write(self: Any, data: bytes) -> None:
+        first = "handler_end" in cur and "write" not in cur
+        if first:
+            cur["write"] = now()
+        orig_write(self, data)
+        if first:
+            cur["written"] = now()
+
+    setattr(transport.StdoutWriter, "write", write)  # noqa: B010
 
     orig_notify = lsp._notify_route
 
@@ -186,8 +198,7 @@ def _serve_instrumented(argv: list[str]) -> int:
 
     def send_handler_result(self: Any, future: Any, *, msg_id: Any) -> None:
         cur["callback"] = now()
-        orig_result(self, future, msg_id=msg_id)
-        cur["written"] = now()
+        orig_result(self, future, msg_id=msg_id)  # the response, then the work after it
         if profiler is not None:
             profiler.dump_stats(str(profile_to))  # the server ends with os._exit: no atexit
             profiler.enable()  # dump_stats disabled it
@@ -220,11 +231,11 @@ STAGES: list[tuple[str, str, str]] = [
     ("last chunk -> gated", "backend_end", "gated"),
     ("decide, record, ledger", "gated", "recorded"),
     ("recorded -> complete returns", "recorded", "complete_end"),
-    ("route notification: build + send", "notify", "notify_end"),
     ("result -> callback hop", "handler_end", "callback"),
     ("response unstructure + json.dumps", "callback", "write"),
     ("write + flush", "write", "written"),
     ("server write -> client parsed", "written", "parsed"),
+    ("route notification, after the response", "notify", "notify_end"),
 ]
 
 

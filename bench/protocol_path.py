@@ -1,6 +1,6 @@
 """The protocol path of one inlineCompletion, in process and without the session: frame
 body in, the real handler (the session's `complete` answers at once), the route
-notification and the response out, bytes caught by the real HoldingWriter.
+response and the route notification out, bytes caught in memory.
 
     .venv/bin/python -m bench.protocol_path [--rounds 3000]
 
@@ -145,7 +145,7 @@ async def run(rounds: int, cold: bool = False) -> None:
     protocol = server.protocol
     assert isinstance(protocol, transport.TransportProtocol)
     capture = Capture()
-    protocol.set_writer(transport.HoldingWriter(capture))
+    protocol.set_writer(capture)
     done = Completed("c1", decision(), " x + 1", (1, 11), (1, 11), "")
 
     async def complete(*_: Any, **__: Any) -> Completed:

@@ -30,7 +30,7 @@ from pygls.protocol.json_rpc import (
 
 from synconfroute.server.protocol import lsp, plain_messages, transport
 from synconfroute.server.protocol.frames import Body, FrameParser
-from synconfroute.server.protocol.transport import HoldingWriter
+from synconfroute.server.protocol.transport import StdoutWriter
 from synconfroute.server.session.session import Completed
 from synconfroute.server.settings import config
 from synconfroute.server.vocab.card import summary
@@ -58,7 +58,7 @@ def proto(tmp_path: Path) -> Any:
     server = lsp.create_server(config.load(tmp_path / "none.toml", environ={}), tmp_path / "l")
     protocol = server.protocol
     capture = Capture()
-    protocol.set_writer(HoldingWriter(capture))
+    protocol.set_writer(capture)
     protocol.capture = capture  # type: ignore[attr-defined]
     return protocol
 
@@ -261,15 +261,11 @@ PARAMS = [
 
 @pytest.mark.parametrize("params", PARAMS, ids=range(len(PARAMS)))
 def test_a_notification_is_written_as_pygls_writes_it(proto: Any, params: Any) -> None:
-    transport.notify_before_response(proto, lsp.ROUTE_NOTIFICATION, params)
-    proto._send_data({"jsonrpc": "2.0", "id": 1, "result": None})  # what releases it
+    proto.send_notification_data(lsp.ROUTE_NOTIFICATION, params)
     ours = proto.capture.take()
-    proto.writer.holding = True
     JsonRPCProtocol.notify(proto, lsp.ROUTE_NOTIFICATION, params)
-    proto.writer.holding = False
-    proto._send_data({"jsonrpc": "2.0", "id": 1, "result": None})
     assert ours == proto.capture.take()
-    assert ours.count(b"Content-Length") == 2
+    assert ours.count(b"Content-Length") == 1
 
 
 @pytest.mark.parametrize(
@@ -688,20 +684,16 @@ class Buffered:
         self.calls.append(("close", b""))
 
 
-def test_stdout_gets_each_message_written_then_flushed_and_held_ones_with_the_next() -> None:
+def test_stdout_gets_each_message_written_then_flushed() -> None:
     stream = Buffered()
-    writer = HoldingWriter(stream, flush=True)
+    writer = StdoutWriter(stream)
     assert writer.write(b"one") is None  # nothing to await (pygls asks only then)
-    writer.holding = True
-    writer.write(b"held")
-    writer.holding = False
-    assert stream.calls == [("write", b"one"), ("flush", b"")]
     writer.write(b"two")
     writer.close()
     assert stream.calls == [
         ("write", b"one"),
         ("flush", b""),
-        ("write", b"heldtwo"),  # the held notification goes out with the response
+        ("write", b"two"),
         ("flush", b""),
         ("close", b""),
     ]

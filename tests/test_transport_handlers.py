@@ -18,7 +18,7 @@ import pytest
 
 from synconfroute.server.protocol import lsp
 from synconfroute.server.protocol.frames import Body
-from synconfroute.server.protocol.transport import HoldingWriter, TransportProtocol
+from synconfroute.server.protocol.transport import TransportProtocol
 from synconfroute.server.settings import config
 
 
@@ -79,7 +79,7 @@ def served(tmp_path: Path) -> Any:
     protocol = server.protocol
     assert isinstance(protocol, TransportProtocol)
     capture = Capture()
-    protocol.set_writer(HoldingWriter(capture))
+    protocol.set_writer(capture)
     gate: dict[str, asyncio.Event] = {}
     seen: list[Any] = []
 

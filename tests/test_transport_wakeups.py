@@ -122,7 +122,7 @@ def serve(tmp_path: Path) -> Any:
         root.handlers[:] = handlers
 
 
-def test_stdin_is_read_in_the_event_loop_and_the_route_rides_with_its_response(
+def test_stdin_is_read_in_the_event_loop_and_the_route_follows_its_response(
     serve: Any,
 ) -> None:
     out = RecordingStdout()
@@ -134,10 +134,13 @@ def test_stdin_is_read_in_the_event_loop_and_the_route_rides_with_its_response(
             for data in session_frames():
                 os.write(write_fd, data)
 
-            def answered() -> bool:
-                return any(m.get("id") == 2 for _, m in out.messages())
+            def answered() -> bool:  # the response, and the route notification after it
+                msgs = out.messages()
+                return any(m.get("id") == 2 for _, m in msgs) and any(
+                    m.get("method") == ROUTE_NOTIFICATION for _, m in msgs
+                )
 
-            wait_for(answered, "inlineCompletion response", out.messages)
+            wait_for(answered, "inlineCompletion response and its route", out.messages)
             names = [t.name for t in threading.enumerate()]
             # Before: a daemon thread read stdin and handed each chunk to the loop.
             assert "synconfroute-stdin" not in names, names
@@ -145,9 +148,9 @@ def test_stdin_is_read_in_the_event_loop_and_the_route_rides_with_its_response(
             (route,) = [(i, m) for i, m in msgs if m.get("method") == ROUTE_NOTIFICATION]
             (response,) = [(i, m) for i, m in msgs if m.get("id") == 2]
             assert response[1]["result"]["items"], msgs
-            # One write: the notification first, then the response (before: two writes).
-            assert route[0] == response[0], msgs
-            assert msgs.index(route) < msgs.index(response), msgs
+            # The response first, in its own write: the user does not wait for the route
+            # (before: the notification was held back and went out with the response).
+            assert route[0] > response[0], msgs
             os.write(write_fd, frame({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}))
             os.write(write_fd, frame({"jsonrpc": "2.0", "method": "exit"}))
             thread.join(30)

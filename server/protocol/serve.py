@@ -19,7 +19,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import collector
 from .frames import FrameParser
-from .transport import HoldingWriter, TransportProtocol
+from .transport import StdoutWriter, TransportProtocol
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def serve_stdio(
 ) -> int:
     """Serve one client over stdio until exit or end of input; the process exit code."""
     protocol = _protocol(server)
-    protocol.set_writer(HoldingWriter(stdout or sys.stdout.buffer, flush=True))
+    protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
     fd = sys.stdin.fileno() if stdin_fd is None else stdin_fd
 
     async def main() -> int:
@@ -185,7 +185,7 @@ def serve_tcp(server: LanguageServer, host: str, port: int) -> int:
                 writer.close()
                 return
             busy = True
-            protocol.set_writer(HoldingWriter(writer))
+            protocol.set_writer(writer)
             code = await _serve(protocol, lambda: reader.read(_READ_SIZE))
             writer.close()
             if not done.done():

@@ -526,52 +526,18 @@ class TransportProtocol(LanguageServerProtocol):
             log.exception("synconfroute: failed to handle a message")
 
 
-class HoldingWriter:
-    """pygls' writer, able to hold a message back until the next one is written: a
-    notification that precedes a response then goes out with it, in one write (one
-    wake-up of the client instead of two). Order is kept: held bytes go first.
+class StdoutWriter:
+    """pygls' StdoutWriter without its layer: each message written, then flushed (a
+    binary stream: stdout, or a test's)."""
 
-    `inner` is a pygls writer (its `write` may return an awaitable), or with
-    `flush=True` a binary stream (stdout), written and flushed as pygls' StdoutWriter
-    does, without its layer."""
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._write = stream.write
+        self._flush = stream.flush
 
-    def __init__(self, inner: Any, *, flush: bool = False) -> None:
-        self._inner = inner
-        self._write = inner.write
-        self._flush: Callable[[], object] | None = inner.flush if flush else None
-        self._held: list[bytes] = []
-        self.holding = False
-
-    def write(self, data: bytes) -> Any:
-        if self.holding:
-            self._held.append(data)
-            return None
-        if self._held:
-            data = b"".join([*self._held, data])
-            self._held.clear()
-        if self._flush is None:
-            return self._write(data)
+    def write(self, data: bytes) -> None:
         self._write(data)
         self._flush()
-        return None
 
     def close(self) -> Any:
-        return self._inner.close()
-
-
-def notify_before_response(protocol: LanguageServerProtocol, method: str, params: Any) -> None:
-    """Send a notification that a request's response is about to follow: it is written
-    together with that response (or with whatever message is written next, in order).
-    Only for a request handler that is answering: its response is always written."""
-    writer = getattr(protocol, "writer", None)
-    if not isinstance(writer, HoldingWriter):
-        protocol.notify(method, params)
-        return
-    writer.holding = True
-    try:
-        if isinstance(protocol, TransportProtocol) and isinstance(params, dict):
-            protocol.send_notification_data(method, params)
-        else:
-            protocol.notify(method, params)
-    finally:
-        writer.holding = False
+        return self._stream.close()

@@ -207,7 +207,10 @@ async def test_settings_change_mid_request_does_not_fail_it(
         assert isinstance(result, t.InlineCompletionList)
         assert result.items and result.items[0].insert_text == " a + b"
         gen = local.received("/api/generate")[0]
-        assert gen.finished and not gen.disconnected
+        # (The fake marks the answer finished from its own thread, after the last write
+        # the client may already have read: asked again until it holds.)
+        await asyncio.to_thread(local.wait_for, lambda: gen.finished or gen.disconnected, 60)
+        assert gen.finished and not gen.disconnected, (gen.finished, gen.disconnected)
         # The next request runs on the new tiers.
         again = await client.text_document_inline_completion_async(inline_request(URI, CURSOR))
         assert isinstance(again, t.InlineCompletionList) and again.items

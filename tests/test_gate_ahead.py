@@ -7,6 +7,8 @@ a bounded share of the stream's time."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -254,3 +256,40 @@ async def test_through_the_server_the_gate_step_reuses_the_check_in_the_gap(
             assert _seen(verdict) == _seen(general)
     finally:
         await session.shutdown()
+
+
+async def test_run_local_tells_each_quiet_gap_and_nothing_after_the_end() -> None:
+    """The quiet callback gets the text so far once per gap (60 ms between the fake's
+    chunks, its done line 60 ms after the last), and nothing once the stream ended."""
+    from synconfroute.clients.types import CompletionRequest
+    from synconfroute.server.routing.local_run import QUIET_S, LocalLimits, run_local
+    from synconfroute.server.routing.planner import TierRequest
+    from synconfroute.server.routing.router import Rules
+
+    heard: list[str] = []
+    script = TokenScript.of(" x", " +", " 1", "", logprob=-0.01, first_delay=0.02, delay=0.06)
+    with FakeOllama(default=script) as fake:
+        backend = OllamaBackend(fake.url, "qwen2.5-coder:3b")
+        lim = LocalLimits(
+            settings=config.Settings().local,
+            deadline=float("inf"),
+            rules=Rules(
+                policy="synconf", threshold=0.5, k=3, missing_logprobs="escalate", semantic="names"
+            ),
+            access="ok",
+            multiline=True,
+            early_escalation=False,
+            clock=time.monotonic,
+        )
+        treq = TierRequest("local", CompletionRequest(prefix="y = ", suffix=""), (), 0, None)
+        try:
+            run = await run_local(backend, treq, lim, heard.append)
+            assert run.text == " x + 1" and run.error is None, run
+            seen = list(heard)
+            await asyncio.sleep(QUIET_S * 20)  # a timer still set does nothing now
+        finally:
+            await backend.aclose()
+    # (a machine paused over a gap merges it with the next: fewer calls, never others)
+    assert seen and seen[-1] == " x + 1", seen
+    assert all(t in (" x", " x +", " x + 1") for t in seen) and len(set(seen)) == len(seen)
+    assert heard == seen

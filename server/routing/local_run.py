@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import attrs
@@ -146,17 +147,21 @@ async def run_local(
     ended = False  # as asked (its last chunk, or the line it was cut at): closed after the response
     at: float | None = None  # the deadline the timer is set to (on `clock`)
     loop = asyncio.get_running_loop()
-    heard = 0.0  # loop.time() of the latest text chunk
-    waiting: asyncio.TimerHandle | None = None  # the quiet timer (one at a time)
+    heard = 0.0  # time.monotonic() of the latest text chunk
+    waiting = False  # the quiet timer is set (one at a time)
+    over = False  # the stream ended: a quiet timer still set does nothing
 
     def still() -> None:
         nonlocal waiting
-        waiting = None
-        left = heard + QUIET_S - loop.time()
+        if over:
+            return
+        left = heard + QUIET_S - time.monotonic()
         if left > 0.0002:  # a chunk came meanwhile: wait for the quiet after it
-            waiting = loop.call_later(left, still)
-        elif quiet is not None:
-            quiet(run.text)
+            loop.call_later(left, still)
+        else:
+            waiting = False
+            if quiet is not None:
+                quiet(run.text)
 
     try:
         # One timer for the whole stream, moved when the deadline changes (a timer per
@@ -183,9 +188,10 @@ async def run_local(
                     ended = True  # asking for more would wait for the end of the HTTP body
                     break
                 if quiet is not None and chunk.text:
-                    heard = loop.time()
-                    if waiting is None:
-                        waiting = loop.call_later(QUIET_S, still)
+                    heard = time.monotonic()
+                    if not waiting:
+                        waiting = True
+                        loop.call_later(QUIET_S, still)
     except TimeoutError:
         if predict_end is not None and at == predict_end != total_end:
             # The time cap (a backend that does not end there by itself):
@@ -197,8 +203,7 @@ async def run_local(
         run.error = exc
         log.info("local backend failed: %s", exc)
     finally:
-        if waiting is not None:
-            waiting.cancel()
+        over = True  # (not cancelled: the user waits for what runs here)
         run.total_s = clock() - started
         if ended:  # (closing costs a few hundred µs)
             close_after_response(stream)

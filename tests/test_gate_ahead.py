@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from synconfroute.clients.ollama import OllamaBackend
 from synconfroute.server.routing import gating
@@ -109,6 +111,28 @@ async def test_the_verdict_checked_ahead_is_the_gate_steps_own(
     # the general way: a fresh document, no head start, no check ahead
     fresh = SyntaxDocument(Text(text, "utf-16"), "python", lazy=True)
     assert _seen(reused) == _seen(_gate().check(_ctx(fresh, at), completion))
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.sampled_from(CASES), st.data())
+def test_every_text_the_stream_passes_through_gets_the_general_verdict(
+    case: tuple[str, Pos, str], data: st.DataObject
+) -> None:
+    """The texts a stream goes quiet on are its prefixes (mostly broken code): checked
+    ahead, one after another on one document, each verdict kept is the general one."""
+    text, at, completion = case
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, len(completion)), max_size=4))))
+    gate = _gate()
+    doc = SyntaxDocument(Text(text, "utf-16"), "python", lazy=True)
+    ahead = check_ahead(gate, _ctx(doc, at), True, lambda: 0.0)
+    assert ahead is not None
+    for cut in cuts:
+        ahead.quiet(completion[:cut])
+        found = ahead.found
+        if found is None:
+            continue
+        fresh = SyntaxDocument(Text(text, "utf-16"), "python", lazy=True)
+        assert _seen(found.verdict) == _seen(_gate().check(_ctx(fresh, at), found.text))
 
 
 def test_the_cases_cover_valid_invalid_and_names() -> None:

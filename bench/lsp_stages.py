@@ -1,7 +1,7 @@
 """Where the server's added time per completion goes: bench.lsp's plain JSON-RPC round
 trip, with the real server over stdio timed stage by stage.
 
-    .venv/bin/python -m bench.lsp_stages [--latency-ms 50] [--rounds 100] [--file PATH]
+    .venv/bin/python -m bench.lsp_stages [--latency-ms 50] [--rounds 100] [--file PATH] [--gap-ms 0]
 
 The server runs as `python -m bench.lsp_stages --serve ...`: `synconfroute serve` with
 timing wrappers put around a few functions first (nothing in the server changes; each
@@ -247,7 +247,11 @@ async def run(args: argparse.Namespace) -> None:
     from tests.lsp_harness import write_config
 
     source = args.file.read_text(encoding="utf-8") if args.file else None
-    script = TokenScript.of(" x", " +", " 1", logprob=-0.01, first_delay=args.latency_ms / 1000)
+    gap = args.gap_ms / 1000
+    # (with a gap, an empty last token: the fake sleeps the gap and sends no text, then
+    # its done line, one decode step after the last text, as a real Ollama does)
+    texts = (" x", " +", " 1", "") if gap else (" x", " +", " 1")
+    script = TokenScript.of(*texts, logprob=-0.01, first_delay=args.latency_ms / 1000, delay=gap)
     with FakeOllama(default=script) as fake, tempfile.TemporaryDirectory() as tmp:
         stages_file = Path(tmp) / "stages.jsonl"
         os.environ[STAGES_ENV] = str(stages_file)
@@ -308,7 +312,9 @@ def _minus_backend(rows: list[dict[str, int]], a: str, b: str) -> list[float]:
 def report(
     args: argparse.Namespace, rows: list[dict[str, int]], direct: list[float], via: list[float]
 ) -> None:
-    print(f"stages of one inlineCompletion, {len(rows)} rounds, backend {args.latency_ms:.0f} ms")
+    gap = f", tokens {args.gap_ms:g} ms apart" if args.gap_ms else ""
+    backend = f"backend {args.latency_ms:.0f} ms{gap}"
+    print(f"stages of one inlineCompletion, {len(rows)} rounds, {backend}")
     print(f"  {'stage':36} {'p50 µs':>9} {'p90 µs':>9}")
 
     def line(name: str, xs: list[float]) -> None:
@@ -348,6 +354,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--latency-ms", type=float, default=50.0)
     ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument(
+        "--gap-ms",
+        type=float,
+        default=0.0,
+        help="ms between the fake model's tokens and before its done line (a decode step; "
+        "0: all at once after the latency)",
+    )
     ap.add_argument("--file", type=Path, help="a real source file (bench.lsp_floor's --file)")
     asyncio.run(run(ap.parse_args()))
     return 0

@@ -61,6 +61,20 @@ class SyntaxGate:
             return
         doc.prepare(ctx.document.at)
 
+    def state(self, ctx: CompletionContext) -> tuple[int, int] | None:
+        """What a check at `ctx`'s cursor reads besides the completion and the settings:
+        the version of the document's text (None: `ctx` holds no open document)."""
+        if not isinstance(ctx.document, Anchor):
+            return None
+        doc = ctx.document.document
+        return doc.version, doc.source.version
+
+    def timeless(self, verdict: Verdict) -> bool:
+        """Whether `verdict` is the check's answer whenever it runs on the same text: a
+        decision reached within the time budget (every deadline the check looked at was
+        still ahead, so no step was cut short or skipped for time)."""
+        return verdict.decided and verdict.elapsed_s < self.budget_s * 0.9
+
     def check(self, ctx: CompletionContext, completion: str) -> Verdict:
         if isinstance(ctx.document, Anchor):
             doc, at = ctx.document.document, ctx.document.at

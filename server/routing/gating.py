@@ -13,9 +13,10 @@ from synconfroute.clients.types import Completion
 
 from ..vocab.record import Truncation
 from ..vocab.verdict import Verdict
+from .gate import SyntaxGate
 from .request import CompletionContext, Gate
 from .router import LocalEvidence
-from .steps import Gated, LocalStep
+from .steps import Ahead, Gated, LocalStep
 from .text_rules import gate_trimmed, post_process, shown_text, truncation
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,90 @@ def prepare_ahead(
     if gate is None or gate.blocking:
         return None
     return asyncio.get_running_loop().call_later(delay_s, _prepare, gate, ctx)
+
+
+# The CPU the checks ahead may take, as a share of the stream's time so far (the first
+# check excepted): a local model on a 2-core laptop needs those cores to generate. A
+# check is ~0.2 ms on a short file, 0.6-16 ms (tree-sitter's incremental reparse) on a
+# 3,800-line one, against 10-50 ms per token on a CPU: on a short file every quiet gap
+# gets its check, on a long one every few.
+AHEAD_SHARE = 0.05
+
+
+class AheadCheck:
+    """The gate's check of the local text while the stream is quiet, in case that text
+    is the final one: a local model sends its end one decode step (10-50 ms on a CPU)
+    after its last text, and the user waits for the check only after it. At most one
+    check per quiet gap (`quiet`, called by `run_local`), none on a text already
+    checked, and none while the checks so far took more than `AHEAD_SHARE` of the
+    stream's time. `found`: the last check's verdict, kept only when it is the one the
+    gate step would reach on that text (a decision within the budget, on an open
+    document, whose version the gate step compares)."""
+
+    def __init__(
+        self,
+        gate: SyntaxGate,
+        ctx: CompletionContext,
+        shown: Callable[[str], str],
+        clock: Callable[[], float],
+    ) -> None:
+        self._gate = gate
+        self._ctx = ctx
+        self._shown = shown
+        self._clock = clock
+        self._started = clock()
+        self._spent = 0.0  # seconds the checks took
+        self._tried = ""  # the text last checked
+        self.checks = 0
+        self.found: Ahead | None = None
+
+    def quiet(self, raw: str) -> None:
+        """The stream has been quiet since it sent `raw` (the raw text so far)."""
+        text = self._shown(raw)
+        if not text or text == self._tried:
+            return
+        t = self._clock()
+        if self.checks and self._spent > AHEAD_SHARE * (t - self._started):
+            return
+        self._tried = text
+        gate, ctx = self._gate, self._ctx
+        state = gate.state(ctx)
+        try:
+            verdict = gate.check(ctx, text)
+        except Exception:  # ahead only: the gate step checks (and reports) itself
+            log.exception("checking the local text ahead failed; the gate step will")
+            self.found = None
+            return
+        finally:
+            self.checks += 1
+            self._spent += self._clock() - t
+        keep = state is not None and gate.timeless(verdict)
+        self.found = Ahead(text, state, verdict) if keep else None
+
+
+def check_ahead(
+    gate: Gate | None, ctx: CompletionContext, multiline: bool, clock: Callable[[], float]
+) -> AheadCheck | None:
+    """An `AheadCheck` of the local text as `shown_text` shows it at the stream's end,
+    for the syntax gate on an open document when its checks run on the loop (None:
+    none)."""
+    if not isinstance(gate, SyntaxGate) or gate.blocking or gate.state(ctx) is None:
+        return None
+    suffix = ctx.suffix
+
+    def shown(raw: str) -> str:
+        return shown_text(raw, "stop", suffix, multiline=multiline)[0]
+
+    return AheadCheck(gate, ctx, shown, clock)
+
+
+def _checked_ahead(gate: Gate, ctx: CompletionContext, local: LocalStep) -> Verdict | None:
+    """The verdict checked ahead on the local text, if it holds now: the same text, the
+    document's text unchanged since."""
+    ahead = local.ahead
+    if ahead is None or ahead.text != local.text or not isinstance(gate, SyntaxGate):
+        return None
+    return ahead.verdict if ahead.state == gate.state(ctx) else None
 
 
 async def check(gate: Gate, ctx: CompletionContext, text: str) -> Verdict:
@@ -97,8 +182,10 @@ async def gate_local(
         return Gated(text, no_gate, None, None, local.truncated)
     t = g.clock()
     gate = g.gate
-    # (on the loop, no coroutine of `check`'s: the user waits for this one)
-    verdict = await check(gate, ctx, text) if gate.blocking else gate.check(ctx, text)
+    verdict = _checked_ahead(gate, ctx, local)
+    if verdict is None:
+        # (on the loop, no coroutine of `check`'s: the user waits for this one)
+        verdict = await check(gate, ctx, text) if gate.blocking else gate.check(ctx, text)
     ms = (g.clock() - t) * 1000
     ev = attrs.evolve(ev, syntax=verdict.status, undefined=verdict.undefined)
     if verdict.status != "invalid" or not multiline or local.truncated is None:
@@ -138,9 +225,12 @@ async def remote_text(
 
 
 __all__ = [
+    "AHEAD_SHARE",
     "PREPARE_DELAY_S",
+    "AheadCheck",
     "Gating",
     "check",
+    "check_ahead",
     "gate_local",
     "prepare_ahead",
     "remote_text",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import attrs
@@ -30,6 +31,11 @@ log = logging.getLogger(__name__)
 # How late the pipeline cuts a prediction past its time cap (`local.max_predict_ms`):
 # the embedded worker ends there by itself; Ollama does not know the cap.
 PREDICT_SLACK_S = 0.05
+# How long the stream must stay quiet after a text chunk before `run_local` tells its
+# `quiet` callback: a local model's chunks come 10-50 ms apart on a CPU, its end one
+# decode step after its last text; a gap this long is one of those (a few ms: the check
+# it starts must be done before the end comes).
+QUIET_S = 0.003
 
 
 def _earliest(a: float | None, b: float | None) -> float | None:
@@ -114,8 +120,15 @@ def _take(run: _LocalRun, chunk: Chunk, lim: LocalLimits) -> bool:
     return False
 
 
-async def run_local(local: Backend | None, treq: TierRequest | None, lim: LocalLimits) -> LocalRun:
-    """Stream `treq` from the local tier within `lim`; never raises a backend error."""
+async def run_local(
+    local: Backend | None,
+    treq: TierRequest | None,
+    lim: LocalLimits,
+    quiet: Callable[[str], None] | None = None,
+) -> LocalRun:
+    """Stream `treq` from the local tier within `lim`; never raises a backend error.
+    `quiet(text)`: called once the stream has been quiet for `QUIET_S` after a text
+    chunk, with the text so far (once per gap; never after the stream ended)."""
     run = _LocalRun()
     if local is None or treq is None:
         return LocalRun(error=BackendError("no local backend configured", backend="local"))
@@ -134,6 +147,22 @@ async def run_local(local: Backend | None, treq: TierRequest | None, lim: LocalL
     ended = False  # as asked (its last chunk, or the line it was cut at): closed after the response
     at: float | None = None  # the deadline the timer is set to (on `clock`)
     loop = asyncio.get_running_loop()
+    heard = 0.0  # time.monotonic() of the latest text chunk
+    waiting = False  # the quiet timer is set (one at a time)
+    over = False  # the stream ended: a quiet timer still set does nothing
+
+    def still() -> None:
+        nonlocal waiting
+        if over:
+            return
+        left = heard + QUIET_S - time.monotonic()
+        if left > 0.0002:  # a chunk came meanwhile: wait for the quiet after it
+            loop.call_later(left, still)
+        else:
+            waiting = False
+            if quiet is not None:
+                quiet(run.text)
+
     try:
         # One timer for the whole stream, moved when the deadline changes (a timer per
         # chunk cost a timer handle scheduled and cancelled per token).
@@ -158,6 +187,11 @@ async def run_local(local: Backend | None, treq: TierRequest | None, lim: LocalL
                 if chunk.finish_reason is not None:
                     ended = True  # asking for more would wait for the end of the HTTP body
                     break
+                if quiet is not None and chunk.text:
+                    heard = time.monotonic()
+                    if not waiting:
+                        waiting = True
+                        loop.call_later(QUIET_S, still)
     except TimeoutError:
         if predict_end is not None and at == predict_end != total_end:
             # The time cap (a backend that does not end there by itself):
@@ -169,6 +203,7 @@ async def run_local(local: Backend | None, treq: TierRequest | None, lim: LocalL
         run.error = exc
         log.info("local backend failed: %s", exc)
     finally:
+        over = True  # (not cancelled: the user waits for what runs here)
         run.total_s = clock() - started
         if ended:  # (closing costs a few hundred µs)
             close_after_response(stream)
@@ -196,4 +231,4 @@ async def prefill(
     return stats
 
 
-__all__ = ["PREDICT_SLACK_S", "LocalLimits", "prefill", "run_local"]
+__all__ = ["PREDICT_SLACK_S", "QUIET_S", "LocalLimits", "prefill", "run_local"]

@@ -30,7 +30,7 @@ from .backpressure import Pressure
 from .cache import CompletionCache, digests
 from .gate import SyntaxGate, make_gate
 from .gated import GatedRemote, gated
-from .gating import Gating, gate_local, prepare_ahead
+from .gating import Gating, check_ahead, gate_local, prepare_ahead
 from .load_guard import LoadGuard
 from .local_run import LocalLimits, prefill, run_local
 from .planner import (
@@ -262,13 +262,17 @@ class Pipeline:
             clock=self._clock,
         )
         ahead = prepare_ahead(self.gate, req.ctx)  # the gate's head start
+        # the gate's check of the text so far whenever the stream goes quiet: the gate
+        # step reuses it when the stream ends with that text
+        early = check_ahead(self.gate, req.ctx, req.multiline, self._clock)
+        quiet = None if early is None else early.quiet
         try:
-            run = await run_local(self.local, req.local, lim)
+            run = await run_local(self.local, req.local, lim, quiet)
         finally:
             if ahead is not None:
                 ahead.cancel()
         text, cut = shown_text(run.text, run.finish_reason, req.ctx.suffix, multiline=req.multiline)
-        return LocalStep(run, text, cut)
+        return LocalStep(run, text, cut, None if early is None else early.found)
 
     def now(self) -> float:
         return self._clock()

@@ -51,12 +51,25 @@ class LocalRun:
 
 
 @attrs.frozen
+class Ahead:
+    """The gate's verdict on a local text, checked while the stream was quiet before it
+    ended (`gating.AheadCheck`), and the state of the document it was checked against."""
+
+    text: str
+    state: object
+    verdict: Verdict
+
+
+@attrs.frozen
 class LocalStep:
     """A local run and its text as judged and shown."""
 
     run: LocalRun
     text: str
     truncated: Truncation | None  # what a length cut dropped
+    # The gate's verdict on the text before the stream ended, if the stream went quiet
+    # with this text (None: none, or on another text): the gate step reuses it.
+    ahead: Ahead | None = None
 
     def evidence(self) -> LocalEvidence:
         return LocalEvidence(

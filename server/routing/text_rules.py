@@ -58,7 +58,8 @@ def post_process(text: str, suffix: str, *, multiline: bool) -> str:
         cut = text.find(marker)
         if cut >= 0:
             text = text[:cut]
-    anchor = next((ln.strip() for ln in suffix.split("\n") if ln.strip()), "")
+    # (one line: nothing to cut there, and the suffix, up to hundreds of lines, unread)
+    anchor = first_code_line(suffix) if "\n" in text else ""
     if len(anchor) >= 3:
         lines = text.split("\n")
         for i in range(1, len(lines)):
@@ -66,6 +67,18 @@ def post_process(text: str, suffix: str, *, multiline: bool) -> str:
                 text = "\n".join(lines[:i])
                 break
     return text.rstrip() if text.strip() == "" else text
+
+
+def first_code_line(text: str) -> str:
+    """The first line of `text` (split at "\\n") that is not blank, stripped ("": none),
+    read line by line up to it."""
+    start = 0
+    while True:
+        end = text.find("\n", start)
+        line = (text[start:] if end < 0 else text[start:end]).strip()
+        if line or end < 0:
+            return line
+        start = end + 1
 
 
 def drop_last_line(text: str) -> str:

@@ -39,12 +39,22 @@ _WS = frozenset(b" \t\r\n")
 # two lines below the replaced range) makes the file "broken near the cursor".
 _NEAR_LINES = 6
 _STRING_REACH = 40_000  # bytes (~500 lines) searched back for a string left open
+_SPLICE_IN_PLACE = 4096  # bytes up to which `_spliced` concatenates slices (cheaper there)
 _MEMO_SIZE = 64  # facts kept per version of the text (a few per cursor position)
 _T = TypeVar("_T")
 
 
 def _utf8(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")  # lone surrogates too: never raise
+
+
+def _spliced(data: bytes, start: int, end: int, new: bytes) -> bytes:
+    """`data` with bytes [start, end) replaced by `new`. A long text is copied once (its
+    two slices concatenated copy it twice more: ~100 µs at 150 KB, against ~3)."""
+    if len(data) <= _SPLICE_IN_PLACE:
+        return data[:start] + new + data[end:]
+    whole = memoryview(data)
+    return b"".join((whole[:start], new, whole[end:]))
 
 
 def _decode_to(data: bytes, offset: int) -> str:
@@ -297,7 +307,7 @@ class SyntaxDocument:
             np_ = (sp[0] + nl, len(new) - new.rfind(b"\n") - 1) if nl else (sp[0], sp[1] + len(new))
             src.replace(start, end, new_text)
             if self._bytes is not None:
-                self._bytes = self._bytes[:bs] + new + self._bytes[be:]
+                self._bytes = _spliced(self._bytes, bs, be, new)
             if self._tree is not None:
                 self._tree.edit(bs, be, bs + len(new), sp, ep, np_)
                 self._stale = True
@@ -441,7 +451,7 @@ class SyntaxDocument:
                 f"completion range {start}..{old_end} is outside the text (0..{len(data)})"
             )
         ins = _utf8(completion)
-        after = data[:start] + ins + data[old_end:]
+        after = _spliced(data, start, old_end, ins)
         parsed: tuple[tree_sitter.Tree | None] | None = None
         if mode == "tree-sitter" and not full:
             quick = self._one_line(after, ins, start, old_end, deadline, names)

@@ -16,6 +16,7 @@ notes and the privacy re-check of a remote call in flight all read the same one.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Literal
 
@@ -73,6 +74,7 @@ class Planning:
     sticky: prompt_split.Sticky
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function of two strings, asked twice a file
 def display_path(path: str, roots: tuple[str, ...]) -> str:
     """Workspace-relative where possible (prompts and the hover card), else the file name."""
     rel = privacy.relative_paths(path, roots)
@@ -166,7 +168,9 @@ def _request(
     # is no completion.
     capped = budget is not None and not single_line
     request = CompletionRequest(
-        context_files=tuple((display_path(f.path, ctx.roots), f.text) for f in files),
+        context_files=tuple([(display_path(f.path, ctx.roots), f.text) for f in files])
+        if files
+        else (),
         repo=ctx.repo,
         repo_path=display_path(ctx.path, ctx.roots) if files else "",
         prefix=parts.prefix,
@@ -202,7 +206,10 @@ def plan_tier(
     request, plan = _request(
         ctx, tier, parts, env, deadline=deadline, single_line=single_line, budget=budget
     )
-    notes = tuple((display_path(f.path, ctx.roots), f.bytes, tier) for f in parts.files)
+    files = parts.files
+    notes = (
+        tuple([(display_path(f.path, ctx.roots), f.bytes, tier) for f in files]) if files else ()
+    )
     lazy = None if request.plan is not None else plan
     return TierRequest(tier, request, notes, chars, budget, lazy)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -136,8 +137,8 @@ class ContextBuilder:
                 log.exception("cross-file context failed; completing with the file alone")
                 crossfile_ = ()
         if settings.completion.recent_edits:
-            chunks = [c for c in self.recent.recent(exclude=st.path) if self._still_holds(c)]
-            edits = tuple(chunks)
+            chunks = self.recent.recent(exclude=st.path)
+            edits = tuple([c for c in chunks if self._still_holds(c)]) if chunks else ()
         repo = repo_name(st.path, roots) if crossfile_ or edits else window.repo
         # One copy of the window, not one per field (each costs a call into attrs).
         return attrs.evolve(
@@ -313,19 +314,20 @@ class ContextBuilder:
                 index.update(o.path, o.text.text, o.language or None)
                 o.index_stale = False
 
-        def ranked() -> list[crossfile.Candidate]:
-            return crossfile.candidates(
-                prefix=text[max(0, offset - 4000) : offset],
-                suffix=text[offset : offset + 1000],
-                path=st.path,
-                language=st.language,
-                index=index,
-                open_docs=[(o.path, o.text.version, o.text.text) for o in others[:8]],
-                snippets=self.snippets,
-                full_prefix=text[: min(offset, 20000)],
-            )
-
+        ranked = functools.partial(  # no Python frame of its own: asked once, or twice
+            crossfile.candidates,
+            prefix=text[max(0, offset - 4000) : offset],
+            suffix=text[offset : offset + 1000],
+            path=st.path,
+            language=st.language,
+            index=index,
+            open_docs=[(o.path, o.text.version, o.text.text) for o in others[:8]],
+            snippets=self.snippets,
+            full_prefix=text[: min(offset, 20000)],
+        )
         found = ranked()
+        if not found:
+            return ()
         # A file not open whose entry is not what its file holds now (moved, replaced,
         # changed with no event): read again (gone: dropped) before it feeds a prompt.
         paths = {c.path for c in found}  # each file asked once, not once per candidate

@@ -177,19 +177,27 @@ class ContextFile:
         return len(self.text.encode("utf-8", "surrogatepass"))
 
 
-def _near(prefix: str, suffix: str) -> list[tuple[str, float]]:
-    """Identifiers around the cursor, weighted by closeness (1 on the cursor's line)."""
-    before = prefix.split("\n")[-NEAR_LINES_BEFORE:]
-    after = suffix.split("\n")[:NEAR_LINES_AFTER]
-    out: list[tuple[str, float]] = []
+def _weights(prefix: str, suffix: str) -> dict[str, float]:
+    """The names around the cursor (longer than two characters, not keywords), each
+    weighted by closeness (1 on the cursor's line), a name's weights summed in text
+    order. One loop, no list of every identifier, no call per line; the text is split
+    from the cursor outwards only as far as read (a 4,000-character prefix is not cut
+    into all of its lines)."""
+    weights: dict[str, float] = {}
+    get, findall, keywords = weights.get, _IDENT.findall, _KEYWORDS
+    before = prefix.rsplit("\n", NEAR_LINES_BEFORE)[-NEAR_LINES_BEFORE:]
     n = len(before)
     for i, line in enumerate(before):
         w = 1.0 / (1 + (n - 1 - i) / 4)
-        out += [(m, w) for m in _IDENT.findall(line)]
-    for i, line in enumerate(after):
+        for name in findall(line):
+            if len(name) > 2 and name not in keywords:
+                weights[name] = get(name, 0.0) + w
+    for i, line in enumerate(suffix.split("\n", NEAR_LINES_AFTER)[:NEAR_LINES_AFTER]):
         w = 0.5 / (1 + i / 2)
-        out += [(m, w) for m in _IDENT.findall(line)]
-    return out
+        for name in findall(line):
+            if len(name) > 2 and name not in keywords:
+                weights[name] = get(name, 0.0) + w
+    return weights
 
 
 # `from m import a, b` or `from m import (\n    a,\n    b,\n)` (the parenthesised list may
@@ -362,13 +370,13 @@ def candidates(
 def _definitions(
     prefix: str, suffix: str, path: str, language: str, index: WorkspaceIndex, head: str
 ) -> list[Candidate]:
-    weights: dict[str, float] = {}
-    for name, w in _near(prefix, suffix):
-        if len(name) > 2 and name not in _KEYWORDS:
-            weights[name] = weights.get(name, 0.0) + w
+    weights = _weights(prefix, suffix)
     order: Collection[str]
     imported: AbstractSet[str]
-    if len(head) < _IMPORTS_KEPT_FROM:  # cheap to scan; and it ends at the cursor: a new text
+    if language in ("python", "java") and "import" not in head:
+        order = imported = frozenset()  # what `imports` finds there (a search in C)
+        ends: tuple[str, ...] = ()
+    elif len(head) < _IMPORTS_KEPT_FROM:  # cheap to scan; and it ends at the cursor: a new text
         names, found = imports(language, head, path)
         order, imported, ends = names, names, tuple(found)
     else:
@@ -381,7 +389,7 @@ def _definitions(
         # members come in below when the class shows near the cursor.
         unseen = language == "python" and name not in weights
         weights[name] = weights.get(name, 0.0) + (IMPORTED_UNSEEN if unseen else IMPORTED_SEEN)
-    own = {s.name for s in index.symbols_of(path)}
+    own = index.names_of(path)  # kept with the file's entry: not a set per request
     suffixes = ends
     imported_file: dict[str, bool] = {}
     scored: list[Candidate] = []
@@ -441,14 +449,20 @@ def _members(index: WorkspaceIndex, cls: Symbol, score: float) -> list[Candidate
 def _snippets(
     prefix: str, path: str, open_docs: Sequence[DocTuple], cache: SnippetCache
 ) -> list[Candidate]:
-    query = frozenset(_IDENT.findall("\n".join(prefix.split("\n")[-SNIPPET_LINES:]))) - _KEYWORDS
+    last = "\n".join(prefix.rsplit("\n", SNIPPET_LINES)[-SNIPPET_LINES:])
+    query = frozenset(_IDENT.findall(last)) - _KEYWORDS
     if len(query) < 2:
         return []
     out = []
+    kept = cache._cache  # the hit path of `cache.windows`, without a call per document
     for rank, (doc_path, version, text) in enumerate(open_docs):
         if doc_path == path:
             continue
-        doc_windows = cache.windows(doc_path, version, text)
+        doc_windows = kept.get((doc_path, version))
+        if doc_windows is None:
+            doc_windows = cache.windows(doc_path, version, text)
+        else:
+            kept.move_to_end((doc_path, version))
         if not doc_windows.postings:
             continue  # too short to hold a window
         found = _best_window(query, doc_windows)

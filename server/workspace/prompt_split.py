@@ -149,6 +149,9 @@ def assemble(
     """One tier's prompt parts under its budget (see the module's docstring).
     `cut_window(prefix, suffix, chars)` cuts the window to what context leaves (far
     ends first; a tier may anchor the cut for its KV cache)."""
+    if not ranked and not chunks:  # nothing from other files: the window takes it all
+        pre, suf = cut_window(prefix, suffix, max(1, total_chars))
+        return TierPrompt(context=(), edits=(), prefix=pre, suffix=suf)
     s = split(total_chars, context_tokens, has_edits=bool(chunks))
     edits = edit_files(chunks, s.edits, allowed) if s.edits > 0 else ()
     used_edits = sum(len(f.text) + crossfile.HEADER_CHARS + len(f.path) for f in edits)

@@ -388,6 +388,9 @@ def _links_inside(link: str, root: str) -> bool:
 # -- the index -------------------------------------------------------------------------
 
 
+_NO_NAMES: frozenset[str] = frozenset()
+
+
 class WorkspaceIndex:
     """Symbols by name and by file; safe to update from one thread while another reads."""
 
@@ -403,6 +406,9 @@ class WorkspaceIndex:
         self.max_bytes = max_bytes
         self.files: dict[str, FileEntry] = {}
         self.by_name: dict[str, list[Symbol]] = {}
+        # The names each file defines, kept with its entry (`names_of`): every request
+        # asks it of the file being completed.
+        self._names: dict[str, frozenset[str]] = {}
         self.stored = 0  # bytes kept, estimated: definition text + SYMBOL_OVERHEAD a symbol
         self.skipped = 0  # files left out by a limit
         # FIFOs, devices, sockets met where a source file was expected: never read.
@@ -421,6 +427,10 @@ class WorkspaceIndex:
     def symbols_of(self, path: str) -> tuple[Symbol, ...]:
         entry = self.files.get(path)
         return entry.symbols if entry is not None else ()
+
+    def names_of(self, path: str) -> frozenset[str]:
+        """The names of `symbols_of(path)`, made when the file's entry was."""
+        return self._names.get(path, _NO_NAMES)
 
     def update(
         self,
@@ -451,6 +461,7 @@ class WorkspaceIndex:
                 self._unlink(old)
             entry = FileEntry(path, language, symbols, size, stored, stamp)
             self.files[path] = entry
+            self._names[path] = frozenset(s.name for s in symbols)
             self.stored += stored
             for s in symbols:
                 self.by_name.setdefault(s.name, []).append(s)
@@ -502,6 +513,7 @@ class WorkspaceIndex:
 
     def _unlink(self, old: FileEntry) -> None:
         self.stored -= old.stored
+        self._names.pop(old.path, None)
         for s in old.symbols:
             same = self.by_name.get(s.name)
             if same is not None:

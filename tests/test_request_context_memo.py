@@ -9,18 +9,24 @@ the backend request).
   window's start on a line grid) take shorter ways than the rules they replace; the
   rules are written out here and both compared on generated text.
 - `prompt_split.assemble` with nothing from other files cuts the window to the whole
-  budget directly.
+  budget directly; `prompt_split.Sticky` reuses the last fit of the same admitted
+  candidates (privacy, edits and budgets must still show).
+- `FolderSettings` remembers which folders hold a file (by name).
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from synconfroute.clients.plan import FolderRules
 from synconfroute.server.routing import time_budget
+from synconfroute.server.session.folders import FolderSettings
+from synconfroute.server.settings.config import Settings
 from synconfroute.server.vocab.positions import cap_window
 from synconfroute.server.workspace import crossfile, prompt_split
 from synconfroute.server.workspace.workspace_index import WorkspaceIndex
@@ -164,3 +170,69 @@ def test_a_prompt_with_nothing_from_other_files_gives_the_window_all_of_it(
     assert cuts == [max(1, total)]
     assert (got.context, got.edits) == ((), ())
     assert (got.prefix, got.suffix) == cap_window(prefix, suffix, max(1, total))
+
+
+C = "/ws/pkg/c.py"
+
+
+def _definition(path: str, line: int, body: str, score: float) -> crossfile.Candidate:
+    text = f"def f{line}(value):\n    {body}\n"
+    return crossfile.Candidate(path, text, "definition", score, f"f{line}", line)
+
+
+def test_a_remembered_fit_is_always_the_fit_of_this_moment() -> None:
+    """`Sticky` reuses the last fit of the same admitted candidates, budget and packing:
+    a file privacy no longer admits, an edited definition or another budget is fitted
+    anew, and what it returns is what fitting afresh returns."""
+    sticky = prompt_split.Sticky()
+    key = (A, "remote@4000")
+    ranked = [_definition(B, 1, "return value", 2.0), _definition(C, 3, "return [value]", 1.0)]
+
+    def everything(p: str) -> bool:
+        return True
+
+    def no_b(p: str) -> bool:
+        return p != B
+
+    first = sticky.choose(key, ranked, 600, everything)
+    assert first == crossfile.fit_detail(ranked, 600, everything)
+    assert {f.path for f in first.files} == {B, C}
+    # The same candidates again (typing on): the same fit, not fitted again.
+    again = [_definition(B, 1, "return value", 2.5), _definition(C, 3, "return [value]", 0.5)]
+    assert sticky.choose(key, again, 600, everything) is first
+    # b.py became private (never_send, a folder closed): it must not come back.
+    private = sticky.choose(key, again, 600, no_b)
+    assert private == crossfile.fit_detail(again, 600, no_b)
+    assert {f.path for f in private.files} == {C}
+    # An edit changed c.py's definition: its new text goes in.
+    edited = [_definition(B, 1, "return value", 2.0), _definition(C, 3, "return {value}", 1.0)]
+    got = sticky.choose(key, edited, 600, everything)
+    assert got == crossfile.fit_detail(edited, 600, everything)
+    assert "return {value}" in "".join(f.text for f in got.files)
+    # Another budget (a settings change, another window size): fitted to it.
+    small = sticky.choose(key, edited, 80, everything)
+    assert small == crossfile.fit_detail(edited, 80, everything)
+    assert small != got
+
+
+def test_the_folders_holding_a_file_follow_the_folders_open(tmp_path: Path) -> None:
+    """`FolderSettings.settings_for` remembers which folders hold a file (by name, a
+    function of the strings); a folder answering later, or removed, changes them."""
+    outer, inner = tmp_path / "ws", tmp_path / "ws" / "pkg"
+    window = Settings()
+    f = FolderSettings()
+    f.applied(FolderRules(root=str(outer)), {"completion": {"disabled_in": ["comment"]}})
+    path = str(inner / "m.py")
+    assert f.settings_for(path, window).routing.policy == "synconf"
+    assert f.settings_for(path, window).completion.disabled_in == ["comment"]
+    # The inner folder answers (a folder added, its configuration come): it applies.
+    f.applied(FolderRules(root=str(inner)), {"routing": {"policy": "confidence"}})
+    assert f.settings_for(path, window).routing.policy == "confidence"
+    # The inner folder removed: its answer no longer does; the outer one still does.
+    f.keep_only([str(outer)])
+    got = f.settings_for(path, window)
+    assert got.routing.policy == "synconf" and got.completion.disabled_in == ["comment"]
+    # A file outside every folder by name is asked of the file system each time.
+    outside = str(tmp_path / "elsewhere" / "x.py")
+    assert f.settings_for(outside, window) is window
+    assert outside not in f._chains

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import posixpath
 import re
 from collections import Counter, OrderedDict
@@ -613,21 +614,38 @@ def fit_detail(
 
     Files come least relevant first: the most useful context sits next to the current
     file at the end of the prompt, where models attend most."""
-    pack = pack or PACK
-    left = budget_chars
-    pieces: dict[str, dict[tuple[str, int, str, str], tuple[Candidate, str]]] = {}
-    verdict: dict[str, bool] = {}
+    return fit_admitted(admitted(ranked, allowed), budget_chars, pack=pack)
 
-    def ok(c: Candidate) -> bool:
+
+def admitted(ranked: Iterable[Candidate], allowed: Callable[[str], bool]) -> list[Candidate]:
+    """The candidates `allowed` admits, in rank order; `allowed` asked once per file."""
+    verdict: dict[str, bool] = {}
+    out = []
+    for c in ranked:
         v = verdict.get(c.path)
         if v is None:
             v = verdict[c.path] = allowed(c.path)
-        return v
+        if v:
+            out.append(c)
+    return out
+
+
+# A candidate's key as a C call (`key_of`'s tuple): `prompt_split.Sticky` compares the
+# keys of a request's admitted candidates with the last ones' to reuse their fit.
+key_tuple = operator.attrgetter("path", "line", "kind", "text")
+
+
+def fit_admitted(cands: Sequence[Candidate], budget_chars: int, *, pack: str = "") -> Fitted:
+    """`fit_detail` of candidates already admitted (`admitted`): a pure function of
+    their keys in order, `budget_chars` and `pack` (or `PACK`)."""
+    pack = pack or PACK
+    left = budget_chars
+    pieces: dict[str, dict[tuple[str, int, str, str], tuple[Candidate, str]]] = {}
 
     def take(c: Candidate, text: str) -> bool:
         nonlocal left
         same = pieces.get(c.path, {})
-        k = key_of(c)
+        k = key_tuple(c)
         old = same.get(k)
         if any(t == text or text in t for kk, (_, t) in same.items() if kk != k):
             return False
@@ -639,7 +657,6 @@ def fit_detail(
         pieces.setdefault(c.path, {})[k] = (c, text)
         return True
 
-    cands = [c for c in ranked if ok(c)]
     if pack == "bodies":
         for c in cands:
             if left <= HEADER_CHARS:
@@ -649,7 +666,7 @@ def fit_detail(
         sigs = {}
         for c in cands:
             if c.kind == "definition":
-                sigs[key_of(c)] = sig = signature(c.text, c.path)
+                sigs[key_tuple(c)] = sig = signature(c.text, c.path)
                 if left > HEADER_CHARS:
                     take(c, sig)
         if pack == "mixed":
@@ -657,9 +674,9 @@ def fit_detail(
                 if left <= 0:
                     break
                 body = c.text.rstrip("\n")
-                if body != sigs.get(key_of(c)):
+                if body != sigs.get(key_tuple(c)):
                     take(c, body)
-    rank = {key_of(c): i for i, c in reversed(list(enumerate(cands)))}
+    rank = {key_tuple(c): i for i, c in reversed(list(enumerate(cands)))}
     first: dict[str, int] = {}
     for p, taken in pieces.items():
         first[p] = min(rank[k] for k in taken)

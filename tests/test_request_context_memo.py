@@ -97,6 +97,21 @@ def test_weights_are_the_rules_weights(prefix: str, suffix: str) -> None:
     assert got == want and list(got) == list(want)  # the same floats, in the same order
 
 
+def test_weights_while_typing_on_a_line_and_after_an_edit_above() -> None:
+    """The lines above the cursor's are remembered by their text: typing on the line
+    reuses them, an edit above (same number of lines) does not."""
+    above = "".join(f"def parse_{i}(row, value):\n" for i in range(40))
+    typed = "result = parse_row(value).ensure_object"
+    for k in range(len(typed) + 1):
+        prefix = above + typed[:k]
+        assert crossfile._weights(prefix, "\n    return result\n") == _weights_by_rule(
+            prefix, "\n    return result\n"
+        )
+    edited = above.replace("parse_39(row, value)", "parse_39(row, other_name)") + typed
+    assert crossfile._weights(edited, "") == _weights_by_rule(edited, "")
+    assert "other_name" in crossfile._weights(edited, "")
+
+
 def _anchored_by_rule(prefix: str, suffix: str, limit: int) -> tuple[str, str]:
     """`anchored_window` as first written: every grid line tested in turn."""
     if limit <= 0 or len(prefix) + len(suffix) <= limit:

@@ -181,20 +181,36 @@ class ContextFile:
 def _weights(prefix: str, suffix: str) -> dict[str, float]:
     """The names around the cursor (longer than two characters, not keywords), each
     weighted by closeness (1 on the cursor's line), a name's weights summed in text
-    order. One loop, no list of every identifier, no call per line; the text is split
-    from the cursor outwards only as far as read (a 4,000-character prefix is not cut
-    into all of its lines)."""
-    weights: dict[str, float] = {}
-    get, findall, keywords = weights.get, _IDENT.findall, _KEYWORDS
+    order. The lines above the cursor's are what they were at the last key while one
+    types on a line: their sums are remembered (`_above`), then the cursor's line and
+    those below are added, in the same order, so the floats are the same. The text is
+    split from the cursor outwards only as far as read."""
     before = prefix.rsplit("\n", NEAR_LINES_BEFORE)[-NEAR_LINES_BEFORE:]
     n = len(before)
-    for i, line in enumerate(before):
-        w = 1.0 / (1 + (n - 1 - i) / 4)
+    weights = dict(_above("\n".join(before[:-1]), n))
+    get, findall, keywords = weights.get, _IDENT.findall, _KEYWORDS
+    for name in findall(before[-1]):  # the cursor's line: weight 1
+        if len(name) > 2 and name not in keywords:
+            weights[name] = get(name, 0.0) + 1.0
+    for i, line in enumerate(suffix.split("\n", NEAR_LINES_AFTER)[:NEAR_LINES_AFTER]):
+        w = 0.5 / (1 + i / 2)
         for name in findall(line):
             if len(name) > 2 and name not in keywords:
                 weights[name] = get(name, 0.0) + w
-    for i, line in enumerate(suffix.split("\n", NEAR_LINES_AFTER)[:NEAR_LINES_AFTER]):
-        w = 0.5 / (1 + i / 2)
+    return weights
+
+
+@functools.lru_cache(maxsize=8)  # a pure function of the text: while typing, one line
+def _above(lines: str, n: int) -> dict[str, float]:
+    """The weights of the `n` - 1 lines above the cursor's (`lines`, joined; "" when
+    the cursor is on the first line), line i weighing 1 / (1 + (n - 1 - i) / 4).
+    Callers copy it: the remembered dict is never changed."""
+    weights: dict[str, float] = {}
+    if n < 2:
+        return weights
+    get, findall, keywords = weights.get, _IDENT.findall, _KEYWORDS
+    for i, line in enumerate(lines.split("\n")):
+        w = 1.0 / (1 + (n - 1 - i) / 4)
         for name in findall(line):
             if len(name) > 2 and name not in keywords:
                 weights[name] = get(name, 0.0) + w
@@ -394,10 +410,13 @@ def _definitions(
     suffixes = ends
     imported_file: dict[str, bool] = {}
     scored: list[Candidate] = []
+    # Defined here: the prefix or suffix shows it, or it is out of reach.
+    known = index.lookup_many(weights, skip=own)
     for name, w in weights.items():
-        if name in own:
-            continue  # defined here: the prefix or suffix shows it, or it is out of reach
-        defs = [s for s in index.lookup(name) if s.path != path]
+        hits = known.get(name)
+        if hits is None:
+            continue
+        defs = [s for s in hits if s.path != path]
         if not defs:
             continue
         for s in defs:
@@ -493,13 +512,14 @@ def _best_window(query: frozenset[str], doc: _Windows) -> tuple[float, int] | No
     windows share one or two common names and are never scored. The answer is kept
     with the document's windows (`_Windows.best`)."""
     postings = doc.postings
-    present = tuple(i for i in query if i in postings)  # in the query's order: ties
-    if not present:
+    shared = postings.keys() & query  # in C; the query's order only when it is needed
+    if not shared:
         return None
     q, memo = len(query), doc.best
-    unordered = (q, frozenset(present))
+    unordered = (q, frozenset(shared))
     if unordered in memo:
         return memo[unordered]
+    present = tuple(i for i in query if i in postings)  # in the query's order: ties
     ordered = (q, present)
     if ordered in memo:
         return memo[ordered]

@@ -187,11 +187,14 @@ def _weights(prefix: str, suffix: str) -> dict[str, float]:
     split from the cursor outwards only as far as read."""
     before = prefix.rsplit("\n", NEAR_LINES_BEFORE)[-NEAR_LINES_BEFORE:]
     n = len(before)
-    weights = dict(_above("\n".join(before[:-1]), n))
+    remembered = n > 2  # one line above: cheaper to read again than to look up
+    weights = dict(_above("\n".join(before[:-1]), n)) if remembered else {}
     get, findall, keywords = weights.get, _IDENT.findall, _KEYWORDS
-    for name in findall(before[-1]):  # the cursor's line: weight 1
-        if len(name) > 2 and name not in keywords:
-            weights[name] = get(name, 0.0) + 1.0
+    for i in range(n - 1 if remembered else 0, n):  # then the cursor's line (weight 1)
+        w = 1.0 / (1 + (n - 1 - i) / 4)
+        for name in findall(before[i]):
+            if len(name) > 2 and name not in keywords:
+                weights[name] = get(name, 0.0) + w
     for i, line in enumerate(suffix.split("\n", NEAR_LINES_AFTER)[:NEAR_LINES_AFTER]):
         w = 0.5 / (1 + i / 2)
         for name in findall(line):
@@ -411,7 +414,7 @@ def _definitions(
     imported_file: dict[str, bool] = {}
     scored: list[Candidate] = []
     # Defined here: the prefix or suffix shows it, or it is out of reach.
-    known = index.lookup_many(weights, skip=own)
+    known = index.lookup_many(weights, skip=own) if weights.keys() - own else {}
     for name, w in weights.items():
         hits = known.get(name)
         if hits is None:

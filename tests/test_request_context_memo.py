@@ -11,7 +11,8 @@ the backend request).
 - `prompt_split.assemble` with nothing from other files cuts the window to the whole
   budget directly; `prompt_split.Sticky` reuses the last fit of the same admitted
   candidates (privacy, edits and budgets must still show).
-- `FolderSettings` remembers which folders hold a file (by name).
+- `FolderSettings` remembers which folders hold a file (by name) and the rules of the
+  folders open; `ContextBuilder` the folders' paths and copies the window field by field.
 """
 
 from __future__ import annotations
@@ -20,15 +21,19 @@ import itertools
 import re
 from pathlib import Path
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synconfroute.clients.plan import FolderRules
 from synconfroute.server.routing import time_budget
+from synconfroute.server.routing.request import CompletionContext
+from synconfroute.server.session.context_builder import ContextBuilder
 from synconfroute.server.session.folders import FolderSettings
 from synconfroute.server.settings.config import Settings
 from synconfroute.server.vocab.positions import cap_window
 from synconfroute.server.workspace import crossfile, prompt_split
+from synconfroute.server.workspace.documents import DocumentStore
 from synconfroute.server.workspace.workspace_index import WorkspaceIndex
 
 A = "/ws/pkg/a.py"
@@ -251,3 +256,57 @@ def test_the_folders_holding_a_file_follow_the_folders_open(tmp_path: Path) -> N
     outside = str(tmp_path / "elsewhere" / "x.py")
     assert f.settings_for(outside, window) is window
     assert outside not in f._chains
+
+
+def test_the_folders_rules_asked_per_request_follow_every_change() -> None:
+    """`FolderSettings.current` remembers its last answer: a folder expected (closed
+    until it answers), answering, or removed changes it."""
+    f = FolderSettings()
+    roots = ("/ws", "/other")
+    assert f.current(roots) == ()
+    f.expect(["/ws"])  # asked for its settings: closed until they come
+    assert f.current(roots) == (FolderRules(root="/ws", closed=True),)
+    f.applied(FolderRules(root="/ws", never_send=("*.secret",)), {})
+    assert f.current(roots) == (FolderRules(root="/ws", never_send=("*.secret",)),)
+    assert f.current(("/other",)) == ()  # other roots asked: answered for them
+    f.keep_only(["/other"])
+    assert f.current(roots) == ()
+
+
+def test_a_built_context_carries_every_field_of_its_window(tmp_path: Path) -> None:
+    """`ContextBuilder.build` copies the window field by field (not `attrs.evolve`): a
+    field added to CompletionContext must be added there too; this lists them."""
+    names = {f.name for f in attrs.fields(CompletionContext)}
+    assert names == {
+        *("prefix", "suffix", "language", "path", "document", "roots", "folders"),
+        *("crossfile", "repo", "recent_edits", "invoked", "settled", "settings"),
+    }, "a new CompletionContext field: carry it in ContextBuilder.build, then list it here"
+    docs = DocumentStore()
+    uris = [tmp_path.as_uri()]
+    rules = (FolderRules(root=str(tmp_path), closed=True),)
+    cb = ContextBuilder(docs, lambda: uris, lambda work: work.close(), lambda roots: rules)
+    uri = (tmp_path / "m.py").as_uri()
+    st = docs.open(uri, "def f(x):\n    return x\n", "python")
+    settings = Settings()
+    window = cb.window(st, 21, settings)
+    got = cb.build(window, st, (st.text.text, st.text.version), 21, (1, 10), settings,
+                   blocking_gate=False, invoked=True)  # fmt: skip
+    want = attrs.evolve(
+        window,
+        document=got.document,
+        roots=(str(tmp_path),),
+        folders=rules,
+        settings=settings,
+        crossfile=got.crossfile,
+        recent_edits=(),
+        repo=got.repo,
+        invoked=True,
+        settled=None,
+    )
+    assert all(getattr(got, n) == getattr(want, n) for n in names)
+    assert got.prefix == "def f(x):\n    return " and got.path == str(tmp_path / "m.py")
+    # The folders open change: the roots follow (remembered only while they stay).
+    uris[:] = [tmp_path.as_uri(), (tmp_path / "sub").as_uri(), "untitled:x"]
+    assert cb.roots() == (str(tmp_path), str(tmp_path / "sub"))
+    uris.clear()
+    assert cb.roots() == ()

@@ -102,7 +102,7 @@ def context_allowed(ctx: CompletionContext, tier: str, settings: Settings) -> Ca
     tier, none unless the user sends context there (`remote.send_context`), and never a
     file privacy keeps on the machine."""
     if tier != "remote":
-        return lambda f: True
+        return _any_file
     if settings.privacy.local_only or not settings.remote.send_context:
         return lambda f: False
     p = settings.privacy
@@ -111,22 +111,19 @@ def context_allowed(ctx: CompletionContext, tier: str, settings: Settings) -> Ca
     )
 
 
-def _window(
-    ctx: CompletionContext, tier: str, chars: int, local: Backend | None
-) -> tuple[str, str]:
-    """The prefix and suffix `tier` sees: the window's start on a line grid, so the
-    local KV cache and the cluster's prefix cache survive the cursor moving on; no
-    suffix for a local model that only sees the prefix."""
-    if tier != "local":
-        return time_budget.anchored_window(ctx.prefix, ctx.suffix, chars)
-    prefix_only = getattr(local, "prompt_mode", None) == "prefix-only"
-    return time_budget.anchored_window(ctx.prefix, ctx.suffix, chars, prefix_only=prefix_only)
+def _any_file(path: str) -> bool:
+    return True
 
 
 def _prompt(
     ctx: CompletionContext, tier: Tier, total_chars: int, env: Planning
 ) -> prompt_split.TierPrompt:
-    t = env.settings.remote if tier == "remote" else env.settings.local
+    remote = tier == "remote"
+    t = env.settings.remote if remote else env.settings.local
+    # The window's start on a line grid, so the local KV cache and the cluster's prefix
+    # cache survive the cursor moving on; no suffix for a local model that only sees
+    # the prefix. (A partial: `assemble` cuts `ctx`'s own prefix and suffix.)
+    prefix_only = not remote and getattr(env.local, "prompt_mode", None) == "prefix-only"
     return prompt_split.assemble(
         prefix=ctx.prefix,
         suffix=ctx.suffix,
@@ -134,10 +131,10 @@ def _prompt(
         chunks=ctx.recent_edits,
         total_chars=total_chars,
         context_tokens=t.context_tokens,
-        allowed=context_allowed(ctx, tier, env.settings),
+        allowed=context_allowed(ctx, tier, env.settings) if remote else _any_file,
         sticky=env.sticky,
         key=(ctx.path, f"{tier}@{total_chars}"),  # each window size its own context
-        cut_window=lambda _pre, _suf, chars: _window(ctx, tier, chars, env.local),
+        cut_window=functools.partial(time_budget.anchored_window, prefix_only=prefix_only),
     )
 
 
@@ -184,7 +181,7 @@ def _request(
         single_line=single_line,
         max_predict_s=budget.max_predict_s if budget is not None and capped else None,
         priority=s.remote.request_priority(invoked=ctx.invoked) if tier == "remote" else None,
-        affinity=remote_affinity(ctx, tier),
+        affinity=remote_affinity(ctx, tier) if tier == "remote" else "",
         plan=plan() if tier == "remote" else None,
     )
     return request, plan

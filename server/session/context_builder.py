@@ -16,8 +16,6 @@ from collections.abc import Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from synconfroute.clients.plan import FolderRules
 
 from ..routing.context import make_context
@@ -83,6 +81,8 @@ class ContextBuilder:
         self._spawn = spawn
         self._folders = folders  # each folder's own privacy settings, by folder path
         self._closed: list[str] = []  # paths closed lately (a didOpen may be their move)
+        # The folder URIs last asked and their paths (`roots`: a pure function of them).
+        self._last_roots: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         self._disk: dict[tuple[str, int, int], str] = {}  # closed files' text, by stat
         # Cross-file context (completion.context = "workspace"): built on first need.
         self.index: WorkspaceIndex | None = None
@@ -140,9 +140,14 @@ class ContextBuilder:
             chunks = self.recent.recent(exclude=st.path)
             edits = tuple([c for c in chunks if self._still_holds(c)]) if chunks else ()
         repo = repo_name(st.path, roots) if crossfile_ or edits else window.repo
-        # One copy of the window, not one per field (each costs a call into attrs).
-        return attrs.evolve(
-            window,
+        # One copy of the window, not one per field, and not `attrs.evolve` (its walk
+        # over the fields costs more than the copy): every field named here
+        # (tests/test_request_context_memo.py checks the list against the class).
+        return CompletionContext(
+            prefix=window.prefix,
+            suffix=window.suffix,
+            language=window.language,
+            path=window.path,
             document=Anchor(anchor_doc, position),
             roots=roots,
             folders=folders,
@@ -191,7 +196,13 @@ class ContextBuilder:
         return False
 
     def roots(self) -> tuple[str, ...]:
-        return tuple(path_of(u) for u in self._roots() if u.startswith("file:"))
+        uris = tuple(self._roots())
+        last = self._last_roots
+        if last[0] == uris:  # the folders open have not changed: their paths neither
+            return last[1]
+        paths = tuple(path_of(u) for u in uris if u.startswith("file:"))
+        self._last_roots = (uris, paths)
+        return paths
 
     # -- the workspace index ------------------------------------------------------
     def start_index(self, settings: config.Settings) -> WorkspaceIndex | None:

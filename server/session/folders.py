@@ -101,12 +101,15 @@ class FolderSettings:
         # The folders holding each file asked about, where the names alone said it
         # (`_holders`): every request asks it; cleared with every change of the folders.
         self._chains: dict[str, tuple[str, ...]] = {}
+        # `current`'s last answer and the roots it was for; None: ask again.
+        self._current: tuple[tuple[str, ...], tuple[FolderRules, ...] | None] = ((), None)
         self.generation = 0  # moves with every change of the folders or their answers
 
     def expect(self, roots: Iterable[str]) -> None:
         """These folders' settings are asked for: until they come, their files stay local."""
         for r in roots:
             self._rules.setdefault(r, FolderRules(root=r, closed=True))
+        self._current = ((), None)
 
     def applied(self, rules: FolderRules, answer: Mapping[str, Any] | None = None) -> None:
         """A folder's configuration came: its privacy `rules`, and the `answer` itself."""
@@ -114,6 +117,7 @@ class FolderSettings:
         self._answers[rules.root] = dict(answer or {})
         self._merged.clear()
         self._chains.clear()
+        self._current = ((), None)
         self.generation += 1
 
     def keep_only(self, roots: Iterable[str]) -> None:
@@ -123,6 +127,7 @@ class FolderSettings:
         self._answers = {r: a for r, a in self._answers.items() if r in open_now}
         self._merged.clear()
         self._chains.clear()
+        self._current = ((), None)
         self.generation += 1
 
     def settings_for(self, path: str, window: config.Settings) -> config.Settings:
@@ -147,4 +152,11 @@ class FolderSettings:
         return merged
 
     def current(self, roots: Sequence[str]) -> tuple[FolderRules, ...]:
-        return tuple(self._rules[r] for r in roots if r in self._rules)
+        """The rules of the folders among `roots` (every request asks: remembered until
+        the folders, their rules or `roots` change)."""
+        asked, known = self._current
+        if known is not None and asked == roots:
+            return known
+        found = tuple(self._rules[r] for r in roots if r in self._rules)
+        self._current = (tuple(roots), found)
+        return found

@@ -33,7 +33,7 @@ from synconfroute.server.session.folders import FolderSettings
 from synconfroute.server.settings.config import Settings
 from synconfroute.server.vocab.positions import cap_window
 from synconfroute.server.workspace import crossfile, prompt_split
-from synconfroute.server.workspace.documents import DocumentStore
+from synconfroute.server.workspace.documents import DocumentStore, Edit
 from synconfroute.server.workspace.workspace_index import WorkspaceIndex
 
 A = "/ws/pkg/a.py"
@@ -310,3 +310,27 @@ def test_a_built_context_carries_every_field_of_its_window(tmp_path: Path) -> No
     assert cb.roots() == (str(tmp_path), str(tmp_path / "sub"))
     uris.clear()
     assert cb.roots() == ()
+
+
+def test_an_edited_untitled_buffer_does_not_break_completions_elsewhere(tmp_path: Path) -> None:
+    """A recent edit of an untitled buffer (`untitled:Untitled-1`, no file path) feeds
+    other files' prompts while the buffer is open and goes when it closes. Failed on
+    s5base: every completion in another file raised ValueError (`Path.as_uri`)."""
+    docs = DocumentStore()
+    cb = ContextBuilder(docs, lambda: [], lambda work: work.close())
+    settings = Settings()
+    untitled = docs.open("untitled:Untitled-1", "x = 1\n", "python")
+    old = untitled.text.text
+    docs.change("untitled:Untitled-1", [Edit("total_rows = 2\n", (1, 0), (1, 0))])
+    cb.changed(untitled, old, [Edit("total_rows = 2\n", (1, 0), (1, 0))], settings)
+    st = docs.open((tmp_path / "a.py").as_uri(), "def f(x):\n    return \n", "python")
+
+    def edits() -> list[str]:
+        window = cb.window(st, 21, settings)
+        snapshot = (st.text.text, st.text.version)
+        ctx = cb.build(window, st, snapshot, 21, (1, 11), settings, blocking_gate=False)
+        return [c.path for c in ctx.recent_edits]
+
+    assert edits() == ["untitled:Untitled-1"]
+    docs.close("untitled:Untitled-1")
+    assert edits() == []

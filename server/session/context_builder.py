@@ -61,6 +61,16 @@ async def in_daemon_thread(work: Callable[[], None], name: str) -> None:
     await done
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of the path; pathlib's is slow
+def _file_uri(path: str) -> str | None:
+    """The file URI of an absolute path; None for what has none (an untitled buffer's
+    `untitled:Untitled-1`, which `Path.as_uri` refuses with a ValueError)."""
+    try:
+        return Path(path).as_uri()
+    except ValueError:
+        return None
+
+
 def repo_name(path: str, roots: Sequence[str]) -> str:
     """The name repo-level prompts give the workspace (`<|repo_name|>`): the innermost
     open folder holding `path` (each folder is its own project); "" when none does."""
@@ -178,7 +188,11 @@ class ContextBuilder:
         """A recent edit of a file the editor no longer holds open feeds prompts only
         while the file on disk still holds it: moved, deleted or replaced, its chunks go
         (the content may now live under a private name)."""
-        if self._docs.document(Path(chunk.path).as_uri()) is not None:
+        uri = _file_uri(chunk.path)
+        if uri is None:  # not a file path (an untitled buffer): held while it is open
+            if self._docs.holds_path(chunk.path):
+                return True
+        elif self._docs.document(uri) is not None:
             return True
         try:
             st = os.stat(chunk.path)

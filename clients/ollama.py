@@ -78,6 +78,12 @@ class _Plan:
         return f"{self.prompt}\x00{self.suffix or ''}"
 
 
+@functools.lru_cache(maxsize=64)  # a pure function of two short tuples, asked per request
+def _stops(template: tuple[str, ...], request: tuple[str, ...]) -> tuple[str, ...]:
+    """The stop strings sent: the template's, then the request's, each once, none empty."""
+    return tuple(dict.fromkeys(s for s in (*template, *request) if s))
+
+
 def _version_tuple(version: str) -> tuple[int, int, int] | None:
     m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version.strip())
     return (int(m[1]), int(m[2]), int(m[3])) if m else None
@@ -340,7 +346,7 @@ class OllamaBackend:
             prefix = templates.with_context(request)
         info = await self._show(request.deadline)
         tpl = self.template
-        stop = tuple(dict.fromkeys(s for s in (*(tpl.stop if tpl else ()), *request.stop) if s))
+        stop = _stops(tuple(tpl.stop) if tpl else (), tuple(request.stop))
         if self._native_insert(info):
             if prefix and suffix:
                 return _Plan(mode="fim-native", prompt=prefix, suffix=suffix, raw=False, stop=stop)
@@ -409,7 +415,14 @@ class OllamaBackend:
         while plan is not None:
             body = self._body(plan, request)
             sent.n += len(body)
-            plan = attrs.evolve(plan, sent_at=time.monotonic())
+            plan = _Plan(  # `attrs.evolve`, without its walk over the fields
+                mode=plan.mode,
+                prompt=plan.prompt,
+                raw=plan.raw,
+                suffix=plan.suffix,
+                stop=plan.stop,
+                sent_at=time.monotonic(),
+            )
             stream = self._client.stream(
                 "POST",
                 "/api/generate",

@@ -16,6 +16,7 @@ notes and the privacy re-check of a remote call in flight all read the same one.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Literal
 
@@ -73,6 +74,7 @@ class Planning:
     sticky: prompt_split.Sticky
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function of two strings, asked twice a file
 def display_path(path: str, roots: tuple[str, ...]) -> str:
     """Workspace-relative where possible (prompts and the hover card), else the file name."""
     rel = privacy.relative_paths(path, roots)
@@ -100,7 +102,7 @@ def context_allowed(ctx: CompletionContext, tier: str, settings: Settings) -> Ca
     tier, none unless the user sends context there (`remote.send_context`), and never a
     file privacy keeps on the machine."""
     if tier != "remote":
-        return lambda f: True
+        return _any_file
     if settings.privacy.local_only or not settings.remote.send_context:
         return lambda f: False
     p = settings.privacy
@@ -109,22 +111,19 @@ def context_allowed(ctx: CompletionContext, tier: str, settings: Settings) -> Ca
     )
 
 
-def _window(
-    ctx: CompletionContext, tier: str, chars: int, local: Backend | None
-) -> tuple[str, str]:
-    """The prefix and suffix `tier` sees: the window's start on a line grid, so the
-    local KV cache and the cluster's prefix cache survive the cursor moving on; no
-    suffix for a local model that only sees the prefix."""
-    if tier != "local":
-        return time_budget.anchored_window(ctx.prefix, ctx.suffix, chars)
-    prefix_only = getattr(local, "prompt_mode", None) == "prefix-only"
-    return time_budget.anchored_window(ctx.prefix, ctx.suffix, chars, prefix_only=prefix_only)
+def _any_file(path: str) -> bool:
+    return True
 
 
 def _prompt(
     ctx: CompletionContext, tier: Tier, total_chars: int, env: Planning
 ) -> prompt_split.TierPrompt:
-    t = env.settings.remote if tier == "remote" else env.settings.local
+    remote = tier == "remote"
+    t = env.settings.remote if remote else env.settings.local
+    # The window's start on a line grid, so the local KV cache and the cluster's prefix
+    # cache survive the cursor moving on; no suffix for a local model that only sees
+    # the prefix. (A partial: `assemble` cuts `ctx`'s own prefix and suffix.)
+    prefix_only = not remote and getattr(env.local, "prompt_mode", None) == "prefix-only"
     return prompt_split.assemble(
         prefix=ctx.prefix,
         suffix=ctx.suffix,
@@ -132,10 +131,10 @@ def _prompt(
         chunks=ctx.recent_edits,
         total_chars=total_chars,
         context_tokens=t.context_tokens,
-        allowed=context_allowed(ctx, tier, env.settings),
+        allowed=context_allowed(ctx, tier, env.settings) if remote else _any_file,
         sticky=env.sticky,
         key=(ctx.path, f"{tier}@{total_chars}"),  # each window size its own context
-        cut_window=lambda _pre, _suf, chars: _window(ctx, tier, chars, env.local),
+        cut_window=functools.partial(time_budget.anchored_window, prefix_only=prefix_only),
     )
 
 
@@ -166,7 +165,9 @@ def _request(
     # is no completion.
     capped = budget is not None and not single_line
     request = CompletionRequest(
-        context_files=tuple((display_path(f.path, ctx.roots), f.text) for f in files),
+        context_files=tuple([(display_path(f.path, ctx.roots), f.text) for f in files])
+        if files
+        else (),
         repo=ctx.repo,
         repo_path=display_path(ctx.path, ctx.roots) if files else "",
         prefix=parts.prefix,
@@ -180,7 +181,7 @@ def _request(
         single_line=single_line,
         max_predict_s=budget.max_predict_s if budget is not None and capped else None,
         priority=s.remote.request_priority(invoked=ctx.invoked) if tier == "remote" else None,
-        affinity=remote_affinity(ctx, tier),
+        affinity=remote_affinity(ctx, tier) if tier == "remote" else "",
         plan=plan() if tier == "remote" else None,
     )
     return request, plan
@@ -202,7 +203,10 @@ def plan_tier(
     request, plan = _request(
         ctx, tier, parts, env, deadline=deadline, single_line=single_line, budget=budget
     )
-    notes = tuple((display_path(f.path, ctx.roots), f.bytes, tier) for f in parts.files)
+    files = parts.files
+    notes = (
+        tuple([(display_path(f.path, ctx.roots), f.bytes, tier) for f in files]) if files else ()
+    )
     lazy = None if request.plan is not None else plan
     return TierRequest(tier, request, notes, chars, budget, lazy)
 

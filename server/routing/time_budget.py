@@ -20,7 +20,9 @@ cache keeps the whole window until the cursor has moved a grid step further.
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import operator
 import re
 
 import attrs
@@ -148,11 +150,14 @@ def anchored_window(
     if len(prefix) <= room:
         return prefix, suffix
     starts = _line_starts(prefix)
+    lowest = len(prefix) - room  # a line starting here or later fits
     for step in GRID_STEPS:
         # The first line on this step whose rest fits; taken if it keeps at least half
         # the room (else a finer step keeps more, at the price of moving more often).
-        fits = (s for s in starts[::step] if len(prefix) - s <= room)
-        start = next(fits, len(prefix))
+        # Line starts ascend: a bisection finds it, not a test of every line above.
+        grid = starts[::step]
+        k = bisect.bisect_left(grid, lowest)
+        start = grid[k] if k < len(grid) else len(prefix)
         if len(prefix) - start >= room // 2:
             return prefix[start:], suffix
     return cap_window(prefix, "", room)[0], suffix
@@ -161,13 +166,26 @@ def anchored_window(
 _LINE_END = re.compile(r"\r\n?|\n")
 
 
+# The last prefix's line starts: the KV-aware sizing cuts one request's window at
+# several sizes (`planner.plan_local`), each from the same prefix string.
+_starts_of: tuple[str, list[int]] = ("", [0])
+
+
 def _line_starts(text: str) -> list[int]:
     """Offsets where the lines of `text` start (LSP's rule: \\n, \\r\\n, \\r). In C
     loops (a split, or a regex where a \\r may end a line), not a loop per character."""
+    global _starts_of
+    last, known = _starts_of
+    if text is last:  # the same string object (strings are immutable): the same answer
+        return known
     if "\r" in text:
-        return [0, *(m.end() for m in _LINE_END.finditer(text))]
-    starts = [0, *itertools.accumulate(len(line) + 1 for line in text.split("\n"))]
-    starts.pop()  # past the end: the last line has no end
+        starts = [0, *(m.end() for m in _LINE_END.finditer(text))]
+    else:
+        # Line k starts after the k lines above and their k breaks: all in C.
+        lengths = itertools.accumulate(map(len, text.split("\n")), initial=0)
+        starts = list(map(operator.add, lengths, itertools.count()))
+        starts.pop()  # past the end: the last line has no end
+    _starts_of = (text, starts)
     return starts
 
 

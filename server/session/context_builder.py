@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import Any
-
-import attrs
 
 from synconfroute.clients.plan import FolderRules
 
@@ -62,6 +61,16 @@ async def in_daemon_thread(work: Callable[[], None], name: str) -> None:
     await done
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of the path; pathlib's is slow
+def _file_uri(path: str) -> str | None:
+    """The file URI of an absolute path; None for what has none (an untitled buffer's
+    `untitled:Untitled-1`, which `Path.as_uri` refuses with a ValueError)."""
+    try:
+        return Path(path).as_uri()
+    except ValueError:
+        return None
+
+
 def repo_name(path: str, roots: Sequence[str]) -> str:
     """The name repo-level prompts give the workspace (`<|repo_name|>`): the innermost
     open folder holding `path` (each folder is its own project); "" when none does."""
@@ -82,6 +91,8 @@ class ContextBuilder:
         self._spawn = spawn
         self._folders = folders  # each folder's own privacy settings, by folder path
         self._closed: list[str] = []  # paths closed lately (a didOpen may be their move)
+        # The folder URIs last asked and their paths (`roots`: a pure function of them).
+        self._last_roots: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         self._disk: dict[tuple[str, int, int], str] = {}  # closed files' text, by stat
         # Cross-file context (completion.context = "workspace"): built on first need.
         self.index: WorkspaceIndex | None = None
@@ -136,12 +147,17 @@ class ContextBuilder:
                 log.exception("cross-file context failed; completing with the file alone")
                 crossfile_ = ()
         if settings.completion.recent_edits:
-            chunks = [c for c in self.recent.recent(exclude=st.path) if self._still_holds(c)]
-            edits = tuple(chunks)
+            chunks = self.recent.recent(exclude=st.path)
+            edits = tuple([c for c in chunks if self._still_holds(c)]) if chunks else ()
         repo = repo_name(st.path, roots) if crossfile_ or edits else window.repo
-        # One copy of the window, not one per field (each costs a call into attrs).
-        return attrs.evolve(
-            window,
+        # One copy of the window, not one per field, and not `attrs.evolve` (its walk
+        # over the fields costs more than the copy): every field named here
+        # (tests/test_request_context_memo.py checks the list against the class).
+        return CompletionContext(
+            prefix=window.prefix,
+            suffix=window.suffix,
+            language=window.language,
+            path=window.path,
             document=Anchor(anchor_doc, position),
             roots=roots,
             folders=folders,
@@ -172,7 +188,11 @@ class ContextBuilder:
         """A recent edit of a file the editor no longer holds open feeds prompts only
         while the file on disk still holds it: moved, deleted or replaced, its chunks go
         (the content may now live under a private name)."""
-        if self._docs.document(Path(chunk.path).as_uri()) is not None:
+        uri = _file_uri(chunk.path)
+        if uri is None:  # not a file path (an untitled buffer): held while it is open
+            if self._docs.holds_path(chunk.path):
+                return True
+        elif self._docs.document(uri) is not None:
             return True
         try:
             st = os.stat(chunk.path)
@@ -190,7 +210,13 @@ class ContextBuilder:
         return False
 
     def roots(self) -> tuple[str, ...]:
-        return tuple(path_of(u) for u in self._roots() if u.startswith("file:"))
+        uris = tuple(self._roots())
+        last = self._last_roots
+        if last[0] == uris:  # the folders open have not changed: their paths neither
+            return last[1]
+        paths = tuple(path_of(u) for u in uris if u.startswith("file:"))
+        self._last_roots = (uris, paths)
+        return paths
 
     # -- the workspace index ------------------------------------------------------
     def start_index(self, settings: config.Settings) -> WorkspaceIndex | None:
@@ -313,19 +339,20 @@ class ContextBuilder:
                 index.update(o.path, o.text.text, o.language or None)
                 o.index_stale = False
 
-        def ranked() -> list[crossfile.Candidate]:
-            return crossfile.candidates(
-                prefix=text[max(0, offset - 4000) : offset],
-                suffix=text[offset : offset + 1000],
-                path=st.path,
-                language=st.language,
-                index=index,
-                open_docs=[(o.path, o.text.version, o.text.text) for o in others[:8]],
-                snippets=self.snippets,
-                full_prefix=text[: min(offset, 20000)],
-            )
-
+        ranked = functools.partial(  # no Python frame of its own: asked once, or twice
+            crossfile.candidates,
+            prefix=text[max(0, offset - 4000) : offset],
+            suffix=text[offset : offset + 1000],
+            path=st.path,
+            language=st.language,
+            index=index,
+            open_docs=[(o.path, o.text.version, o.text.text) for o in others[:8]],
+            snippets=self.snippets,
+            full_prefix=text[: min(offset, 20000)],
+        )
         found = ranked()
+        if not found:
+            return ()
         # A file not open whose entry is not what its file holds now (moved, replaced,
         # changed with no event): read again (gone: dropped) before it feeds a prompt.
         paths = {c.path for c in found}  # each file asked once, not once per candidate

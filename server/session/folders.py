@@ -60,6 +60,13 @@ def holders(path: str, roots: Iterable[str]) -> tuple[str, ...]:
     """The folders among `roots` that hold `path`, outermost first: by the names the
     editor uses, or by real path (a folder or file reached through a symlink; resolved
     only for a folder that does not hold it by name)."""
+    return _holders(path, roots)[0]
+
+
+def _holders(path: str, roots: Iterable[str]) -> tuple[tuple[str, ...], bool]:
+    """`holders`, and whether the answer came from the names alone (every folder holds
+    `path` by name): then it is a function of the strings, which may be remembered; a
+    real path is the file system's answer of this moment."""
     named = privacy.normal_path(path)
     real: str | None = None
     resolved = False
@@ -76,7 +83,10 @@ def holders(path: str, roots: Iterable[str]) -> tuple[str, ...]:
         real_root = privacy.real_path(r, seen=seen)
         if real_root is not None and privacy.within(real, (real_root,)):
             held.append(r)
-    return tuple(sorted(held, key=len))
+    return tuple(sorted(held, key=len)), not resolved
+
+
+_CHAINS_KEPT = 1024
 
 
 class FolderSettings:
@@ -88,18 +98,26 @@ class FolderSettings:
         self._answers: dict[str, Mapping[str, Any]] = {}
         # The last merge per chain of folders, with the window settings it started from.
         self._merged: dict[tuple[str, ...], tuple[config.Settings, config.Settings]] = {}
+        # The folders holding each file asked about, where the names alone said it
+        # (`_holders`): every request asks it; cleared with every change of the folders.
+        self._chains: dict[str, tuple[str, ...]] = {}
+        # `current`'s last answer and the roots it was for; None: ask again.
+        self._current: tuple[tuple[str, ...], tuple[FolderRules, ...] | None] = ((), None)
         self.generation = 0  # moves with every change of the folders or their answers
 
     def expect(self, roots: Iterable[str]) -> None:
         """These folders' settings are asked for: until they come, their files stay local."""
         for r in roots:
             self._rules.setdefault(r, FolderRules(root=r, closed=True))
+        self._current = ((), None)
 
     def applied(self, rules: FolderRules, answer: Mapping[str, Any] | None = None) -> None:
         """A folder's configuration came: its privacy `rules`, and the `answer` itself."""
         self._rules[rules.root] = rules
         self._answers[rules.root] = dict(answer or {})
         self._merged.clear()
+        self._chains.clear()
+        self._current = ((), None)
         self.generation += 1
 
     def keep_only(self, roots: Iterable[str]) -> None:
@@ -108,6 +126,8 @@ class FolderSettings:
         self._rules = {r: f for r, f in self._rules.items() if r in open_now}
         self._answers = {r: a for r, a in self._answers.items() if r in open_now}
         self._merged.clear()
+        self._chains.clear()
+        self._current = ((), None)
         self.generation += 1
 
     def settings_for(self, path: str, window: config.Settings) -> config.Settings:
@@ -115,7 +135,13 @@ class FolderSettings:
         the folders holding it (`settings_in`); `window` itself outside every folder."""
         if not self._answers:  # no folder has answered: nothing to tighten by
             return window
-        chain = holders(path, self._answers)
+        chain = self._chains.get(path)
+        if chain is None:
+            chain, by_name = _holders(path, self._answers)
+            if by_name:
+                if len(self._chains) >= _CHAINS_KEPT:
+                    self._chains.clear()
+                self._chains[path] = chain
         if not chain:
             return window
         known = self._merged.get(chain)
@@ -126,4 +152,11 @@ class FolderSettings:
         return merged
 
     def current(self, roots: Sequence[str]) -> tuple[FolderRules, ...]:
-        return tuple(self._rules[r] for r in roots if r in self._rules)
+        """The rules of the folders among `roots` (every request asks: remembered until
+        the folders, their rules or `roots` change)."""
+        asked, known = self._current
+        if known is not None and asked == roots:
+            return known
+        found = tuple(self._rules[r] for r in roots if r in self._rules)
+        self._current = (tuple(roots), found)
+        return found

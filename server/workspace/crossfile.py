@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import posixpath
 import re
 from collections import Counter, OrderedDict
@@ -177,19 +178,46 @@ class ContextFile:
         return len(self.text.encode("utf-8", "surrogatepass"))
 
 
-def _near(prefix: str, suffix: str) -> list[tuple[str, float]]:
-    """Identifiers around the cursor, weighted by closeness (1 on the cursor's line)."""
-    before = prefix.split("\n")[-NEAR_LINES_BEFORE:]
-    after = suffix.split("\n")[:NEAR_LINES_AFTER]
-    out: list[tuple[str, float]] = []
+def _weights(prefix: str, suffix: str) -> dict[str, float]:
+    """The names around the cursor (longer than two characters, not keywords), each
+    weighted by closeness (1 on the cursor's line), a name's weights summed in text
+    order. The lines above the cursor's are what they were at the last key while one
+    types on a line: their sums are remembered (`_above`), then the cursor's line and
+    those below are added, in the same order, so the floats are the same. The text is
+    split from the cursor outwards only as far as read."""
+    before = prefix.rsplit("\n", NEAR_LINES_BEFORE)[-NEAR_LINES_BEFORE:]
     n = len(before)
-    for i, line in enumerate(before):
+    remembered = n > 2  # one line above: cheaper to read again than to look up
+    weights = dict(_above("\n".join(before[:-1]), n)) if remembered else {}
+    get, findall, keywords = weights.get, _IDENT.findall, _KEYWORDS
+    for i in range(n - 1 if remembered else 0, n):  # then the cursor's line (weight 1)
         w = 1.0 / (1 + (n - 1 - i) / 4)
-        out += [(m, w) for m in _IDENT.findall(line)]
-    for i, line in enumerate(after):
+        for name in findall(before[i]):
+            if len(name) > 2 and name not in keywords:
+                weights[name] = get(name, 0.0) + w
+    for i, line in enumerate(suffix.split("\n", NEAR_LINES_AFTER)[:NEAR_LINES_AFTER]):
         w = 0.5 / (1 + i / 2)
-        out += [(m, w) for m in _IDENT.findall(line)]
-    return out
+        for name in findall(line):
+            if len(name) > 2 and name not in keywords:
+                weights[name] = get(name, 0.0) + w
+    return weights
+
+
+@functools.lru_cache(maxsize=8)  # a pure function of the text: while typing, one line
+def _above(lines: str, n: int) -> dict[str, float]:
+    """The weights of the `n` - 1 lines above the cursor's (`lines`, joined; "" when
+    the cursor is on the first line), line i weighing 1 / (1 + (n - 1 - i) / 4).
+    Callers copy it: the remembered dict is never changed."""
+    weights: dict[str, float] = {}
+    if n < 2:
+        return weights
+    get, findall, keywords = weights.get, _IDENT.findall, _KEYWORDS
+    for i, line in enumerate(lines.split("\n")):
+        w = 1.0 / (1 + (n - 1 - i) / 4)
+        for name in findall(line):
+            if len(name) > 2 and name not in keywords:
+                weights[name] = get(name, 0.0) + w
+    return weights
 
 
 # `from m import a, b` or `from m import (\n    a,\n    b,\n)` (the parenthesised list may
@@ -362,13 +390,13 @@ def candidates(
 def _definitions(
     prefix: str, suffix: str, path: str, language: str, index: WorkspaceIndex, head: str
 ) -> list[Candidate]:
-    weights: dict[str, float] = {}
-    for name, w in _near(prefix, suffix):
-        if len(name) > 2 and name not in _KEYWORDS:
-            weights[name] = weights.get(name, 0.0) + w
+    weights = _weights(prefix, suffix)
     order: Collection[str]
     imported: AbstractSet[str]
-    if len(head) < _IMPORTS_KEPT_FROM:  # cheap to scan; and it ends at the cursor: a new text
+    if language in ("python", "java") and "import" not in head:
+        order = imported = frozenset()  # what `imports` finds there (a search in C)
+        ends: tuple[str, ...] = ()
+    elif len(head) < _IMPORTS_KEPT_FROM:  # cheap to scan; and it ends at the cursor: a new text
         names, found = imports(language, head, path)
         order, imported, ends = names, names, tuple(found)
     else:
@@ -381,14 +409,17 @@ def _definitions(
         # members come in below when the class shows near the cursor.
         unseen = language == "python" and name not in weights
         weights[name] = weights.get(name, 0.0) + (IMPORTED_UNSEEN if unseen else IMPORTED_SEEN)
-    own = {s.name for s in index.symbols_of(path)}
+    own = index.names_of(path)  # kept with the file's entry: not a set per request
     suffixes = ends
     imported_file: dict[str, bool] = {}
     scored: list[Candidate] = []
+    # Defined here: the prefix or suffix shows it, or it is out of reach.
+    known = index.lookup_many(weights, skip=own) if weights.keys() - own else {}
     for name, w in weights.items():
-        if name in own:
-            continue  # defined here: the prefix or suffix shows it, or it is out of reach
-        defs = [s for s in index.lookup(name) if s.path != path]
+        hits = known.get(name)
+        if hits is None:
+            continue
+        defs = [s for s in hits if s.path != path]
         if not defs:
             continue
         for s in defs:
@@ -441,14 +472,20 @@ def _members(index: WorkspaceIndex, cls: Symbol, score: float) -> list[Candidate
 def _snippets(
     prefix: str, path: str, open_docs: Sequence[DocTuple], cache: SnippetCache
 ) -> list[Candidate]:
-    query = frozenset(_IDENT.findall("\n".join(prefix.split("\n")[-SNIPPET_LINES:]))) - _KEYWORDS
+    last = "\n".join(prefix.rsplit("\n", SNIPPET_LINES)[-SNIPPET_LINES:])
+    query = frozenset(_IDENT.findall(last)) - _KEYWORDS
     if len(query) < 2:
         return []
     out = []
+    kept = cache._cache  # the hit path of `cache.windows`, without a call per document
     for rank, (doc_path, version, text) in enumerate(open_docs):
         if doc_path == path:
             continue
-        doc_windows = cache.windows(doc_path, version, text)
+        doc_windows = kept.get((doc_path, version))
+        if doc_windows is None:
+            doc_windows = cache.windows(doc_path, version, text)
+        else:
+            kept.move_to_end((doc_path, version))
         if not doc_windows.postings:
             continue  # too short to hold a window
         found = _best_window(query, doc_windows)
@@ -478,13 +515,14 @@ def _best_window(query: frozenset[str], doc: _Windows) -> tuple[float, int] | No
     windows share one or two common names and are never scored. The answer is kept
     with the document's windows (`_Windows.best`)."""
     postings = doc.postings
-    present = tuple(i for i in query if i in postings)  # in the query's order: ties
-    if not present:
+    shared = postings.keys() & query  # in C; the query's order only when it is needed
+    if not shared:
         return None
     q, memo = len(query), doc.best
-    unordered = (q, frozenset(present))
+    unordered = (q, frozenset(shared))
     if unordered in memo:
         return memo[unordered]
+    present = tuple(i for i in query if i in postings)  # in the query's order: ties
     ordered = (q, present)
     if ordered in memo:
         return memo[ordered]
@@ -599,21 +637,38 @@ def fit_detail(
 
     Files come least relevant first: the most useful context sits next to the current
     file at the end of the prompt, where models attend most."""
-    pack = pack or PACK
-    left = budget_chars
-    pieces: dict[str, dict[tuple[str, int, str, str], tuple[Candidate, str]]] = {}
-    verdict: dict[str, bool] = {}
+    return fit_admitted(admitted(ranked, allowed), budget_chars, pack=pack)
 
-    def ok(c: Candidate) -> bool:
+
+def admitted(ranked: Iterable[Candidate], allowed: Callable[[str], bool]) -> list[Candidate]:
+    """The candidates `allowed` admits, in rank order; `allowed` asked once per file."""
+    verdict: dict[str, bool] = {}
+    out = []
+    for c in ranked:
         v = verdict.get(c.path)
         if v is None:
             v = verdict[c.path] = allowed(c.path)
-        return v
+        if v:
+            out.append(c)
+    return out
+
+
+# A candidate's key as a C call (`key_of`'s tuple): `prompt_split.Sticky` compares the
+# keys of a request's admitted candidates with the last ones' to reuse their fit.
+key_tuple = operator.attrgetter("path", "line", "kind", "text")
+
+
+def fit_admitted(cands: Sequence[Candidate], budget_chars: int, *, pack: str = "") -> Fitted:
+    """`fit_detail` of candidates already admitted (`admitted`): a pure function of
+    their keys in order, `budget_chars` and `pack` (or `PACK`)."""
+    pack = pack or PACK
+    left = budget_chars
+    pieces: dict[str, dict[tuple[str, int, str, str], tuple[Candidate, str]]] = {}
 
     def take(c: Candidate, text: str) -> bool:
         nonlocal left
         same = pieces.get(c.path, {})
-        k = key_of(c)
+        k = key_tuple(c)
         old = same.get(k)
         if any(t == text or text in t for kk, (_, t) in same.items() if kk != k):
             return False
@@ -625,7 +680,6 @@ def fit_detail(
         pieces.setdefault(c.path, {})[k] = (c, text)
         return True
 
-    cands = [c for c in ranked if ok(c)]
     if pack == "bodies":
         for c in cands:
             if left <= HEADER_CHARS:
@@ -635,7 +689,7 @@ def fit_detail(
         sigs = {}
         for c in cands:
             if c.kind == "definition":
-                sigs[key_of(c)] = sig = signature(c.text, c.path)
+                sigs[key_tuple(c)] = sig = signature(c.text, c.path)
                 if left > HEADER_CHARS:
                     take(c, sig)
         if pack == "mixed":
@@ -643,9 +697,9 @@ def fit_detail(
                 if left <= 0:
                     break
                 body = c.text.rstrip("\n")
-                if body != sigs.get(key_of(c)):
+                if body != sigs.get(key_tuple(c)):
                     take(c, body)
-    rank = {key_of(c): i for i, c in reversed(list(enumerate(cands)))}
+    rank = {key_tuple(c): i for i, c in reversed(list(enumerate(cands)))}
     first: dict[str, int] = {}
     for p, taken in pieces.items():
         first[p] = min(rank[k] for k in taken)

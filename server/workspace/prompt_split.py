@@ -76,12 +76,21 @@ class _Choice:
     fitted: crossfile.Fitted
 
 
+_FitKey = tuple[int, str, tuple[tuple[str, int, str, str], ...]]
+_FITS_KEPT = 8
+
+
 class Sticky:
     """The context chosen last, per (document, tier): reused verbatim while the new
     ranking agrees with it, so consecutive keystrokes send the same prompt start."""
 
     def __init__(self, size: int = 64) -> None:
         self._last: LRUCache[tuple[str, str], _Choice] = LRUCache(size)
+        # The last fits, by what they are a function of (`crossfile.fit_admitted`): the
+        # admitted candidates' keys in rank order, the budget and the packing. While
+        # one types, the ranking mostly comes back the same (3 keys in 4 in click's
+        # core.py), and a KV-sized local request fits each window size once.
+        self._fits: dict[_FitKey, crossfile.Fitted] = {}
 
     def choose(
         self,
@@ -90,7 +99,14 @@ class Sticky:
         budget: int,
         allowed: Callable[[str], bool],
     ) -> crossfile.Fitted:
-        new = crossfile.fit_detail(ranked, budget, allowed)
+        cands = crossfile.admitted(ranked, allowed)  # privacy of this moment: in the key
+        fit_key = (budget, crossfile.PACK, tuple(map(crossfile.key_tuple, cands)))
+        new = self._fits.get(fit_key)
+        if new is None:
+            new = crossfile.fit_admitted(cands, budget)
+            if len(self._fits) >= _FITS_KEPT:
+                del self._fits[next(iter(self._fits))]  # the oldest
+            self._fits[fit_key] = new
         prev = self._last.get(key)
         if (
             prev is not None
@@ -149,6 +165,9 @@ def assemble(
     """One tier's prompt parts under its budget (see the module's docstring).
     `cut_window(prefix, suffix, chars)` cuts the window to what context leaves (far
     ends first; a tier may anchor the cut for its KV cache)."""
+    if not ranked and not chunks:  # nothing from other files: the window takes it all
+        pre, suf = cut_window(prefix, suffix, max(1, total_chars))
+        return TierPrompt(context=(), edits=(), prefix=pre, suffix=suf)
     s = split(total_chars, context_tokens, has_edits=bool(chunks))
     edits = edit_files(chunks, s.edits, allowed) if s.edits > 0 else ()
     used_edits = sum(len(f.text) + crossfile.HEADER_CHARS + len(f.path) for f in edits)

@@ -94,6 +94,8 @@ class RecentEdits:
 
     def recent(self, *, exclude: str = "") -> list[EditChunk]:
         """Chunks younger than max_age_s, newest first, none of the file `exclude`."""
+        if not self._chunks:  # asked by every request: none, most of the time
+            return []
         now = self._clock()
         return [
             c for c in reversed(self._chunks) if c.path != exclude and now - c.at <= self.max_age_s

@@ -1,4 +1,4 @@
-"""The completion cache's entry written after the response (`put_after_response`): the
+"""The completion cache's entry written after the response (`put(after_response=True)`): the
 user does not wait for it, and nothing can tell it was late: a lookup before then finds
 it, a clear drops it, and a request's entry is in once its response is written."""
 
@@ -19,7 +19,7 @@ async def test_a_request_entry_is_put_when_its_response_is_written() -> None:
 
     def handle() -> None:  # as the transport handles a request: a Later, in its context
         pending.append(later.for_request())
-        c.put_after_response("m", PRE, SUF, "x * 2", "local", ("confident-and-valid",))
+        c.put("m", PRE, SUF, "x * 2", "local", ("confident-and-valid",), after_response=True)
 
     contextvars.copy_context().run(handle)
     assert c._entries.get(("m", *_digests())) is None, "put before the response"
@@ -33,7 +33,7 @@ async def test_a_lookup_before_the_response_finds_the_entry() -> None:
     # Two completions in a row with no turn of the event loop between them (a test, an
     # evaluation): the second one must hit, as it did when the put was immediate.
     c = CompletionCache()
-    c.put_after_response("m", PRE, SUF, "x * 2", "local", ())
+    c.put("m", PRE, SUF, "x * 2", "local", (), after_response=True)
     hit = c.get("m", PRE, SUF)
     assert hit is not None and hit.completion == "x * 2"
     await asyncio.sleep(0.01)  # the scheduled put finds nothing left to do
@@ -42,7 +42,7 @@ async def test_a_lookup_before_the_response_finds_the_entry() -> None:
 
 async def test_clear_drops_an_entry_not_yet_put() -> None:
     c = CompletionCache()
-    c.put_after_response("m", PRE, SUF, "x * 2", "local", ())
+    c.put("m", PRE, SUF, "x * 2", "local", (), after_response=True)
     c.clear()
     await later.settle()
     await asyncio.sleep(0.01)

@@ -13,23 +13,8 @@ from pygls.protocol import default_converter
 from synconfroute.server.protocol import lsp
 from synconfroute.server.session.session import Completed
 from synconfroute.server.vocab.card import route_card, summary
-from synconfroute.server.vocab.kinds import Reason
 from synconfroute.server.vocab.positions import Encoding, advance
-from synconfroute.server.vocab.record import RouteDecision
-
-
-def _decision(route: str, reasons: tuple[str, ...], confidence: float | None) -> RouteDecision:
-    return RouteDecision(
-        completion="x",
-        route=route,  # type: ignore[arg-type]
-        reasons=tuple(Reason(r) for r in reasons),
-        policy="synconf",
-        confidence=confidence,
-        threshold=0.6,
-        syntax=None,
-        local_model="m",
-        remote_model=None,
-    )
+from tests.decisions import route_decision
 
 
 def _as_lsprotocol(done: Completed | None, encoding: Encoding, formats: Any) -> t.CompletionList:
@@ -60,11 +45,11 @@ def _as_lsprotocol(done: Completed | None, encoding: Encoding, formats: Any) -> 
 @pytest.fixture(scope="module")
 def converter() -> Any:
     """The converter pygls' server makes (no server: its log handler would outlive it)."""
-    return default_converter()
+    return default_converter()  # type: ignore[no-untyped-call]  # (pygls')
 
 
-LOCAL = _decision("local", ("confident-and-valid",), 0.97)
-REMOTE = _decision("remote", ("low-confidence", "syntax-invalid"), None)
+LOCAL = route_decision("local", ("confident-and-valid",), 0.97)
+REMOTE = route_decision("remote", ("low-confidence", "syntax-invalid"), None)
 DONES = [
     None,
     Completed("a", LOCAL, "", (0, 0), (0, 0), ""),

@@ -34,6 +34,7 @@ from synconfroute.server.protocol.transport import StdoutWriter
 from synconfroute.server.session.session import Completed
 from synconfroute.server.settings import config
 from synconfroute.server.vocab.card import summary
+from tests.decisions import route_decision
 
 
 class Capture:
@@ -337,23 +338,6 @@ def test_a_message_is_dispatched_as_the_pygls_protocols_tell(message: Any) -> No
 # --- the inlineCompletion result, built as JSON directly ---
 
 
-def _decision(route: str, reasons: tuple[str, ...], confidence: float | None) -> Any:
-    from synconfroute.server.vocab.kinds import Reason
-    from synconfroute.server.vocab.record import RouteDecision
-
-    return RouteDecision(
-        completion="x",
-        route=route,  # type: ignore[arg-type]
-        reasons=tuple(Reason(r) for r in reasons),
-        policy="synconf",
-        confidence=confidence,
-        threshold=0.6,
-        syntax=None,
-        local_model="m",
-        remote_model=None,
-    )
-
-
 def _as_lsprotocol(done: Any) -> Any:
     """The result as lsp.inline_completion built it before (lsprotocol objects)."""
     if done is None or not done.insert_text:
@@ -373,11 +357,13 @@ def _as_lsprotocol(done: Any) -> Any:
     "done",
     [
         None,
-        Completed("a", _decision("local", ("confident",), 0.97), "", (0, 0), (0, 0), ""),
-        Completed("b", _decision("local", ("confident",), 0.97), " x + 1", (1, 11), (1, 11), ""),
+        Completed("a", route_decision("local", ("confident",), 0.97), "", (0, 0), (0, 0), ""),
+        Completed(
+            "b", route_decision("local", ("confident",), 0.97), " x + 1", (1, 11), (1, 11), ""
+        ),
         Completed(
             "c",
-            _decision("remote", ("low-confidence", "syntax-invalid"), None),
+            route_decision("remote", ("low-confidence", "syntax-invalid"), None),
             "é\n  \u2603",
             (4, 2),
             (6, 0),
@@ -687,7 +673,7 @@ class Buffered:
 def test_stdout_gets_each_message_written_then_flushed() -> None:
     stream = Buffered()
     writer = StdoutWriter(stream)
-    assert writer.write(b"one") is None  # nothing to await (pygls asks only then)
+    writer.write(b"one")  # returns nothing to await (pygls asks only then)
     writer.write(b"two")
     writer.close()
     assert stream.calls == [

@@ -57,26 +57,7 @@ class CompletionCache:
         self._by_suffix: LRUCache[tuple[str, bytes], dict[bytes, tuple[int, str]]] = LRUCache(
             maxsize
         )
-        self._pending: list[Callable[[], None]] = []  # `put_after_response`'s, not put yet
-
-    def put_after_response(
-        self,
-        model: str,
-        prefix: str,
-        suffix: str,
-        entry_completion: str,
-        route: str,
-        reasons: tuple[Reason, ...],
-        origin: object = None,
-        made: tuple[bytes, bytes] | None = None,
-    ) -> None:
-        """`put`, once the request's response is written: the user does not wait for
-        the entry (a TTLCache and an LRUCache written, ~40 µs with the caches cold after
-        the model's wait). A `get` before then puts it first; `clear` drops it."""
-        args = (model, prefix, suffix, entry_completion, route, reasons, origin, made)
-        self._pending.append(functools.partial(self.put, *args))
-        if len(self._pending) == 1:
-            later.after_response(self._put_pending)
+        self._pending: list[Callable[[], None]] = []  # put after the response, not yet
 
     def _put_pending(self) -> None:
         pending, self._pending = self._pending, []
@@ -93,8 +74,20 @@ class CompletionCache:
         reasons: tuple[Reason, ...],
         origin: object = None,
         made: tuple[bytes, bytes] | None = None,  # `digests(prefix, suffix)`, if made
+        *,
+        after_response: bool = False,
     ) -> None:
+        """Keep a completion shown at (prefix, suffix). `after_response`: once the
+        request's response is written, as the user does not wait for the entry (a
+        TTLCache and an LRUCache written, ~40 µs with the caches cold after the model's
+        wait); a `get` before then puts it first, `clear` drops it."""
         if not entry_completion:
+            return
+        if after_response:
+            args = (model, prefix, suffix, entry_completion, route, reasons, origin, made)
+            self._pending.append(functools.partial(self.put, *args))
+            if len(self._pending) == 1:
+                later.after_response(self._put_pending)
             return
         pd, sd = digests(prefix, suffix) if made is None else made
         self._entries[(model, pd, sd)] = Entry(

@@ -245,8 +245,16 @@ class Pipeline:
         req = sequence.plan(ctx, rules, models, t0, self.planning(ctx))
         rec, cacheable = await sequence.run(self, req, access)
         if cacheable and rec.route != "none" and rec.completion:
-            self.cache.put_after_response(
-                cache_key, ctx.prefix, ctx.suffix, rec.completion, rec.route, rec.reasons, rec, made
+            self.cache.put(
+                cache_key,
+                ctx.prefix,
+                ctx.suffix,
+                rec.completion,
+                rec.route,
+                rec.reasons,
+                rec,
+                made,
+                after_response=True,
             )
         return rec
 

@@ -490,7 +490,10 @@ def test_notifications_leave_no_futures_behind() -> None:
             )
         send("textDocument/didClose", {"textDocument": {"uri": URI}})
         gc.collect()
-        assert futures() - before < 5
-        assert len(proto._request_futures) < 5
+        # Bounded, not one per keystroke: finished ones are swept past a small count.
+        from synconfroute.server.protocol.lsp import _FUTURES_SWEPT_AT
+
+        assert futures() - before <= _FUTURES_SWEPT_AT + 2
+        assert len(proto._request_futures) <= _FUTURES_SWEPT_AT + 1
     finally:
         root.handlers[:] = handlers

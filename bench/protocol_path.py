@@ -1,6 +1,6 @@
 """The protocol path of one inlineCompletion, in process and without the session: frame
-body in, the real handler (the session's `complete` answers at once), the route
-response and the route notification out, bytes caught in memory.
+body in, the real handler (the session's `complete` answers at once), the response
+and the route notification out, bytes caught in memory.
 
     .venv/bin/python -m bench.protocol_path [--rounds 3000]
 

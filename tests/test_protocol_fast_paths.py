@@ -34,23 +34,8 @@ from synconfroute.server.protocol.transport import StdoutWriter
 from synconfroute.server.session.session import Completed
 from synconfroute.server.settings import config
 from synconfroute.server.vocab.card import summary
+from tests.captures import Capture
 from tests.decisions import route_decision
-
-
-class Capture:
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.chunks.append(data)
-
-    def close(self) -> None:
-        pass
-
-    def take(self) -> bytes:
-        out = b"".join(self.chunks)
-        self.chunks.clear()
-        return out
 
 
 @pytest.fixture

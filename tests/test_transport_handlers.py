@@ -20,27 +20,7 @@ from synconfroute.server.protocol import lsp
 from synconfroute.server.protocol.frames import Body
 from synconfroute.server.protocol.transport import TransportProtocol
 from synconfroute.server.settings import config
-
-
-class Capture:
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.chunks.append(data)
-
-    def close(self) -> None:
-        pass
-
-    def messages(self) -> list[dict[str, Any]]:
-        out = []
-        data = b"".join(self.chunks)
-        while data:
-            head, _, rest = data.partition(b"\r\n\r\n")
-            length = int(head.split(b"Content-Length:")[1].split(b"\r\n")[0])
-            out.append(json.loads(rest[:length]))
-            data = rest[length:]
-        return out
+from tests.captures import Capture
 
 
 class RecordingTask(asyncio.Task[Any]):

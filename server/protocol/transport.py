@@ -40,7 +40,7 @@ from ..learning import later
 from . import collector
 from .frames import MAX_BODY_BYTES, Body, Event, Skipped, TooLarge
 from .outgoing import TEXT_MESSAGES, scrub_outgoing
-from .plain_messages import PLAIN
+from .plain_messages import structure_plain
 
 log = logging.getLogger(__name__)
 
@@ -387,8 +387,7 @@ class TransportProtocol(LanguageServerProtocol):
         # A request or notification: structured as pygls does, but params the client got
         # wrong are its error (InvalidParams, answered and logged in one line), not an
         # ERROR with a traceback in the log as pygls writes it.
-        make = PLAIN.get(data["method"])  # (structure_plain, without its call)
-        if make is not None and (plain := make(data)) is not None:
+        if (plain := structure_plain(data)) is not None:
             return plain
         kind = JsonRPCRequestMessage if "id" in data else JsonRPCNotification
         try:
